@@ -1,0 +1,325 @@
+"""The mitmproxy addon that masks old tool results in chat requests."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Optional
+
+from mitmproxy import ctx, exceptions, http, optmanager
+from mitmproxy.addonmanager import Loader
+
+from obsmask_core.chat_body import ChatBodyOutcome, mask_chat_body
+from obsmask_core.policy import (
+    DEFAULT_PLACEHOLDER_TEMPLATE,
+    MaskPolicy,
+    PolicyError,
+    check_policy_value,
+    policy_from_values,
+)
+from obsmask_core.tokens import TokenCounter
+from obsmask_core.toml_config import ConfigError, load_config
+
+logger = logging.getLogger(__name__)
+
+# mitmproxy option -> key of [observation_masking.schema1]
+POLICY_OPTIONS = {
+    "obsmask_enabled": "enabled",
+    "obsmask_window_turns": "window_turns",
+    "obsmask_keep_errors": "keep_errors",
+    "obsmask_keep_last_k_per_tool": "keep_last_k_per_tool",
+    "obsmask_placeholder_template": "placeholder_template",
+}
+DEFAULT_CHAT_ROUTE = r"/chat/completions$"
+MARK = ":scissors:"
+
+
+def _set_explicitly(name: str) -> bool:
+    """Was option ``name`` given a value (``--set``, config.yaml, the UI)?
+
+    mitmproxy keeps an option at ``unset`` until something sets it. Comparing
+    with the default instead would let mitm.toml win over ``--set x=<default>``,
+    and the precedence is defaults < mitm.toml < options.
+    """
+    option = ctx.options._options.get(name)
+    return option is not None and option.value is not optmanager.unset
+
+
+def _check_pending_values(options: optmanager.OptManager) -> None:
+    """Check the ``--set`` values waiting for our options, before mitmproxy does.
+
+    mitmproxy converts ``--set name=value`` for a script's option only when the
+    script registers it, and a conversion error there goes unreported: the
+    proxy would run without obsmask after ``--set obsmask_window_turns=ten``.
+    An error logged here stops mitmdump at start-up instead, with one line.
+    """
+    for name in list(options.deferred):
+        if not name.startswith("obsmask_") or name not in options:
+            continue
+        raw = getattr(options.deferred[name], "val", None)
+        if not isinstance(raw, list) or len(raw) != 1:
+            continue
+        try:
+            options._parse_setval(options._options[name], raw)
+        except exceptions.OptionsError as e:
+            logger.error("obsmask: --set %s=%s: %s", name, raw[0], e)
+            del options.deferred[name]
+
+
+class ConversationMasking:
+    """Masks old tool results in OpenAI Chat Completions requests (Schéma 1)."""
+
+    def __init__(self) -> None:
+        self.policy = MaskPolicy()
+        self.config_path: str | None = None
+        self.route = re.compile(DEFAULT_CHAT_ROUTE)
+        self.tokens = TokenCounter()
+
+    def load(self, loader: Loader) -> None:
+        loader.add_option(
+            "obsmask_config",
+            Optional[str],  # noqa: UP045 - mitmproxy compares typespecs with typing.Optional
+            None,
+            """
+            The TOML file with obsmask's settings ([observation_masking.schema1]).
+            When unset, mitm.toml in the current directory is read if there is
+            one, else the built-in defaults apply. A file named here must exist.
+            Options set with --set win over the file.
+            """,
+        )
+        loader.add_option(
+            "obsmask_enabled",
+            bool,
+            True,
+            """
+            Mask old tool results in chat requests. false forwards every body
+            byte for byte (the instant rollback of the spec).
+            """,
+        )
+        loader.add_option(
+            "obsmask_window_turns",
+            int,
+            8,
+            """
+            How many of the most recent tool turns keep their results intact.
+            A tool turn is an assistant message with tool calls (several calls
+            in one message are one turn). Results of older turns are replaced
+            by the placeholder. 0 masks nothing.
+            """,
+        )
+        loader.add_option(
+            "obsmask_keep_errors",
+            bool,
+            True,
+            """
+            Never mask a result that reads as an error: a Python traceback, a
+            line starting with an exception name or "error:", a compiler error,
+            a timeout or refused connection, JSON with a non-empty "error" or
+            "status": "error".
+            """,
+        )
+        loader.add_option(
+            "obsmask_keep_last_k_per_tool",
+            int,
+            0,
+            """
+            Keep the K most recent results of each tool intact even outside the
+            window (0: off).
+            """,
+        )
+        loader.add_option(
+            "obsmask_placeholder_template",
+            str,
+            DEFAULT_PLACEHOLDER_TEMPLATE,
+            """
+            Text that replaces a masked result. Fields: {tool_call_id},
+            {tool_name} ("inconnu" when unknown), {original_chars}. A result
+            is only masked when the placeholder is shorter than it.
+            """,
+        )
+        loader.add_option(
+            "obsmask_chat_route",
+            str,
+            DEFAULT_CHAT_ROUTE,
+            """
+            Regular expression searched in the request path (without the query)
+            of POST requests: the ones that match are Chat Completions requests.
+            """,
+        )
+        loader.add_option(
+            "obsmask_stream_responses",
+            bool,
+            True,
+            """
+            Pass text/event-stream answers to matching requests on as they
+            arrive (mitmproxy otherwise holds a response until it is complete,
+            which stalls a streaming client). Turn off to keep the whole answer
+            in the flow, e.g. to read it in mitmweb.
+            """,
+        )
+        _check_pending_values(loader.master.options)
+
+    def configure(self, updated: set[str]) -> None:
+        if "obsmask_chat_route" in updated:
+            try:
+                self.route = re.compile(ctx.options.obsmask_chat_route)
+            except re.error as e:
+                raise exceptions.OptionsError(
+                    f"obsmask_chat_route: not a regular expression ({e})"
+                ) from None
+        if not updated & (set(POLICY_OPTIONS) | {"obsmask_config"}):
+            return
+        try:
+            config = load_config(ctx.options.obsmask_config)
+        except ConfigError as e:
+            raise exceptions.OptionsError(f"obsmask: {e}") from None
+        values = dict(config.schema1)
+        for option, key in POLICY_OPTIONS.items():
+            if not _set_explicitly(option):
+                continue
+            value = getattr(ctx.options, option)
+            try:
+                check_policy_value(key, value)
+            except PolicyError as e:
+                raise exceptions.OptionsError(f"obsmask: {option}: {e.message}") from None
+            values[key] = value
+        policy = policy_from_values(values)
+        if policy != self.policy or config.path != self.config_path:
+            self.policy, self.config_path = policy, config.path
+            logger.info("obsmask: %s", self._describe())
+
+    def _describe(self) -> str:
+        p = self.policy
+        source = self.config_path or "built-in defaults"
+        if not p.enabled:
+            return f"conversation masking off (settings: {source})"
+        return (
+            f"conversation masking on: window {p.window_turns} tool turns, "
+            f"keep_errors={'on' if p.keep_errors else 'off'}, "
+            f"keep_last_k_per_tool={p.per_tool_keep} (settings: {source}, then options)"
+        )
+
+    def running(self) -> None:
+        self.tokens.start_loading()
+
+    def _matches(self, flow: http.HTTPFlow) -> bool:
+        return flow.request.method == "POST" and (
+            self.route.search(flow.request.path.split("?", 1)[0]) is not None
+        )
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if not self._matches(flow):
+            return
+        try:
+            self._mask(flow)
+        except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
+            logger.error(
+                "obsmask: internal error, %s forwarded unchanged: %s: %s",
+                _where(flow),
+                type(e).__name__,
+                e,
+            )
+
+    def _mask(self, flow: http.HTTPFlow) -> None:
+        if flow.request.raw_content is None:
+            _pass(flow, "the body is streamed (stream_large_bodies), not buffered")
+            return
+        try:
+            body = flow.request.get_content()
+        except ValueError as e:
+            encoding = flow.request.headers.get("content-encoding", "")
+            _pass(flow, f"cannot decode content-encoding {encoding!r} ({e})")
+            return
+        if body is None:
+            return
+        outcome = mask_chat_body(body, self.policy)
+        if outcome.body is None:
+            _report_unchanged(flow, outcome)
+            return
+        self._apply(flow, outcome)
+
+    def _apply(self, flow: http.HTTPFlow, outcome: ChatBodyOutcome) -> None:
+        assert outcome.body is not None and outcome.plan is not None
+        decisions = outcome.plan.decisions
+        tokens_before = self.tokens.count_all(d.original for d in decisions)
+        tokens_after = self.tokens.count_all(d.placeholder for d in decisions)
+        encoding = self.tokens.encoding_name or (
+            "unavailable" if self.tokens.failure else "loading"
+        )
+        summary = {
+            "action": "masked",
+            "masked_tool_results": outcome.plan.masked,
+            "tool_results": outcome.plan.tool_results,
+            "tool_turns": outcome.plan.tool_turns,
+            "kept": dict(sorted(outcome.plan.kept.items())),
+            "tool_chars_before": outcome.tool_chars_before,
+            "tool_chars_after": outcome.tool_chars_after,
+            "masked_tokens_before": tokens_before,
+            "masked_tokens_after": tokens_after,
+            "token_encoding": encoding,
+            "body_bytes_before": len(flow.request.raw_content or b""),
+            "window_turns": self.policy.window_turns,
+        }
+        # Encode (compress again, if the client did) on a copy: if that fails,
+        # the flow has not been touched.
+        masked = flow.request.copy()
+        masked.content = outcome.body
+        flow.backup()
+        flow.request.raw_content = masked.raw_content
+        flow.request.headers = masked.headers
+        summary["body_bytes_after"] = len(masked.raw_content or b"")
+        flow.metadata["obsmask"] = summary
+        line = _summary_line(summary)
+        comment = f"obsmask: {line}"
+        flow.comment = f"{flow.comment}\n{comment}" if flow.comment else comment
+        flow.marked = MARK
+        logger.info("obsmask: %s: %s", _where(flow), line)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        if (
+            ctx.options.obsmask_stream_responses
+            and flow.response is not None
+            and not flow.response.stream
+            and self._matches(flow)
+            and flow.response.headers.get("content-type", "").startswith("text/event-stream")
+        ):
+            flow.response.stream = True
+
+
+def _where(flow: http.HTTPFlow) -> str:
+    # The path without its query: some clients put keys in the query string.
+    return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
+
+
+def _pass(flow: http.HTTPFlow, reason: str) -> None:
+    flow.metadata["obsmask"] = {"action": "passed_through", "reason": reason}
+    logger.warning("obsmask: %s forwarded unchanged: %s", _where(flow), reason)
+
+
+def _report_unchanged(flow: http.HTTPFlow, outcome: ChatBodyOutcome) -> None:
+    if outcome.violation is not None:
+        flow.metadata["obsmask"] = {"action": "passed_through", "reason": outcome.violation}
+        logger.error(
+            "obsmask: %s forwarded unchanged: the masked body broke an invariant (%s)",
+            _where(flow),
+            outcome.violation,
+        )
+    elif outcome.plan is None and outcome.reason != "masking is disabled":
+        _pass(flow, outcome.reason)
+    else:
+        flow.metadata["obsmask"] = {"action": "unchanged", "reason": outcome.reason}
+        logger.debug("obsmask: %s unchanged: %s", _where(flow), outcome.reason)
+
+
+def _summary_line(summary: dict[str, object]) -> str:
+    def number(key: str) -> str:
+        value = summary[key]
+        return f"{value:,}" if isinstance(value, int) else "n/a"
+
+    return (
+        f"masked {summary['masked_tool_results']} of {summary['tool_results']} "
+        f"tool results: tool chars {number('tool_chars_before')} -> "
+        f"{number('tool_chars_after')}, tokens of the masked results "
+        f"{number('masked_tokens_before')} -> {number('masked_tokens_after')} "
+        f"({summary['token_encoding']})"
+    )
