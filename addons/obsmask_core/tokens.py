@@ -111,3 +111,36 @@ class TokenCounter:
                 return None
             total += counted
         return total
+
+
+# OpenAI's cookbook estimate of a chat request: every message costs 3 tokens
+# of framing on top of its text, and the reply is primed with 3 more.
+TOKENS_PER_MESSAGE = 3
+TOKENS_REPLY_PRIMING = 3
+
+
+def message_strings(message: object) -> list[str]:
+    """Every string value inside a message (role, content, content parts, tool
+    call names and arguments...), found with a loop, not recursion."""
+    found: list[str] = []
+    pending: list[object] = [message]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return found
+
+
+def estimate_chat_tokens(messages: list[object], counter: TokenCounter) -> int | None:
+    """Input tokens of a Chat Completions ``messages`` list (cookbook estimate)."""
+    total = TOKENS_REPLY_PRIMING
+    for message in messages:
+        counted = counter.count_all(message_strings(message))
+        if counted is None:
+            return None
+        total += TOKENS_PER_MESSAGE + counted
+    return total

@@ -1,0 +1,369 @@
+"""The ConversationMasking addon inside mitmproxy's test context (no network):
+configuration precedence and validation, what a masked flow carries, what
+passes through untouched, and that nothing escapes into mitmproxy."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import zlib
+from pathlib import Path
+
+import brotli
+import pytest
+import zstandard
+from mitmproxy import exceptions
+from mitmproxy.test import taddons, tflow, tutils
+
+from obsmask_core import conversation_addon
+from obsmask_core.conversation_addon import ConversationMasking
+from obsmask_core.masking import mask_old_tool_results
+from obsmask_core.policy import MaskPolicy
+from support.chat import body, conversation
+
+
+def chat_flow(content: bytes, path: str = "/v1/chat/completions", method: str = "POST",
+              headers: dict[str, str] | None = None) -> tflow.HTTPFlow:
+    request = tutils.treq(method=method.encode(), path=path.encode(), content=b"")
+    request.raw_content = content
+    request.headers["content-type"] = "application/json"
+    for name, value in (headers or {}).items():
+        request.headers[name] = value
+    request.headers["content-length"] = str(len(content))
+    return tflow.tflow(req=request)
+
+
+@pytest.fixture
+def toml_file(tmp_path: Path):
+    def write(text: str) -> str:
+        path = tmp_path / "mitm.toml"
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def addon_context(toml_file):
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, obsmask_config=toml_file(""))
+        yield addon, tctx
+
+
+# Configuration ----------------------------------------------------------------
+
+
+def test_precedence_defaults_then_file_then_options(toml_file):
+    """Issue 2: "Precedence: built-in defaults < mitm.toml < --set"."""
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, obsmask_config=toml_file(""))
+        assert addon.policy == MaskPolicy()
+        tctx.configure(
+            addon,
+            obsmask_config=toml_file(
+                "[observation_masking.schema1]\nwindow_turns = 3\nenabled = false\n"
+            ),
+        )
+        assert addon.policy.window_turns == 3 and addon.policy.enabled is False
+        # An option set to the built-in default still wins over the file.
+        tctx.configure(addon, obsmask_enabled=True)
+        assert addon.policy.enabled is True and addon.policy.window_turns == 3
+        tctx.configure(addon, obsmask_window_turns=8)
+        assert addon.policy.window_turns == 8
+
+
+def test_missing_default_file_means_defaults(tmp_path, monkeypatch):
+    """Issue 2: "a missing default file means built-in defaults"."""
+    monkeypatch.chdir(tmp_path)
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, obsmask_window_turns=5)
+        assert addon.policy == MaskPolicy(window_turns=5)
+        assert addon.config_path is None
+
+
+def test_default_file_in_current_directory_is_read(tmp_path, monkeypatch):
+    (tmp_path / "mitm.toml").write_text("[observation_masking.schema1]\nwindow_turns = 2\n")
+    monkeypatch.chdir(tmp_path)
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, obsmask_keep_errors=False)
+        assert addon.policy.window_turns == 2 and addon.config_path == "mitm.toml"
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[observation_masking.schema1]\nwindow_turns = -1\n", "window_turns: must be 0 or more"),
+        ("[observation_masking.schema1]\nwindow_turns = '8'\n", "window_turns: must be an integer"),
+        ("[observation_masking.schema1]\nwindow_turns = true\n", "must be an integer"),
+        ("[observation_masking.schema1]\nenabled = 1\n", "enabled: must be a boolean"),
+        ("[observation_masking.schema1]\nwindow_turn = 3\n", "window_turn: unknown key"),
+        ("[observation_masking.schema1]\nplaceholder_template = '{x}'\n", "unknown field {x}"),
+        ("[observation_masking.schema1]\nplaceholder_template = '{'\n", "not a valid template"),
+        ("[observation_masking]\nschema1 = 3\n", "[observation_masking.schema1] must be a table"),
+        ("[observation_masking.schema1\n", "not valid TOML"),
+    ],
+)
+def test_bad_file_values_name_file_and_key(toml_file, toml, message):
+    """Issue 2: "Invalid values ... stop start-up with one clear message naming
+    the key and the file"."""
+    path = toml_file(toml)
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        with pytest.raises(exceptions.OptionsError) as raised:
+            tctx.configure(addon, obsmask_config=path)
+    assert message in str(raised.value)
+    assert path in str(raised.value)
+
+
+def test_missing_explicit_file_is_an_error(tmp_path):
+    """Issue 2: "a missing explicit file is an OptionsError"."""
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        with pytest.raises(exceptions.OptionsError, match=r"nope\.toml: configuration file not"):
+            tctx.configure(addon, obsmask_config=str(tmp_path / "nope.toml"))
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("obsmask_window_turns", -2, "obsmask_window_turns: must be 0 or more"),
+        ("obsmask_keep_last_k_per_tool", -1, "obsmask_keep_last_k_per_tool: must be 0 or more"),
+        ("obsmask_placeholder_template", "{tool}", "unknown field {tool}"),
+        ("obsmask_chat_route", "(", "obsmask_chat_route: not a regular expression"),
+    ],
+)
+def test_bad_option_values(addon_context, option, value, message):
+    addon, tctx = addon_context
+    with pytest.raises(exceptions.OptionsError, match=message.replace("{", r"\{")):
+        tctx.configure(addon, **{option: value})
+
+
+def test_other_sections_of_the_file_are_ignored(toml_file):
+    """mitm.toml is shared with other addons' sections ([mcp_gateway...])."""
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, obsmask_config=toml_file("[mcp_gateway.masking]\nmax_chars = 10\n"))
+        assert addon.policy == MaskPolicy()
+
+
+# A masked flow ------------------------------------------------------------------
+
+
+def test_masked_flow_carries_comment_mark_metadata_and_backup(addon_context):
+    """Issue 2: "flow.comment with a one-line summary, a mark, JSON-like
+    flow.metadata["obsmask"], and flow.backup() taken before the change"."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=2)
+    messages = conversation(turns=5)
+    original = body(messages)
+    flow = chat_flow(original)
+    addon.request(flow)
+
+    sent = json.loads(flow.request.content)
+    assert sent["messages"] == mask_old_tool_results(messages, MaskPolicy(window_turns=2))
+    assert flow.marked
+    assert "\n" not in flow.comment and "masked 3 of 5 tool results" in flow.comment
+    meta = flow.metadata["obsmask"]
+    json.dumps(meta)  # JSON-like: it survives `mitmdump -w`
+    assert meta["masked_tool_results"] == 3 and meta["tool_results"] == 5
+    assert meta["tool_chars_after"] < meta["tool_chars_before"]
+    assert meta["body_bytes_after"] == len(flow.request.raw_content) < len(original)
+    assert flow.request.headers["content-length"] == str(len(flow.request.raw_content))
+    flow.revert()
+    assert flow.request.raw_content == original
+
+
+def test_token_counts_once_the_encoding_is_loaded(addon_context):
+    """Counted only on the parts that changed, with the encoding named."""
+    addon, tctx = addon_context
+    assert addon.tokens.wait_until_loaded(60)
+    tctx.configure(addon, obsmask_window_turns=1)
+    flow = chat_flow(body(conversation(turns=3)))
+    addon.request(flow)
+    meta = flow.metadata["obsmask"]
+    assert meta["token_encoding"] == "cl100k_base"
+    assert meta["masked_tokens_before"] > meta["masked_tokens_after"] > 0
+
+
+def test_no_request_waits_for_the_encoding(addon_context):
+    """Before the encoding is loaded, masking goes on and tokens say so."""
+    addon, tctx = addon_context
+    addon.tokens = conversation_addon.TokenCounter()  # never started
+    tctx.configure(addon, obsmask_window_turns=1)
+    flow = chat_flow(body(conversation(turns=3)))
+    addon.request(flow)
+    meta = flow.metadata["obsmask"]
+    assert meta["masked_tool_results"] == 2
+    assert meta["masked_tokens_before"] is None and meta["token_encoding"] == "loading"
+    assert "n/a" in flow.comment
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress", "decompress"),
+    [
+        ("gzip", gzip.compress, gzip.decompress),
+        ("deflate", zlib.compress, zlib.decompress),
+        ("br", brotli.compress, brotli.decompress),
+        ("zstd", lambda b: zstandard.ZstdCompressor().compress(b),
+         lambda b: zstandard.ZstdDecompressor().decompress(b)),
+    ],
+)
+def test_compressed_bodies_are_masked_and_compressed_again(addon_context, encoding, compress,
+                                                          decompress):
+    """Issue 2: "Compressed request bodies (gzip, br, zstd, deflate) are handled"."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    messages = conversation(turns=3)
+    flow = chat_flow(compress(body(messages)), headers={"content-encoding": encoding})
+    addon.request(flow)
+    assert flow.request.headers["content-encoding"] == encoding
+    sent = json.loads(decompress(flow.request.raw_content))
+    assert sent["messages"] == mask_old_tool_results(messages, MaskPolicy(window_turns=1))
+
+
+def test_undecodable_compressed_body_passes_byte_for_byte(addon_context, caplog):
+    addon, _ = addon_context
+    garbage = b"\x1f\x8b not really gzip"
+    flow = chat_flow(garbage, headers={"content-encoding": "gzip"})
+    with caplog.at_level(logging.WARNING):
+        addon.request(flow)
+    assert flow.request.raw_content == garbage
+    assert "cannot decode content-encoding 'gzip'" in caplog.text
+
+
+# What passes through untouched -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/chat/completions"), ("POST", "/v1/embeddings"),
+     ("POST", "/v1/chat/completions/extra")],
+)
+def test_other_requests_are_not_touched(addon_context, method, path, caplog):
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    original = body(conversation(turns=3))
+    flow = chat_flow(original, path=path, method=method)
+    with caplog.at_level(logging.DEBUG):
+        addon.request(flow)
+    assert flow.request.raw_content == original
+    assert "obsmask" not in flow.metadata and not caplog.text
+
+
+def test_route_is_configurable_and_ignores_the_query(addon_context):
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1, obsmask_chat_route=r"/chat$")
+    flow = chat_flow(body(conversation(turns=3)), path="/api/chat?api-key=secret")
+    addon.request(flow)
+    assert flow.metadata["obsmask"]["masked_tool_results"] == 2
+
+
+def test_unchanged_body_is_not_reserialised(addon_context):
+    """DEVELOPERS: "A body obsmask does not change is forwarded byte for byte"."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=8)
+    original = json.dumps(
+        {"messages": conversation(turns=3), "model": "m"}, indent=7, ensure_ascii=True
+    ).encode()
+    flow = chat_flow(original)
+    addon.request(flow)
+    assert flow.request.raw_content == original
+    assert flow.metadata["obsmask"] == {"action": "unchanged", "reason": "nothing to mask"}
+    assert not flow.marked and not flow.comment and flow.modified() is False
+
+
+def test_bytes_outside_the_masked_results_are_the_clients(addon_context):
+    """Only the masked content strings change: escapes and spacing elsewhere stay."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    original = json.dumps(
+        {"model": "modèle", "messages": conversation(turns=2)}, indent=1, ensure_ascii=True
+    ).encode()
+    flow = chat_flow(original)
+    addon.request(flow)
+    after = flow.request.raw_content
+    content = json.dumps(conversation(turns=2)[3]["content"], ensure_ascii=True).encode()
+    start = original.index(content)
+    assert after[:start] == original[:start]
+    assert after.endswith(original[start + len(content):])
+
+
+def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplog):
+    """Issue 2: "if the masked body ever violated one, the original is
+    forwarded and an error is logged"."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    from obsmask_core import chat_body
+
+    monkeypatch.setattr(chat_body, "check_chat_invariants", lambda before, after: ["broken"])
+    original = body(conversation(turns=3))
+    flow = chat_flow(original)
+    with caplog.at_level(logging.ERROR):
+        addon.request(flow)
+    assert flow.request.raw_content == original
+    assert "broke an invariant (broken)" in caplog.text
+    assert flow.metadata["obsmask"]["action"] == "passed_through"
+
+
+def test_internal_errors_never_reach_mitmproxy(addon_context, monkeypatch, caplog):
+    addon, _ = addon_context
+
+    def explode(body: bytes, policy: MaskPolicy) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(conversation_addon, "mask_chat_body", explode)
+    original = body(conversation(turns=3))
+    flow = chat_flow(original)
+    with caplog.at_level(logging.ERROR):
+        addon.request(flow)  # must not raise
+    assert flow.request.raw_content == original
+    assert "internal error, POST /v1/chat/completions forwarded unchanged" in caplog.text
+
+
+def test_logs_never_carry_bodies_or_headers(addon_context, caplog):
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    messages = conversation(turns=3)
+    messages[1]["content"] = "SECRET-PROMPT"
+    flow = chat_flow(body(messages), headers={"authorization": "Bearer SECRET-KEY"},
+                     path="/v1/chat/completions?key=SECRET-QUERY")
+    with caplog.at_level(logging.DEBUG):
+        addon.request(flow)
+        addon.request(chat_flow(b"SECRET-BODY{"))
+    assert caplog.text.count("obsmask:") == 2
+    assert "SECRET" not in caplog.text
+
+
+# Streaming -------------------------------------------------------------------------
+
+
+def test_event_streams_of_matching_requests_are_streamed(addon_context):
+    addon, tctx = addon_context
+    flow = chat_flow(body(conversation(turns=1)))
+    flow.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream; charset=utf-8")])
+    addon.responseheaders(flow)
+    assert flow.response.stream is True
+
+    other = chat_flow(b"{}", path="/v1/models", method="GET")
+    other.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream")])
+    addon.responseheaders(other)
+    assert not other.response.stream
+
+    tctx.configure(addon, obsmask_stream_responses=False)
+    off = chat_flow(body(conversation(turns=1)))
+    off.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream")])
+    addon.responseheaders(off)
+    assert not off.response.stream
+
+
+def test_json_answers_stay_buffered(addon_context):
+    addon, _ = addon_context
+    flow = chat_flow(body(conversation(turns=1)))
+    flow.response = tutils.tresp(headers=[(b"content-type", b"application/json")])
+    addon.responseheaders(flow)
+    assert not flow.response.stream

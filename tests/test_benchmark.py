@@ -1,0 +1,56 @@
+"""The benchmark scripts run and report figures that agree with the masking."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from obsmask_core.masking import plan_chat_masking
+from obsmask_core.policy import MaskPolicy
+from support.processes import REPO
+
+BENCH = REPO / "scripts" / "bench_observation_masking_schema1.py"
+SESSION = REPO / "fixtures/sessions/chat/deepseek_chat_dev__sqlfluff__sqlfluff-1517.json"
+
+
+def run_bench(*arguments: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--json", "--repeat", "2", *arguments],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_guide_command_reports_the_spec_fields():
+    """Guide 000: `--json --window-turns 1` prints masked_tool_results,
+    tool_chars_before/after, tokens_before/after; PRD 003 §8 adds the
+    estimated cost and the delta in percent."""
+    report = run_bench("--window-turns", "1")
+    messages = json.loads(SESSION.read_text())["messages"]
+    plan = plan_chat_masking(messages, MaskPolicy(window_turns=1))
+    assert report["masked_tool_results"] == plan.masked > 0
+    assert report["tool_chars_after"] < report["tool_chars_before"]
+    assert report["tokens_after"] < report["tokens_before"]
+    assert report["tokens_delta_pct"] == round(
+        (report["tokens_after"] - report["tokens_before"]) / report["tokens_before"] * 100, 2
+    )
+    assert report["cost_after_usd"] < report["cost_before_usd"]
+    assert report["token_encoding"] == "cl100k_base"
+    assert report["timing"]["mask_ms_median"] > 0
+    assert report["timing"]["json_roundtrip_ms_median"] > 0
+
+
+def test_wider_window_masks_less():
+    narrow, wide = run_bench("--window-turns", "1"), run_bench("--window-turns", "30")
+    assert wide["masked_tool_results"] < narrow["masked_tool_results"]
+
+
+def test_flow_file_input():
+    """Issue 2: "--input FILE (a request body, or a .mitm file of flows)"."""
+    report = run_bench("--input", str(REPO / "fixtures/flows/chat_session.mitm"),
+                       "--window-turns", "3")
+    assert report["requests"] == 3 and report["requests_skipped"] == 1
+    assert len(report["per_request"]) == 4
+    assert report["masked_tool_results"] > 0

@@ -1,0 +1,205 @@
+"""A real mitmdump with obsmask: start-up errors, bad bodies, replayed files.
+
+Every process is started on 127.0.0.1 with a bounded time, and stopped.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mitmproxy import io
+
+from obsmask_core.masking import mask_old_tool_results
+from obsmask_core.policy import MaskPolicy
+from support.chat import body, conversation
+from support.processes import REPO, MitmdumpProcess, running_mitmdump
+from support.recording_server import Answer, recording_server
+
+pytestmark = pytest.mark.e2e
+
+REPLAY_FIXTURE = REPO / "fixtures" / "flows" / "chat_session.mitm"
+
+
+def ok(_request: object) -> Answer:
+    return Answer(body=b'{"ok": true}')
+
+
+def post(port: int, payload: bytes, path: str = "/v1/chat/completions") -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        connection.request("POST", path, body=payload, headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def write_config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "obsmask.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# Start-up errors --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "options", "message"),
+    [
+        ("[observation_masking.schema1\nwindow_turns = 3\n", [], "not valid TOML"),
+        ("[observation_masking.schema1]\nwindow_turns = -1\n", [],
+         "[observation_masking.schema1] window_turns: must be 0 or more, got -1"),
+        ("[observation_masking.schema1]\nkeep_errors = 'yes'\n", [],
+         "keep_errors: must be a boolean"),
+        ("", ["--set", "obsmask_window_turns=-4"], "obsmask_window_turns: must be 0 or more"),
+        ("", ["--set", "obsmask_window_turns=ten"], "--set obsmask_window_turns=ten"),
+        ("", ["--set", "obsmask_enabled=maybe"], "--set obsmask_enabled=maybe"),
+        ("", ["--set", "obsmask_placeholder_template={oops}"], "unknown field {oops}"),
+        (None, [], "nope.toml: configuration file not found"),
+    ],
+    ids=["toml-syntax", "negative-window", "wrong-type", "negative-option", "not-an-integer",
+         "not-a-boolean", "bad-template", "missing-explicit-file"],
+)
+def test_bad_configuration_stops_start_up(tmp_path, config, options, message):
+    """Issue 2: "Invalid values (negative window, unknown placeholder field, a
+    TOML syntax error, a wrong type) stop start-up with one clear message
+    naming the key and the file"."""
+    path = str(tmp_path / "nope.toml") if config is None else write_config(tmp_path, config)
+    proxy = MitmdumpProcess(["--set", f"obsmask_config={path}", *options], tmp_path, tmp_path)
+    try:
+        code = proxy.wait_for_exit()
+    finally:
+        proxy.stop()
+    output = proxy.output()
+    assert code != 0, output
+    assert message in output, output
+    if config is not None and not options:
+        assert path in output
+
+
+def test_good_configuration_starts_and_says_what_it_does(tmp_path):
+    path = write_config(tmp_path, "[observation_masking.schema1]\nwindow_turns = 4\n")
+    with running_mitmdump(["--set", f"obsmask_config={path}"], tmp_path, tmp_path) as proxy:
+        line = proxy.wait_for(r"obsmask: conversation masking on").string
+    assert "window 4 tool turns" in line and path in line
+
+
+# Bad bodies ---------------------------------------------------------------------------
+
+NESTED = b'{"messages": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"
+BAD_BODIES = {
+    "not-json": (b"model=gpt&messages=1", "not valid JSON"),
+    "json-array": (json.dumps([{"role": "user"}]).encode(), "the JSON is not an object"),
+    "messages-not-a-list": (json.dumps({"messages": {"0": "x"}}).encode(),
+                            "'messages' is not a list"),
+    "no-messages": (json.dumps({"model": "x", "input": "hi"}).encode(),
+                    "the object has no 'messages'"),
+    "invalid-utf8": (b'{"messages": [{"role": "tool", "content": "\xff\xfe"}]}',
+                     "not valid UTF-8"),
+    "deep-nesting": (NESTED, "nested too deeply"),
+    "50MB-garbage": (os.urandom(1024) * (50 * 1024), "not valid UTF-8"),
+}
+
+
+def test_bad_bodies_pass_byte_for_byte_and_mitmdump_keeps_serving(tmp_path):
+    """Issue 2: "not JSON, a JSON array, messages not a list, invalid UTF-8,
+    100 000 levels of nesting, 50 MB of garbage: each passes through byte for
+    byte with one log line, and mitmdump keeps serving"."""
+    config = write_config(tmp_path, "[observation_masking.schema1]\nwindow_turns = 1\n")
+    with recording_server(ok) as server, running_mitmdump(
+        ["--mode", f"reverse:{server.url}", "--set", f"obsmask_config={config}"],
+        tmp_path,
+        tmp_path,
+    ) as proxy:
+        for name, (payload, reason) in BAD_BODIES.items():
+            start = len(proxy.lines)
+            assert post(proxy.port, payload) == 200, name
+            received = server.posts("/v1/chat/completions")[-1].body
+            assert received == payload, name
+            line = proxy.wait_for(r"obsmask: POST /v1/chat/completions forwarded unchanged",
+                                  start=start)
+            assert reason in line.string, (name, line.string)
+            matching = [x for x in proxy.lines[start:] if "forwarded unchanged" in x]
+            assert len(matching) == 1, (name, matching)
+
+        # Still serving, and still masking.
+        messages = conversation(turns=3)
+        assert post(proxy.port, body(messages)) == 200
+        masked = json.loads(server.posts("/v1/chat/completions")[-1].body)
+        assert masked["messages"] == mask_old_tool_results(messages, MaskPolicy(window_turns=1))
+        assert "Traceback" not in proxy.output()
+
+
+# Replaying a saved file -------------------------------------------------------------------
+
+
+def test_replayed_file_is_masked(tmp_path):
+    """Issue 2: "Flows read from a file (mitmdump -nr) are masked too", and
+    "a test that replays a saved .mitm file from fixtures/ through
+    mitmdump -nr ... -s addons/obsmask.py -w OUT and checks the written flows"."""
+    config = write_config(tmp_path, "[observation_masking.schema1]\nwindow_turns = 3\n")
+    out = tmp_path / "out.mitm"
+    proxy = MitmdumpProcess(
+        ["-n", "-r", str(REPLAY_FIXTURE), "-w", str(out), "--set", f"obsmask_config={config}"],
+        tmp_path,
+        tmp_path,
+    )
+    try:
+        assert proxy.wait_for_exit() == 0, proxy.output()
+    finally:
+        proxy.stop()
+
+    with open(REPLAY_FIXTURE, "rb") as file:
+        originals = list(io.FlowReader(file).stream())
+    with open(out, "rb") as file:
+        written = list(io.FlowReader(file).stream())
+    assert [f.id for f in written] == [f.id for f in originals]
+
+    policy = MaskPolicy(window_turns=3)
+    masked_flows = 0
+    for before, after in zip(originals, written, strict=True):
+        if before.request.method != "POST":
+            assert after.request.content == before.request.content
+            assert "obsmask" not in after.metadata
+            continue
+        try:
+            document = json.loads(before.request.content)
+        except ValueError:
+            assert after.request.content == before.request.content
+            assert after.metadata["obsmask"]["action"] == "passed_through"
+            continue
+        expected = mask_old_tool_results(document["messages"], policy)
+        assert json.loads(after.request.content) == {**document, "messages": expected}
+        assert expected != document["messages"]
+        masked_flows += 1
+        meta = after.metadata["obsmask"]
+        assert meta["action"] == "masked" and meta["masked_tool_results"] > 0
+        assert after.marked and "masked" in after.comment
+        # The original is in the saved flow: mitmweb can show and revert it.
+        assert after.modified()
+        after.revert()
+        assert after.request.content == before.request.content
+        # The answers recorded in the file are untouched.
+        assert after.response.content == before.response.content
+    assert masked_flows == 3
+
+
+def test_readme_replay_command_runs_the_same(tmp_path):
+    """The replay recipe of the README, through scripts/proxy.py."""
+    out = tmp_path / "out.mitm"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "proxy.py"), "-nr", str(REPLAY_FIXTURE),
+         "-w", str(out), "--set", f"confdir={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    with open(out, "rb") as file:
+        written = list(io.FlowReader(file).stream())
+    assert sum(1 for f in written if f.metadata.get("obsmask", {}).get("action") == "masked") >= 1
