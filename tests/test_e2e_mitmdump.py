@@ -61,11 +61,13 @@ def write_config(tmp_path: Path, text: str) -> str:
         ("", ["--set", "obsmask_window_turns=-4"], "obsmask_window_turns: must be 0 or more"),
         ("", ["--set", "obsmask_window_turns=ten"], "--set obsmask_window_turns=ten"),
         ("", ["--set", "obsmask_enabled=maybe"], "--set obsmask_enabled=maybe"),
+        ("", ["--set", "obsmask_window_turns=3", "--set", "obsmask_window_turns=4"],
+         "--set obsmask_window_turns=3,4"),
         ("", ["--set", "obsmask_placeholder_template={oops}"], "unknown field {oops}"),
         (None, [], "nope.toml: configuration file not found"),
     ],
     ids=["toml-syntax", "negative-window", "wrong-type", "negative-option", "not-an-integer",
-         "not-a-boolean", "bad-template", "missing-explicit-file"],
+         "not-a-boolean", "repeated-option", "bad-template", "missing-explicit-file"],
 )
 def test_bad_configuration_stops_start_up(tmp_path, config, options, message):
     """Issue 2: "Invalid values (negative window, unknown placeholder field, a

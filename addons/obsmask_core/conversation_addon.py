@@ -57,12 +57,12 @@ def _check_pending_values(options: optmanager.OptManager) -> None:
         if not name.startswith("obsmask_") or name not in options:
             continue
         raw = getattr(options.deferred[name], "val", None)
-        if not isinstance(raw, list) or len(raw) != 1:
+        if not isinstance(raw, list):
             continue
         try:
             options._parse_setval(options._options[name], raw)
         except exceptions.OptionsError as e:
-            logger.error("obsmask: --set %s=%s: %s", name, raw[0], e)
+            logger.error("obsmask: --set %s=%s: %s", name, ",".join(raw), e)
             del options.deferred[name]
 
 
