@@ -59,6 +59,21 @@ def read_request_bodies(path: Path) -> list[bytes]:
     return bodies
 
 
+def repeat_history(body: bytes, times: int) -> bytes:
+    """A synthetic large request: the conversation repeated ``times`` times,
+    each copy with its own call ids (so it is as many tool turns again)."""
+    document = json.loads(body)
+    messages = []
+    for copy_number in range(times):
+        for message in json.loads(json.dumps(document["messages"])):
+            for call in message.get("tool_calls") or []:
+                call["id"] = f"{call['id']}_{copy_number}"
+            if message.get("role") == "tool":
+                message["tool_call_id"] = f"{message['tool_call_id']}_{copy_number}"
+            messages.append(message)
+    return json.dumps({**document, "messages": messages}).encode()
+
+
 def median_ms(action: object, repeat: int) -> float:
     samples = []
     for _ in range(repeat):
@@ -108,6 +123,8 @@ def main() -> None:
     parser.add_argument("--price-per-mtok", type=float, default=3.0,
                         help="input price in USD per million tokens (default 3.00)")
     parser.add_argument("--repeat", type=int, default=20, help="timing repetitions (median)")
+    parser.add_argument("--repeat-history", type=int, default=1, metavar="N",
+                        help="measure a synthetic body: each input's history repeated N times")
     args = parser.parse_args()
 
     policy = MaskPolicy(
@@ -121,6 +138,8 @@ def main() -> None:
         sys.exit(f"no tiktoken encoding could be loaded: {counter.failure}")
 
     bodies = read_request_bodies(args.input)
+    if args.repeat_history > 1:
+        bodies = [repeat_history(body, args.repeat_history) for body in bodies]
     per_request = [measure(body, policy, counter, args.repeat) for body in bodies]
     measured = [r for r in per_request if "skipped" not in r]
     if not measured:
@@ -135,6 +154,7 @@ def main() -> None:
     input_name = str(resolved.relative_to(REPO) if resolved.is_relative_to(REPO) else args.input)
     report = {
         "input": input_name,
+        "repeat_history": args.repeat_history,
         "requests": len(measured),
         "requests_skipped": len(per_request) - len(measured),
         "policy": {
