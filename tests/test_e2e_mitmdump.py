@@ -183,6 +183,8 @@ def test_replayed_file_is_masked(tmp_path):
         masked_flows += 1
         meta = after.metadata["obsmask"]
         assert meta["action"] == "masked" and meta["masked_tool_results"] > 0
+        assert meta["token_encoding"] == "cl100k_base"
+        assert meta["masked_tokens_before"] > meta["masked_tokens_after"] > 0
         assert after.marked and "masked" in after.comment
         # The original is in the saved flow: mitmweb can show and revert it.
         assert after.modified()

@@ -32,6 +32,7 @@ POLICY_OPTIONS = {
 }
 DEFAULT_CHAT_ROUTE = r"/chat/completions$"
 MARK = ":scissors:"
+ENCODING_WAIT_FOR_REPLAYS = 60.0
 
 
 def _set_explicitly(name: str) -> bool:
@@ -241,6 +242,10 @@ class ConversationMasking:
     def _apply(self, flow: http.HTTPFlow, outcome: ChatBodyOutcome) -> None:
         assert outcome.body is not None and outcome.plan is not None
         decisions = outcome.plan.decisions
+        if not flow.live:
+            # A flow read from a file (mitmdump -nr): nobody waits on it, so
+            # wait for the encoding rather than record no token counts.
+            self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
         tokens_before = self.tokens.count_all(d.original for d in decisions)
         tokens_after = self.tokens.count_all(d.placeholder for d in decisions)
         encoding = self.tokens.encoding_name or (
