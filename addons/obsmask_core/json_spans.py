@@ -92,11 +92,9 @@ def scan_object(text: str, pos: int, member: MemberParser = _plain_member) -> Ob
         scan.end = pos + 1
         return scan
     while True:
-        pos = _expect(text, pos, '"', "a member name")
-        try:
-            key, pos = json.decoder.scanstring(text, pos)
-        except json.JSONDecodeError as e:
-            raise UnsupportedBody(f"not valid JSON ({e.msg} at character {e.pos})") from None
+        _expect(text, pos, '"', "a member name")  # raises unless a string starts here
+        key, pos = _value(text, pos)
+        assert isinstance(key, str)  # a JSON value that starts with '"' is a string
         pos = _skip(text, _expect(text, _skip(text, pos), ":", "':'"))
         value, end = member(key, text, pos)
         scan.values[key] = value

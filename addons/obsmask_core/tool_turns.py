@@ -90,10 +90,10 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
             for call_id, name in calls:
                 declared[call_id] = (turn_number, name)
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
+            result_id = message.get("tool_call_id")
+            if not isinstance(result_id, str) or not result_id:
                 continue  # spec 001 §5.1: the id must be a non-empty string
-            link = declared.get(call_id)
+            link = declared.get(result_id)
             if link is None:
                 index.orphans.append((position,))
                 continue
@@ -101,7 +101,7 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
             index.results.append(
                 ToolResult(
                     location=(position,),
-                    call_id=call_id,
+                    call_id=result_id,
                     turn=turn_number,
                     tool_name=name,
                     content=message.get("content"),
