@@ -6,8 +6,9 @@
 
 Replays a tool-heavy conversation with no network: by default the last request
 of a real agent session (fixtures/sessions/chat/, 112 tool turns); with
---input, a request body (JSON) or a mitmproxy flow file (.mitm: every POST to
-.../chat/completions in it). For each request it masks with the given policy
+--input, a request body (JSON, in any of the three wire formats) or a
+mitmproxy flow file (.mitm: every POST to .../chat/completions, /v1/messages
+or /v1/responses in it). For each request it masks with the given policy
 and reports the tool results masked, the characters of tool results and the
 input tokens before and after (cl100k_base, counted offline; OpenAI's
 cookbook estimate of a chat request), the change in percent and the estimated
@@ -31,18 +32,42 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from obsmask_core.chat_body import mask_chat_body  # noqa: E402
 from obsmask_core.json_spans import loads  # noqa: E402
 from obsmask_core.policy import MaskPolicy  # noqa: E402
-from obsmask_core.tokens import TokenCounter, estimate_chat_tokens  # noqa: E402
+from obsmask_core.request_body import mask_request_body  # noqa: E402
+from obsmask_core.tokens import TokenCounter, estimate_input_tokens  # noqa: E402
+from obsmask_core.wire_formats import ANTHROPIC, CHAT, FORMATS, RESPONSES, WireFormat  # noqa: E402
+
+# The addon's default routes, to tell the format of a flow in a .mitm file.
+ROUTE_SUFFIXES = (("/chat/completions", CHAT), ("/v1/messages", ANTHROPIC),
+                  ("/v1/responses", RESPONSES))
 
 DEFAULT_INPUT = REPO / "fixtures/sessions/chat/deepseek_chat_dev__sqlfluff__sqlfluff-1517.json"
 
 
-def read_request_bodies(path: Path) -> list[bytes]:
-    """One body for a JSON file; every chat completion request of a .mitm file."""
+def format_of_document(body: bytes) -> WireFormat:
+    """Chat, Anthropic or Responses, from the shape of a request body."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return CHAT
+    if isinstance(document, dict) and isinstance(document.get("input"), list):
+        return RESPONSES
+    messages = document.get("messages") if isinstance(document, dict) else None
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return ANTHROPIC
+    return CHAT
+
+
+def read_request_bodies(path: Path) -> list[tuple[bytes, WireFormat]]:
+    """One body for a JSON file; every POST to a masked route of a .mitm file."""
     if path.suffix != ".mitm":
-        return [path.read_bytes()]
+        body = path.read_bytes()
+        return [(body, format_of_document(body))]
     from mitmproxy import io
 
     bodies = []
@@ -51,27 +76,48 @@ def read_request_bodies(path: Path) -> list[bytes]:
             request = getattr(flow, "request", None)
             if request is None or request.method != "POST":
                 continue
-            if not request.path.split("?", 1)[0].endswith("/chat/completions"):
-                continue
+            route = request.path.split("?", 1)[0]
+            fmt = next((f for suffix, f in ROUTE_SUFFIXES if route.endswith(suffix)), None)
             content = request.get_content(strict=False)
-            if content:
-                bodies.append(content)
+            if fmt is not None and content:
+                bodies.append((content, fmt))
     return bodies
 
 
-def repeat_history(body: bytes, times: int) -> bytes:
+ID_FIELDS = ("id", "tool_call_id", "tool_use_id", "call_id")
+
+
+def _suffix_ids(value: object, suffix: str) -> None:
+    """Append ``suffix`` to every call id found in ``value`` (in place)."""
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, dict):
+            for key, inner in current.items():
+                if key in ID_FIELDS and isinstance(inner, str):
+                    current[key] = inner + suffix
+                else:
+                    pending.append(inner)
+        elif isinstance(current, list):
+            pending.extend(current)
+
+
+def repeat_history(body: bytes, fmt: WireFormat, times: int) -> bytes:
     """A synthetic large request: the conversation repeated ``times`` times,
-    each copy with its own call ids (so it is as many tool turns again)."""
-    document = json.loads(body)
-    messages = []
+    each copy with its own call ids (so it is as many tool turns again). A
+    body that is not such a request is returned as it is."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(document, dict) or not isinstance(document.get(fmt.list_member), list):
+        return body
+    items = []
     for copy_number in range(times):
-        for message in json.loads(json.dumps(document["messages"])):
-            for call in message.get("tool_calls") or []:
-                call["id"] = f"{call['id']}_{copy_number}"
-            if message.get("role") == "tool":
-                message["tool_call_id"] = f"{message['tool_call_id']}_{copy_number}"
-            messages.append(message)
-    return json.dumps({**document, "messages": messages}).encode()
+        copied = json.loads(json.dumps(document[fmt.list_member]))
+        _suffix_ids(copied, f"_{copy_number}")
+        items.extend(copied)
+    return json.dumps({**document, fmt.list_member: items}).encode()
 
 
 def median_ms(action: object, repeat: int) -> float:
@@ -83,24 +129,27 @@ def median_ms(action: object, repeat: int) -> float:
     return statistics.median(samples)
 
 
-def measure(body: bytes, policy: MaskPolicy, counter: TokenCounter, repeat: int) -> dict:
-    outcome = mask_chat_body(body, policy)
+def measure(
+    body: bytes, fmt: WireFormat, policy: MaskPolicy, counter: TokenCounter, repeat: int
+) -> dict:
+    outcome = mask_request_body(body, policy, fmt)
     before = loads(body.decode("utf-8", "replace")) if outcome.plan else None
     if outcome.plan is None or not isinstance(before, dict):
-        return {"skipped": outcome.reason}
+        return {"format": fmt.name, "skipped": outcome.reason}
     after = loads(outcome.body.decode()) if outcome.body is not None else before
     return {
+        "format": fmt.name,
         "tool_turns": outcome.plan.tool_turns,
         "tool_results": outcome.plan.tool_results,
         "masked_tool_results": outcome.plan.masked,
         "kept": dict(sorted(outcome.plan.kept.items())),
         "tool_chars_before": outcome.tool_chars_before,
         "tool_chars_after": outcome.tool_chars_after,
-        "tokens_before": estimate_chat_tokens(before["messages"], counter),
-        "tokens_after": estimate_chat_tokens(after["messages"], counter),
+        "tokens_before": estimate_input_tokens(before[fmt.list_member], counter),
+        "tokens_after": estimate_input_tokens(after[fmt.list_member], counter),
         "body_bytes_before": len(body),
         "body_bytes_after": len(outcome.body) if outcome.body is not None else len(body),
-        "mask_ms": median_ms(lambda: mask_chat_body(body, policy), repeat),
+        "mask_ms": median_ms(lambda: mask_request_body(body, policy, fmt), repeat),
         "json_roundtrip_ms": median_ms(lambda: json.dumps(json.loads(body)), repeat),
     }
 
@@ -123,6 +172,8 @@ def main() -> None:
     parser.add_argument("--price-per-mtok", type=float, default=3.0,
                         help="input price in USD per million tokens (default 3.00)")
     parser.add_argument("--repeat", type=int, default=20, help="timing repetitions (median)")
+    parser.add_argument("--format", choices=["auto", *FORMATS], default="auto",
+                        help="wire format of the input (default: from its shape or route)")
     parser.add_argument("--repeat-history", type=int, default=1, metavar="N",
                         help="measure a synthetic body: each input's history repeated N times")
     args = parser.parse_args()
@@ -138,9 +189,11 @@ def main() -> None:
         sys.exit(f"no tiktoken encoding could be loaded: {counter.failure}")
 
     bodies = read_request_bodies(args.input)
+    if args.format != "auto":
+        bodies = [(body, FORMATS[args.format]) for body, _ in bodies]
     if args.repeat_history > 1:
-        bodies = [repeat_history(body, args.repeat_history) for body in bodies]
-    per_request = [measure(body, policy, counter, args.repeat) for body in bodies]
+        bodies = [(repeat_history(body, fmt, args.repeat_history), fmt) for body, fmt in bodies]
+    per_request = [measure(body, fmt, policy, counter, args.repeat) for body, fmt in bodies]
     measured = [r for r in per_request if "skipped" not in r]
     if not measured:
         sys.exit(f"{args.input}: no chat completion request obsmask could read")

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Write fixtures/flows/chat_session.mitm, the saved flows of the replay test.
+"""Write fixtures/flows/{chat,anthropic,responses}_session.mitm, the saved
+flows of the replay tests.
 
     python3 scripts/make_replay_fixture.py
 
-Three requests of a real session (fixtures/sessions/chat/...django-10914,
-cut just before the assistant messages of tool turns 6, 12 and 20), each
-with a small answer, plus a GET /v1/models and a chat request whose body is
-not JSON. Written with the mitmproxy of .venv/main-py3.11 (file format of
-mitmproxy 11, which mitmproxy 12 reads too).
+For each wire format: three requests of a real session
+(fixtures/sessions/<format>/...django-10914, cut just before the model turns
+that make tool turns 6, 12 and 20), each with a small answer, plus a GET
+/v1/models and a request to the same route whose body is not JSON. Written
+with the mitmproxy of .venv/main-py3.11 (file format of mitmproxy 11, which
+mitmproxy 12 reads too).
 """
 
 import json
@@ -22,18 +24,27 @@ run_inside("main", "base")
 from mitmproxy import io  # noqa: E402
 from mitmproxy.test import tflow, tutils  # noqa: E402
 
-SESSION = REPO / "fixtures/sessions/chat/deepseek_chat_test_1-100__django__django-10914.json"
-OUT = REPO / "fixtures/flows/chat_session.mitm"
+SESSION = "deepseek_chat_test_1-100__django__django-10914.json"
 CUT_BEFORE_TURNS = (6, 12, 20)
+# format -> (route, conversation member, "does this item start a model turn?")
+FORMATS = {
+    "chat": ("/v1/chat/completions", "messages",
+             lambda item: item.get("role") == "assistant" and bool(item.get("tool_calls"))),
+    "anthropic": ("/v1/messages", "messages",
+                  lambda item: item.get("role") == "assistant"),
+    "responses": ("/v1/responses", "input",
+                  lambda item: item.get("type") == "function_call"),
+}
 
 
-def prefix_before_turn(document: dict, turn: int) -> dict:
-    """The request the agent sent just before the assistant message of ``turn``."""
+def prefix_before_turn(document: dict, member: str, starts_turn, turn: int) -> dict:
+    """The request the agent sent just before the model turn number ``turn``
+    (these sessions make one call per turn)."""
     seen = 0
-    for position, message in enumerate(document["messages"]):
-        if message.get("role") == "assistant" and message.get("tool_calls"):
+    for position, item in enumerate(document[member]):
+        if starts_turn(item):
             if seen == turn - 1:
-                return {**document, "messages": document["messages"][:position]}
+                return {**document, member: document[member][:position]}
             seen += 1
     return document
 
@@ -49,20 +60,22 @@ def flow(method: str, path: str, content: bytes, answer: bytes) -> object:
 
 
 def main() -> None:
-    document = json.loads(SESSION.read_text(encoding="utf-8"))
-    answer = json.dumps(
-        {"id": "chatcmpl-fixture", "object": "chat.completion", "choices": []}
-    ).encode()
-    flows = [flow("GET", "/v1/models", b"", b'{"data": []}')]
-    for turn in CUT_BEFORE_TURNS:
-        body = json.dumps(prefix_before_turn(document, turn), ensure_ascii=False).encode()
-        flows.append(flow("POST", "/v1/chat/completions", body, answer))
-    flows.append(flow("POST", "/v1/chat/completions", b"this is not JSON {", answer))
-    with open(OUT, "wb") as file:
-        writer = io.FlowWriter(file)
-        for item in flows:
-            writer.add(item)
-    print(f"wrote {len(flows)} flows to {OUT.relative_to(REPO)} ({OUT.stat().st_size} bytes)")
+    answer = json.dumps({"id": "fixture", "object": "answer"}).encode()
+    for name, (route, member, starts_turn) in FORMATS.items():
+        session = REPO / "fixtures" / "sessions" / name / SESSION
+        document = json.loads(session.read_text(encoding="utf-8"))
+        flows = [flow("GET", "/v1/models", b"", b'{"data": []}')]
+        for turn in CUT_BEFORE_TURNS:
+            request = prefix_before_turn(document, member, starts_turn, turn)
+            flows.append(flow("POST", route, json.dumps(request, ensure_ascii=False).encode(),
+                              answer))
+        flows.append(flow("POST", route, b"this is not JSON {", answer))
+        out = REPO / "fixtures" / "flows" / f"{name}_session.mitm"
+        with open(out, "wb") as file:
+            writer = io.FlowWriter(file)
+            for item in flows:
+                writer.add(item)
+        print(f"wrote {len(flows)} flows to {out.relative_to(REPO)} ({out.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":

@@ -242,7 +242,8 @@ def test_undecodable_compressed_body_passes_byte_for_byte(addon_context, caplog)
 @pytest.mark.parametrize(
     ("method", "path"),
     [("GET", "/v1/chat/completions"), ("POST", "/v1/embeddings"),
-     ("POST", "/v1/chat/completions/extra")],
+     ("POST", "/v1/chat/completions/extra"), ("POST", "/v1/messages/count_tokens"),
+     ("GET", "/v1/responses/resp_123")],
 )
 def test_other_requests_are_not_touched(addon_context, method, path, caplog):
     addon, tctx = addon_context
@@ -273,7 +274,9 @@ def test_unchanged_body_is_not_reserialised(addon_context):
     flow = chat_flow(original)
     addon.request(flow)
     assert flow.request.raw_content == original
-    assert flow.metadata["obsmask"] == {"action": "unchanged", "reason": "nothing to mask"}
+    assert flow.metadata["obsmask"] == {
+        "action": "unchanged", "format": "chat", "reason": "nothing to mask"
+    }
     assert not flow.marked and not flow.comment and flow.modified() is False
 
 
@@ -298,9 +301,11 @@ def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplo
     forwarded and an error is logged"."""
     addon, tctx = addon_context
     tctx.configure(addon, obsmask_window_turns=1)
-    from obsmask_core import chat_body
+    from obsmask_core import request_body
 
-    monkeypatch.setattr(chat_body, "check_chat_invariants", lambda before, after: ["broken"])
+    monkeypatch.setattr(
+        request_body, "check_only_planned_changes", lambda before, after, plan, fmt: ["broken"]
+    )
     original = body(conversation(turns=3))
     flow = chat_flow(original)
     with caplog.at_level(logging.ERROR):
@@ -313,10 +318,10 @@ def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplo
 def test_internal_errors_never_reach_mitmproxy(addon_context, monkeypatch, caplog):
     addon, _ = addon_context
 
-    def explode(body: bytes, policy: MaskPolicy) -> None:
+    def explode(body: bytes, policy: MaskPolicy, fmt: object) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(conversation_addon, "mask_chat_body", explode)
+    monkeypatch.setattr(conversation_addon, "mask_request_body", explode)
     original = body(conversation(turns=3))
     flow = chat_flow(original)
     with caplog.at_level(logging.ERROR):

@@ -15,15 +15,17 @@ from pathlib import Path
 import pytest
 from mitmproxy import io
 
-from obsmask_core.masking import mask_old_tool_results
+from obsmask_core.masking import mask_items, mask_old_tool_results
 from obsmask_core.policy import MaskPolicy
+from obsmask_core.wire_formats import FORMATS
 from support.chat import body, conversation
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, recording_server
 
 pytestmark = pytest.mark.e2e
 
-REPLAY_FIXTURE = REPO / "fixtures" / "flows" / "chat_session.mitm"
+FLOWS = REPO / "fixtures" / "flows"
+REPLAY_FIXTURE = FLOWS / "chat_session.mitm"
 
 
 def ok(_request: object) -> Answer:
@@ -142,14 +144,18 @@ def test_bad_bodies_pass_byte_for_byte_and_mitmdump_keeps_serving(tmp_path):
 # Replaying a saved file -------------------------------------------------------------------
 
 
-def test_replayed_file_is_masked(tmp_path):
+@pytest.mark.parametrize("fmt_name", ["chat", "anthropic", "responses"])
+def test_replayed_file_is_masked(tmp_path, fmt_name):
     """Issue 2: "Flows read from a file (mitmdump -nr) are masked too", and
     "a test that replays a saved .mitm file from fixtures/ through
-    mitmdump -nr ... -s addons/obsmask.py -w OUT and checks the written flows"."""
+    mitmdump -nr ... -s addons/obsmask.py -w OUT and checks the written flows";
+    issue 4: "A replay test with a .mitm fixture per format"."""
+    fmt = FORMATS[fmt_name]
+    fixture = FLOWS / f"{fmt_name}_session.mitm"
     config = write_config(tmp_path, "[observation_masking.schema1]\nwindow_turns = 3\n")
     out = tmp_path / "out.mitm"
     proxy = MitmdumpProcess(
-        ["-n", "-r", str(REPLAY_FIXTURE), "-w", str(out), "--set", f"obsmask_config={config}"],
+        ["-n", "-r", str(fixture), "-w", str(out), "--set", f"obsmask_config={config}"],
         tmp_path,
         tmp_path,
     )
@@ -158,7 +164,7 @@ def test_replayed_file_is_masked(tmp_path):
     finally:
         proxy.stop()
 
-    with open(REPLAY_FIXTURE, "rb") as file:
+    with open(fixture, "rb") as file:
         originals = list(io.FlowReader(file).stream())
     with open(out, "rb") as file:
         written = list(io.FlowReader(file).stream())
@@ -177,12 +183,13 @@ def test_replayed_file_is_masked(tmp_path):
             assert after.request.content == before.request.content
             assert after.metadata["obsmask"]["action"] == "passed_through"
             continue
-        expected = mask_old_tool_results(document["messages"], policy)
-        assert json.loads(after.request.content) == {**document, "messages": expected}
-        assert expected != document["messages"]
+        expected = mask_items(document[fmt.list_member], policy, fmt)
+        assert json.loads(after.request.content) == {**document, fmt.list_member: expected}
+        assert expected != document[fmt.list_member]
         masked_flows += 1
         meta = after.metadata["obsmask"]
         assert meta["action"] == "masked" and meta["masked_tool_results"] > 0
+        assert meta["format"] == fmt_name
         assert meta["token_encoding"] == "cl100k_base"
         assert meta["masked_tokens_before"] > meta["masked_tokens_after"] > 0
         assert after.marked and "masked" in after.comment

@@ -8,8 +8,8 @@ import sys
 from support.processes import REPO
 
 PURE_MODULES = [
-    "policy", "tool_turns", "error_heuristic", "masking", "json_spans", "chat_body", "tokens",
-    "toml_config",
+    "policy", "tool_turns", "wire_formats", "error_heuristic", "masking", "json_spans",
+    "request_body", "tokens", "toml_config",
 ]
 
 

@@ -9,11 +9,11 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.chat_body import mask_chat_body
 from obsmask_core.error_heuristic import looks_like_error
-from obsmask_core.json_spans import loads, parse_chat_request
+from obsmask_core.json_spans import loads, parse_request
 from obsmask_core.masking import check_chat_invariants, mask_old_tool_results
 from obsmask_core.policy import MaskPolicy, render_placeholder
+from obsmask_core.request_body import mask_request_body
 from support.chat import LONG_OUTPUT
 from support.chat import body as chat_body_bytes
 
@@ -205,7 +205,7 @@ def test_whole_body_rewrite_keeps_every_other_byte(conversation, policy, indent,
     re-serialised; a body with nothing to mask gets no new body at all."""
     document = {"model": "m", "messages": conversation, "stream": True, "tools": [{"x": [1]}]}
     original = json.dumps(document, indent=indent, separators=separators, ensure_ascii=False)
-    outcome = mask_chat_body(original.encode(), policy)
+    outcome = mask_request_body(original.encode(), policy)
     expected_messages = expected_by_reference(conversation, policy)
     if expected_messages == conversation:
         assert outcome.body is None
@@ -244,10 +244,10 @@ def test_span_parser_agrees_with_json_loads(members, message_list, indent):
     each recorded message span holds that message's text."""
     document = {**members, "messages": message_list}
     text = json.dumps(document, indent=indent)
-    parsed = parse_chat_request(text)
+    parsed = parse_request(text, "messages")
     assert parsed.members == json.loads(text)
-    assert parsed.messages == message_list
-    for (start, end), message in zip(parsed.message_spans, message_list, strict=True):
+    assert parsed.items == message_list
+    for (start, end), message in zip(parsed.item_spans, message_list, strict=True):
         assert json.loads(text[start:end]) == message
 
 
@@ -255,5 +255,5 @@ def test_bodies_from_the_builders_round_trip():
     """Sanity check of the helper used elsewhere: a built body is masked."""
     from support.chat import conversation
 
-    outcome = mask_chat_body(chat_body_bytes(conversation(4)), MaskPolicy(window_turns=1))
+    outcome = mask_request_body(chat_body_bytes(conversation(4)), MaskPolicy(window_turns=1))
     assert outcome.body is not None and outcome.plan is not None and outcome.plan.masked == 3

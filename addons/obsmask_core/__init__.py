@@ -1,8 +1,8 @@
 """obsmask's code, shared by the mitmproxy addons, the tests and the scripts.
 
 Modules that import nothing from mitmproxy (the pure part): ``policy``,
-``tool_turns``, ``error_heuristic``, ``masking``, ``json_spans``,
-``chat_body``, ``tokens``, ``toml_config``. The addon classes live in the
+``tool_turns``, ``wire_formats``, ``error_heuristic``, ``masking``,
+``json_spans``, ``request_body``, ``tokens``, ``toml_config``. The addon classes live in the
 modules whose name ends in ``_addon``.
 
 Everything is imported as ``obsmask_core.<module>``: mitmproxy's script loader

@@ -1,4 +1,9 @@
-"""The mitmproxy addon that masks old tool results in chat requests."""
+"""The mitmproxy addon that masks old tool results in LLM requests.
+
+Three wire formats, each on its own route: OpenAI Chat Completions
+(``.../chat/completions``), Anthropic Messages (``.../v1/messages``) and
+OpenAI Responses (``.../v1/responses``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ from typing import Optional
 from mitmproxy import ctx, exceptions, http, optmanager
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.chat_body import ChatBodyOutcome, mask_chat_body
 from obsmask_core.policy import (
     DEFAULT_PLACEHOLDER_TEMPLATE,
     MaskPolicy,
@@ -17,8 +21,10 @@ from obsmask_core.policy import (
     check_policy_value,
     policy_from_values,
 )
+from obsmask_core.request_body import BodyOutcome, mask_request_body
 from obsmask_core.tokens import TokenCounter
 from obsmask_core.toml_config import ConfigError, load_config
+from obsmask_core.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +36,18 @@ POLICY_OPTIONS = {
     "obsmask_keep_last_k_per_tool": "keep_last_k_per_tool",
     "obsmask_placeholder_template": "placeholder_template",
 }
-DEFAULT_CHAT_ROUTE = r"/chat/completions$"
+# option -> (format, default route): a POST whose path matches the route is
+# read as that format; the first match in this order wins.
+ROUTE_OPTIONS: dict[str, tuple[WireFormat, str]] = {
+    "obsmask_chat_route": (CHAT, r"/chat/completions$"),
+    "obsmask_anthropic_route": (ANTHROPIC, r"/v1/messages$"),
+    "obsmask_responses_route": (RESPONSES, r"/v1/responses$"),
+}
+_FORMAT_TITLES = {
+    "chat": "OpenAI Chat Completions",
+    "anthropic": "Anthropic Messages",
+    "responses": "OpenAI Responses",
+}
 MARK = ":scissors:"
 ENCODING_WAIT_FOR_REPLAYS = 60.0
 
@@ -73,7 +90,9 @@ class ConversationMasking:
     def __init__(self) -> None:
         self.policy = MaskPolicy()
         self.config_path: str | None = None
-        self.route = re.compile(DEFAULT_CHAT_ROUTE)
+        self.routes: list[tuple[re.Pattern[str], WireFormat]] = [
+            (re.compile(default), fmt) for fmt, default in ROUTE_OPTIONS.values()
+        ]
         self.tokens = TokenCounter()
 
     def load(self, loader: Loader) -> None:
@@ -138,15 +157,17 @@ class ConversationMasking:
             is only masked when the placeholder is shorter than it.
             """,
         )
-        loader.add_option(
-            "obsmask_chat_route",
-            str,
-            DEFAULT_CHAT_ROUTE,
-            """
-            Regular expression searched in the request path (without the query)
-            of POST requests: the ones that match are Chat Completions requests.
-            """,
-        )
+        for option, (fmt, default) in ROUTE_OPTIONS.items():
+            loader.add_option(
+                option,
+                str,
+                default,
+                f"""
+                Regular expression searched in the path (without the query) of
+                POST requests: the ones that match are read as {_FORMAT_TITLES[fmt.name]}
+                requests. An empty value turns this format off.
+                """,
+            )
         loader.add_option(
             "obsmask_stream_responses",
             bool,
@@ -161,13 +182,19 @@ class ConversationMasking:
         _check_pending_values(loader.master.options)
 
     def configure(self, updated: set[str]) -> None:
-        if "obsmask_chat_route" in updated:
-            try:
-                self.route = re.compile(ctx.options.obsmask_chat_route)
-            except re.error as e:
-                raise exceptions.OptionsError(
-                    f"obsmask_chat_route: not a regular expression ({e})"
-                ) from None
+        if updated & set(ROUTE_OPTIONS):
+            routes = []
+            for option, (fmt, _default) in ROUTE_OPTIONS.items():
+                pattern = getattr(ctx.options, option)
+                if not pattern:
+                    continue
+                try:
+                    routes.append((re.compile(pattern), fmt))
+                except re.error as e:
+                    raise exceptions.OptionsError(
+                        f"obsmask: {option}: not a regular expression ({e})"
+                    ) from None
+            self.routes = routes
         if not updated & (set(POLICY_OPTIONS) | {"obsmask_config"}):
             return
         try:
@@ -203,16 +230,21 @@ class ConversationMasking:
     def running(self) -> None:
         self.tokens.start_loading()
 
-    def _matches(self, flow: http.HTTPFlow) -> bool:
-        return flow.request.method == "POST" and (
-            self.route.search(flow.request.path.split("?", 1)[0]) is not None
-        )
+    def _format_of(self, flow: http.HTTPFlow) -> WireFormat | None:
+        if flow.request.method != "POST":
+            return None
+        path = flow.request.path.split("?", 1)[0]
+        for route, fmt in self.routes:
+            if route.search(path):
+                return fmt
+        return None
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if not self._matches(flow):
+        fmt = self._format_of(flow)
+        if fmt is None:
             return
         try:
-            self._mask(flow)
+            self._mask(flow, fmt)
         except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
             logger.error(
                 "obsmask: internal error, %s forwarded unchanged: %s: %s",
@@ -221,25 +253,25 @@ class ConversationMasking:
                 e,
             )
 
-    def _mask(self, flow: http.HTTPFlow) -> None:
+    def _mask(self, flow: http.HTTPFlow, fmt: WireFormat) -> None:
         if flow.request.raw_content is None:
-            _pass(flow, "the body is streamed (stream_large_bodies), not buffered")
+            _pass(flow, "the body is streamed (stream_large_bodies), not buffered", fmt)
             return
         try:
             body = flow.request.get_content()
         except ValueError as e:
             encoding = flow.request.headers.get("content-encoding", "")
-            _pass(flow, f"cannot decode content-encoding {encoding!r} ({e})")
+            _pass(flow, f"cannot decode content-encoding {encoding!r} ({e})", fmt)
             return
         if body is None:
             return
-        outcome = mask_chat_body(body, self.policy)
+        outcome = mask_request_body(body, self.policy, fmt)
         if outcome.body is None:
-            _report_unchanged(flow, outcome)
+            _report_unchanged(flow, outcome, fmt)
             return
-        self._apply(flow, outcome)
+        self._apply(flow, outcome, fmt)
 
-    def _apply(self, flow: http.HTTPFlow, outcome: ChatBodyOutcome) -> None:
+    def _apply(self, flow: http.HTTPFlow, outcome: BodyOutcome, fmt: WireFormat) -> None:
         assert outcome.body is not None and outcome.plan is not None
         decisions = outcome.plan.decisions
         if not flow.live:
@@ -253,6 +285,7 @@ class ConversationMasking:
         )
         summary = {
             "action": "masked",
+            "format": fmt.name,
             "masked_tool_results": outcome.plan.masked,
             "tool_results": outcome.plan.tool_results,
             "tool_turns": outcome.plan.tool_turns,
@@ -285,7 +318,7 @@ class ConversationMasking:
             ctx.options.obsmask_stream_responses
             and flow.response is not None
             and not flow.response.stream
-            and self._matches(flow)
+            and self._format_of(flow) is not None
             and flow.response.headers.get("content-type", "").startswith("text/event-stream")
         ):
             flow.response.stream = True
@@ -296,23 +329,36 @@ def _where(flow: http.HTTPFlow) -> str:
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
 
 
-def _pass(flow: http.HTTPFlow, reason: str) -> None:
-    flow.metadata["obsmask"] = {"action": "passed_through", "reason": reason}
-    logger.warning("obsmask: %s forwarded unchanged: %s", _where(flow), reason)
+def _pass(flow: http.HTTPFlow, reason: str, fmt: WireFormat) -> None:
+    flow.metadata["obsmask"] = {"action": "passed_through", "format": fmt.name, "reason": reason}
+    logger.warning(
+        "obsmask: %s forwarded unchanged (read as %s): %s",
+        _where(flow),
+        _FORMAT_TITLES[fmt.name],
+        reason,
+    )
 
 
-def _report_unchanged(flow: http.HTTPFlow, outcome: ChatBodyOutcome) -> None:
+def _report_unchanged(flow: http.HTTPFlow, outcome: BodyOutcome, fmt: WireFormat) -> None:
     if outcome.violation is not None:
-        flow.metadata["obsmask"] = {"action": "passed_through", "reason": outcome.violation}
+        flow.metadata["obsmask"] = {
+            "action": "passed_through",
+            "format": fmt.name,
+            "reason": outcome.violation,
+        }
         logger.error(
             "obsmask: %s forwarded unchanged: the masked body broke an invariant (%s)",
             _where(flow),
             outcome.violation,
         )
     elif outcome.plan is None and outcome.reason != "masking is disabled":
-        _pass(flow, outcome.reason)
+        _pass(flow, outcome.reason, fmt)
     else:
-        flow.metadata["obsmask"] = {"action": "unchanged", "reason": outcome.reason}
+        flow.metadata["obsmask"] = {
+            "action": "unchanged",
+            "format": fmt.name,
+            "reason": outcome.reason,
+        }
         logger.debug("obsmask: %s unchanged: %s", _where(flow), outcome.reason)
 
 

@@ -108,53 +108,83 @@ def scan_object(text: str, pos: int, member: MemberParser = _plain_member) -> Ob
 
 
 @dataclass
-class ChatRequestText:
-    """A request body parsed for masking: its members, its messages, and the
-    span of each message in the text."""
+class ArrayScan:
+    values: list[object] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    end: int = 0
+
+
+def scan_array(text: str, pos: int) -> ArrayScan:
+    """Parse the array starting at ``text[pos]`` (``[``), element by element."""
+    scan = ArrayScan()
+    pos = _skip(text, _expect(text, pos, "[", "'['"))
+    if text.startswith("]", pos):
+        scan.end = pos + 1
+        return scan
+    while True:
+        value, end = _value(text, pos)
+        scan.values.append(value)
+        scan.spans.append((pos, end))
+        pos = _skip(text, end)
+        if text.startswith(",", pos):
+            pos = _skip(text, pos + 1)
+            continue
+        scan.end = _expect(text, pos, "]", "',' or ']'")
+        return scan
+
+
+PathStep = str | int
+
+
+@dataclass
+class RequestText:
+    """A request body parsed for masking: its members, the items of its
+    conversation list (``messages`` or ``input``), and where each item is."""
 
     text: str
     members: dict[str, object]
-    messages: list[object]
-    message_spans: list[Span]
+    items: list[object]
+    item_spans: list[Span]
 
-    def content_span(self, position: int) -> Span | None:
-        """Span of ``messages[position]["content"]``, if it is an object with one.
+    def span_at(self, index: int, path: tuple[PathStep, ...]) -> Span | None:
+        """Span of ``items[index][path[0]][path[1]]...``, or None if absent.
 
-        Found on demand: only the few messages that get masked are walked
-        member by member; the rest were parsed in one call each.
+        Found on demand: only the few items that get masked are walked member
+        by member; the others were parsed in one call each.
         """
-        start, _end = self.message_spans[position]
-        if not self.text.startswith("{", start):
-            return None
-        return scan_object(self.text, start).spans.get("content")
+        span = self.item_spans[index]
+        for step in path:
+            start = span[0]
+            if isinstance(step, str):
+                if not self.text.startswith("{", start):
+                    return None
+                found = scan_object(self.text, start).spans.get(step)
+            else:
+                if not self.text.startswith("[", start):
+                    return None
+                spans = scan_array(self.text, start).spans
+                found = spans[step] if 0 <= step < len(spans) else None
+            if found is None:
+                return None
+            span = found
+        return span
 
 
-def parse_chat_request(text: str) -> ChatRequestText:
-    """Parse a Chat Completions request body; raise UnsupportedBody if it is not one."""
-    messages: list[object] = []
-    message_spans: list[Span] = []
+def parse_request(text: str, list_member: str) -> RequestText:
+    """Parse a request body whose conversation is the array ``list_member``;
+    raise UnsupportedBody if the body is not such an object."""
+    conversation = ArrayScan()
     found_list = False
 
     def member(key: str, text: str, pos: int) -> tuple[object, int]:
-        nonlocal messages, message_spans, found_list
-        if key != "messages" or not text.startswith("[", pos):
-            if key == "messages":
-                found_list = False
+        nonlocal conversation, found_list
+        if key != list_member:
             return _value(text, pos)
-        found_list = True
-        messages, message_spans = [], []
-        pos = _skip(text, pos + 1)
-        if text.startswith("]", pos):
-            return messages, pos + 1
-        while True:
-            value, end = _value(text, pos)
-            messages.append(value)
-            message_spans.append((pos, end))
-            pos = _skip(text, end)
-            if text.startswith(",", pos):
-                pos = _skip(text, pos + 1)
-                continue
-            return messages, _expect(text, pos, "]", "',' or ']'")
+        found_list = text.startswith("[", pos)
+        if not found_list:
+            return _value(text, pos)
+        conversation = scan_array(text, pos)
+        return conversation.values, conversation.end
 
     start = _skip(text, 0)
     if not text.startswith("{", start):
@@ -165,11 +195,11 @@ def parse_chat_request(text: str) -> ChatRequestText:
     trailing = _skip(text, scan.end)
     if trailing != len(text):
         raise UnsupportedBody(f"not valid JSON (extra data at character {trailing})")
-    if "messages" not in scan.values:
-        raise UnsupportedBody("the object has no 'messages'")
+    if list_member not in scan.values:
+        raise UnsupportedBody(f"the object has no {list_member!r}")
     if not found_list:
-        raise UnsupportedBody("'messages' is not a list")
-    return ChatRequestText(text, scan.values, messages, message_spans)
+        raise UnsupportedBody(f"{list_member!r} is not a list")
+    return RequestText(text, scan.values, conversation.values, conversation.spans)
 
 
 def splice(text: str, replacements: list[tuple[Span, str]]) -> str:

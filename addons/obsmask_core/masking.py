@@ -7,17 +7,19 @@ from dataclasses import dataclass, field
 
 from obsmask_core.error_heuristic import looks_like_error
 from obsmask_core.policy import MaskPolicy, render_placeholder
-from obsmask_core.tool_turns import ChatMessage, ToolTurnIndex, index_chat_tool_turns
+from obsmask_core.tool_turns import ChatMessage, Location, ToolTurnIndex
+from obsmask_core.wire_formats import CHAT, WireFormat, set_at
 
 
 @dataclass(frozen=True)
 class MaskDecision:
-    """One tool result to replace: where, and by what."""
+    """One tool result to replace: where, what it was, and its placeholder."""
 
-    location: tuple[int, ...]
+    location: Location
     call_id: str
     tool_name: str | None
-    original: str
+    original: str  # the text that goes
+    original_value: object  # the value as found (a string or a list of blocks)
     placeholder: str
 
 
@@ -29,7 +31,7 @@ class MaskPlan:
     tool_turns: int = 0
     tool_results: int = 0
     # reason -> count: in_window, error, per_tool, already_masked, short,
-    # not_string, orphan
+    # not_text, orphan
     kept: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -56,22 +58,22 @@ def plan_masking(index: ToolTurnIndex, policy: MaskPolicy) -> MaskPlan:
                 kept_by_tool.add(number)
 
     for number, result in enumerate(index.results):
-        content = result.content
+        text = result.text
         if result.turn >= first_kept_turn:
             plan.kept["in_window"] += 1
         elif number in kept_by_tool:
             plan.kept["per_tool"] += 1
-        elif not isinstance(content, str):
-            plan.kept["not_string"] += 1  # spec 001 §5.2.2: multimodal lists etc.
-        elif policy.matcher.matches(content, result.call_id, result.tool_name):
+        elif text is None:
+            plan.kept["not_text"] += 1  # spec 001 §5.2.2: nothing it knows how to replace
+        elif policy.matcher.matches(text, result.call_id, result.tool_name):
             plan.kept["already_masked"] += 1
-        elif policy.keep_errors and looks_like_error(content):
+        elif policy.keep_errors and (result.is_error or looks_like_error(text)):
             plan.kept["error"] += 1
         else:
             placeholder = render_placeholder(
-                policy.placeholder_template, result.call_id, result.tool_name, len(content)
+                policy.placeholder_template, result.call_id, result.tool_name, len(text)
             )
-            if len(placeholder) >= len(content):
+            if len(placeholder) >= len(text):
                 plan.kept["short"] += 1  # a placeholder must save something
                 continue
             plan.decisions.append(
@@ -79,28 +81,36 @@ def plan_masking(index: ToolTurnIndex, policy: MaskPolicy) -> MaskPlan:
                     location=result.location,
                     call_id=result.call_id,
                     tool_name=result.tool_name,
-                    original=content,
+                    original=text,
+                    original_value=result.content,
                     placeholder=placeholder,
                 )
             )
     return plan
 
 
-def plan_chat_masking(messages: list[object], policy: MaskPolicy) -> MaskPlan:
-    return plan_masking(index_chat_tool_turns(messages), policy)
-
-
-def apply_chat_plan(messages: list[object], plan: MaskPlan) -> list[object]:
-    """A new list: masked messages are copies, the others the same objects."""
-    out = list(messages)
+def apply_plan(items: list[object], plan: MaskPlan, fmt: WireFormat) -> list[object]:
+    """A new list with the planned results replaced; the input is not modified
+    (containers on the way to a replaced value are copied)."""
+    out = list(items)
     for decision in plan.decisions:
-        (position,) = decision.location
-        original = out[position]
-        assert isinstance(original, dict)
-        masked = dict(original)
-        masked["content"] = decision.placeholder
-        out[position] = masked
+        set_at(
+            out,
+            decision.location[0],
+            fmt.value_path(decision.location),
+            fmt.replacement(decision.original_value, decision.placeholder),
+        )
     return out
+
+
+def mask_items(items: list[object], policy: MaskPolicy, fmt: WireFormat) -> list[object]:
+    """The conversation list of any format (``messages``, ``input``) with its
+    old tool results masked; the input is not modified."""
+    return apply_plan(items, plan_masking(fmt.index(items), policy), fmt)
+
+
+def plan_chat_masking(messages: list[object], policy: MaskPolicy) -> MaskPlan:
+    return plan_masking(CHAT.index(messages), policy)
 
 
 def mask_old_tool_results(
@@ -111,7 +121,7 @@ def mask_old_tool_results(
     The input is not modified; the result is a new list.
     """
     as_objects: list[object] = list(messages)
-    masked = apply_chat_plan(as_objects, plan_chat_masking(as_objects, policy))
+    masked = apply_plan(as_objects, plan_chat_masking(as_objects, policy), CHAT)
     # Every element is still a dict (masked ones are dict copies); the filter
     # only tells the type checker so.
     return [message for message in masked if isinstance(message, dict)]
@@ -128,7 +138,7 @@ def check_chat_invariants(before: list[object], after: list[object]) -> list[str
     problems: list[str] = []
     if len(before) != len(after):
         return [f"message count changed from {len(before)} to {len(after)}"]
-    for position, (old, new) in enumerate(zip(before, after, strict=False)):
+    for position, (old, new) in enumerate(zip(before, after, strict=True)):
         if old is new or old == new:
             continue
         if not isinstance(old, dict) or not isinstance(new, dict):
@@ -147,4 +157,35 @@ def check_chat_invariants(before: list[object], after: list[object]) -> list[str
             problems.append(f"message {position}: a field other than content changed")
         if old.get("role") != "tool":
             problems.append(f"message {position}: content of a non-tool message changed")
+    return problems
+
+
+def check_only_planned_changes(
+    before: list[object], after: list[object], plan: MaskPlan, fmt: WireFormat
+) -> list[str]:
+    """The invariants of spec 001 §3 for any format: the same number of items
+    in the same order, and nothing changed but the planned results' values
+    (so no id, call, block or other field). One line per violation."""
+    if len(before) != len(after):
+        return [f"item count changed from {len(before)} to {len(after)}"]
+    planned: dict[int, list[Location]] = {}
+    for decision in plan.decisions:
+        planned.setdefault(decision.location[0], []).append(decision.location)
+    problems = []
+    for position, (old, new) in enumerate(zip(before, after, strict=True)):
+        if position not in planned:
+            if old != new:
+                problems.append(f"item {position} changed but was not planned to")
+            continue
+        # Blank the planned values on both sides: what remains must be equal.
+        old_rest, new_rest = [old], [new]
+        try:
+            for location in planned[position]:
+                set_at(old_rest, 0, fmt.value_path(location), None)
+                set_at(new_rest, 0, fmt.value_path(location), None)
+        except (TypeError, KeyError, IndexError):
+            problems.append(f"item {position} changed shape")
+            continue
+        if old_rest != new_rest:
+            problems.append(f"item {position}: something besides the masked result changed")
     return problems

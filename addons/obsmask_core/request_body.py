@@ -1,32 +1,24 @@
-"""Mask a whole Chat Completions request body: bytes in, bytes (or nothing) out."""
+"""Mask a whole request body: bytes in, bytes (or nothing) out."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
-from obsmask_core.json_spans import (
-    UnsupportedBody,
-    loads,
-    parse_chat_request,
-    splice,
-)
-from obsmask_core.masking import (
-    MaskPlan,
-    apply_chat_plan,
-    check_chat_invariants,
-    plan_chat_masking,
-)
+from obsmask_core.json_spans import Span, UnsupportedBody, loads, parse_request, splice
+from obsmask_core.masking import MaskPlan, apply_plan, check_only_planned_changes, plan_masking
 from obsmask_core.policy import MaskPolicy
+from obsmask_core.wire_formats import CHAT, WireFormat
 
 
 @dataclass(frozen=True)
-class ChatBodyOutcome:
+class BodyOutcome:
     """What happened to one body.
 
     ``body`` is the new body, or None when the original must go out as it
     came (then ``reason`` says why, for the log). ``violation`` is set when the
-    masked body failed the after-the-fact invariant check.
+    masked body failed the after-the-fact invariant check. ``tool_chars_*``
+    count the characters of the tool results' text.
     """
 
     body: bytes | None
@@ -37,61 +29,51 @@ class ChatBodyOutcome:
     violation: str | None = None
 
 
-def _tool_chars(messages: list[object]) -> int:
-    return sum(
-        len(m["content"])
-        for m in messages
-        if isinstance(m, dict) and m.get("role") == "tool" and isinstance(m.get("content"), str)
-    )
+def mask_request_body(body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT) -> BodyOutcome:
+    """Mask old tool results in a request body of format ``fmt``.
 
-
-def mask_chat_body(body: bytes, policy: MaskPolicy) -> ChatBodyOutcome:
-    """Mask old tool results in a Chat Completions request body.
-
-    Only the ``content`` strings chosen by the policy are replaced in the
-    original text; every other byte stays. The result is parsed again and
-    checked against the spec's invariants (the safety net of seed 002): if it
-    fails, the outcome carries no body and names the violation.
+    Only the values chosen by the policy are replaced in the original text;
+    every other byte stays. The result is parsed again and checked against
+    the spec's invariants (the safety net of seed 002): if it fails, the
+    outcome carries no body and names the violation.
     """
     if not policy.enabled:
-        return ChatBodyOutcome(None, "masking is disabled")
+        return BodyOutcome(None, "masking is disabled")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
-        return ChatBodyOutcome(None, f"body is not valid UTF-8 (byte {e.start})")
+        return BodyOutcome(None, f"body is not valid UTF-8 (byte {e.start})")
     try:
-        request = parse_chat_request(text)
+        request = parse_request(text, fmt.list_member)
     except UnsupportedBody as e:
-        return ChatBodyOutcome(None, str(e))
+        return BodyOutcome(None, str(e))
 
-    plan = plan_chat_masking(request.messages, policy)
-    chars = _tool_chars(request.messages)
+    index = fmt.index(request.items)
+    plan = plan_masking(index, policy)
+    chars = sum(len(result.text) for result in index.results if result.text is not None)
     if not plan.decisions:
-        return ChatBodyOutcome(
-            None, "nothing to mask", plan, tool_chars_before=chars, tool_chars_after=chars
-        )
+        return BodyOutcome(None, "nothing to mask", plan, chars, chars)
+    chars_after = chars - sum(
+        len(d.original) - len(d.placeholder) for d in plan.decisions
+    )
 
-    replacements = []
+    replacements: list[tuple[Span, str]] = []
     for decision in plan.decisions:
-        (position,) = decision.location
-        span = request.content_span(position)
-        assert span is not None  # a decision is only made for a string content
-        replacements.append((span, json.dumps(decision.placeholder, ensure_ascii=False)))
+        span = request.span_at(decision.location[0], fmt.value_path(decision.location))
+        if span is None:
+            return BodyOutcome(None, "masked body failed its check", plan, chars, chars,
+                               violation="a planned value could not be located")
+        new_value = fmt.replacement(decision.original_value, decision.placeholder)
+        replacements.append((span, json.dumps(new_value, ensure_ascii=False)))
     new_text = splice(text, replacements)
 
-    expected = apply_chat_plan(request.messages, plan)
-    violation = _verify(new_text, request.members, request.messages, expected)
+    expected = apply_plan(request.items, plan, fmt)
+    violation = _verify(new_text, request.members, request.items, expected, plan, fmt)
     if violation is not None:
-        return ChatBodyOutcome(
+        return BodyOutcome(
             None, "masked body failed its check", plan, chars, chars, violation=violation
         )
-    return ChatBodyOutcome(
-        new_text.encode("utf-8"),
-        "masked",
-        plan,
-        tool_chars_before=chars,
-        tool_chars_after=_tool_chars(expected),
-    )
+    return BodyOutcome(new_text.encode("utf-8"), "masked", plan, chars, chars_after)
 
 
 def _verify(
@@ -99,9 +81,11 @@ def _verify(
     members: dict[str, object],
     before: list[object],
     expected: list[object],
+    plan: MaskPlan,
+    fmt: WireFormat,
 ) -> str | None:
     """Parse the masked text again: the invariants must hold, and the result
-    must be exactly the original with the planned contents replaced."""
+    must be exactly the original with the planned values replaced."""
     try:
         after = loads(new_text)
     except (ValueError, RecursionError) as e:
@@ -109,16 +93,14 @@ def _verify(
     if not isinstance(after, dict) or after.keys() != members.keys():
         return "masked body has different top-level members"
     for key, value in members.items():
-        if key != "messages" and after[key] != value:
+        if key != fmt.list_member and after[key] != value:
             return f"top-level member {key!r} changed"
-    messages = after["messages"]
-    if not isinstance(messages, list):
-        return "masked body has no messages list"
-    problems = check_chat_invariants(before, messages)
+    items = after[fmt.list_member]
+    if not isinstance(items, list):
+        return f"masked body has no {fmt.list_member} list"
+    problems = check_only_planned_changes(before, items, plan, fmt)
     if problems:
         return "; ".join(problems[:3])
-    if messages != expected:
-        return "masked messages differ from the plan"
+    if items != expected:
+        return "masked values differ from the plan"
     return None
-
-

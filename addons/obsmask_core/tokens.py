@@ -135,10 +135,11 @@ def message_strings(message: object) -> list[str]:
     return found
 
 
-def estimate_chat_tokens(messages: list[object], counter: TokenCounter) -> int | None:
-    """Input tokens of a Chat Completions ``messages`` list (cookbook estimate)."""
+def estimate_input_tokens(items: list[object], counter: TokenCounter) -> int | None:
+    """Input tokens of a conversation list (``messages`` or ``input``): the
+    cookbook's estimate for Chat Completions, a close one for the others."""
     total = TOKENS_REPLY_PRIMING
-    for message in messages:
+    for message in items:
         counted = counter.count_all(message_strings(message))
         if counted is None:
             return None

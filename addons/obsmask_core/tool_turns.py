@@ -1,8 +1,23 @@
-"""Tool turns and the tool results attached to them (spec 001 §2).
+"""Tool turns and the tool results attached to them (spec 001 §2), per wire format.
 
-The masking decision works on this model only, so every wire format needs
-just a function that builds it; this module has the one for OpenAI Chat
-Completions.
+The masking decision works on this model only; each wire format needs just a
+function that builds it:
+
+- OpenAI Chat Completions: a turn is an assistant message whose ``tool_calls``
+  holds at least one call with a string id; a result is a ``role: "tool"``
+  message.
+- Anthropic Messages: a turn is an assistant message with at least one
+  ``tool_use`` block; a result is a ``tool_result`` block inside a user
+  message.
+- OpenAI Responses: a turn is a run of consecutive call items
+  (``function_call``, ``custom_tool_call``, ``local_shell_call``: parallel
+  calls); a result is the matching ``*_output`` item.
+
+In every format a result belongs to the most recent *earlier* turn that
+declared its id. The spec's pseudocode keeps one global id -> turn map, which
+goes wrong for clients that reuse ids such as ``call_0`` in every turn
+(several OpenAI-compatible servers do): their old results would all look
+recent. A result that comes before any turn declaring its id is an orphan.
 """
 
 from __future__ import annotations
@@ -11,13 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 ChatMessage = dict[str, object]
+Location = tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class ToolTurn:
-    """An assistant message that called at least one tool (several: parallel calls)."""
+    """One model turn that called at least one tool (several: parallel calls)."""
 
-    location: tuple[int, ...]
+    location: Location
     call_ids: tuple[str, ...]
 
 
@@ -25,16 +41,20 @@ class ToolTurn:
 class ToolResult:
     """A tool result linked to the turn that called it.
 
-    ``location`` is where the result sits in the request (for Chat Completions,
-    the index of the ``role: "tool"`` message). ``content`` is the value that
-    masking may replace, as found (a string, or anything else, which is left).
+    ``location`` says where the result sits: the index of the message or item,
+    then, for Anthropic, of the block. ``text`` is what masking may replace
+    (None when the result holds no text it can replace, e.g. a list of image
+    parts); ``content`` is the value as found. ``is_error`` is the format's own
+    error flag (Anthropic's ``is_error``).
     """
 
-    location: tuple[int, ...]
+    location: Location
     call_id: str
     turn: int
     tool_name: str | None
     content: object
+    text: str | None
+    is_error: bool = False
 
 
 @dataclass
@@ -42,69 +62,184 @@ class ToolTurnIndex:
     turns: list[ToolTurn] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     # Tool results that name no call of an earlier turn (spec 001 §5.2.1: no-op).
-    orphans: list[tuple[int, ...]] = field(default_factory=list)
+    orphans: list[Location] = field(default_factory=list)
 
 
-def _tool_calls_of(message: ChatMessage) -> list[tuple[str, str | None]]:
-    """(id, function name) of each call with a non-empty string id."""
-    calls = message.get("tool_calls")
-    if not isinstance(calls, list):
-        return []
-    found: list[tuple[str, str | None]] = []
-    for call in calls:
-        if not isinstance(call, dict):
-            continue
-        call_id = call.get("id")
+class _Linker:
+    """Collects turns and links each result to the latest earlier turn."""
+
+    def __init__(self) -> None:
+        self.index = ToolTurnIndex()
+        # id -> (turn number, tool name) of the latest turn so far that declared it
+        self._declared: dict[str, tuple[int, str | None]] = {}
+
+    def turn(self, location: Location, calls: list[tuple[str, str | None]]) -> None:
+        if not calls:
+            return
+        number = len(self.index.turns)
+        self.index.turns.append(ToolTurn(location, tuple(call_id for call_id, _ in calls)))
+        for call_id, name in calls:
+            self._declared[call_id] = (number, name)
+
+    def result(
+        self,
+        location: Location,
+        call_id: object,
+        content: object,
+        text: str | None,
+        is_error: bool = False,
+    ) -> None:
         if not isinstance(call_id, str) or not call_id:
-            continue
-        function = call.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        found.append((call_id, name if isinstance(name, str) and name else None))
-    return found
+            return  # spec 001 §5.1: the id must be a non-empty string
+        link = self._declared.get(call_id)
+        if link is None:
+            self.index.orphans.append(location)
+            return
+        number, name = link
+        self.index.results.append(
+            ToolResult(location, call_id, number, name, content, text, is_error)
+        )
+
+
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _call_id(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
-    """Build the tool-turn model of a Chat Completions ``messages`` list.
+    """The tool-turn model of a Chat Completions ``messages`` list.
 
-    A result belongs to the most recent *earlier* turn that declared its id.
-    The spec's pseudocode keeps one global id -> turn map, which goes wrong
-    for clients that reuse ids such as ``call_0`` in every turn (several
-    OpenAI-compatible servers do): their old results would all look recent.
-    A result that comes before any turn declaring its id is an orphan.
+    Only string contents are text to mask: spec 001 §5.2.2 leaves any other
+    content (a list of parts, null) as it is.
     """
-    index = ToolTurnIndex()
-    # id -> (turn number, tool name) of the latest turn so far that declared it
-    declared: dict[str, tuple[int, str | None]] = {}
+    linker = _Linker()
     for position, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
         role = message.get("role")
         if role == "assistant":
-            calls = _tool_calls_of(message)
-            if not calls:
-                continue
-            turn_number = len(index.turns)
-            index.turns.append(
-                ToolTurn(location=(position,), call_ids=tuple(c for c, _ in calls))
-            )
-            for call_id, name in calls:
-                declared[call_id] = (turn_number, name)
+            calls = message.get("tool_calls")
+            found: list[tuple[str, str | None]] = []
+            for call in calls if isinstance(calls, list) else []:
+                if isinstance(call, dict) and (call_id := _call_id(call.get("id"))):
+                    function = call.get("function")
+                    name = function.get("name") if isinstance(function, dict) else None
+                    found.append((call_id, _name(name)))
+            linker.turn((position,), found)
         elif role == "tool":
-            result_id = message.get("tool_call_id")
-            if not isinstance(result_id, str) or not result_id:
-                continue  # spec 001 §5.1: the id must be a non-empty string
-            link = declared.get(result_id)
-            if link is None:
-                index.orphans.append((position,))
-                continue
-            turn_number, name = link
-            index.results.append(
-                ToolResult(
-                    location=(position,),
-                    call_id=result_id,
-                    turn=turn_number,
-                    tool_name=name,
-                    content=message.get("content"),
+            content = message.get("content")
+            text = content if isinstance(content, str) else None
+            linker.result((position,), message.get("tool_call_id"), content, text)
+    return linker.index
+
+
+def text_blocks(content: object, text_types: tuple[str, ...]) -> list[dict[str, object]] | None:
+    """The text blocks of a list of content blocks, or None if it has none."""
+    if not isinstance(content, list):
+        return None
+    blocks = [
+        block
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") in text_types
+        and isinstance(block.get("text"), str)
+    ]
+    return blocks or None
+
+
+def _list_text(content: object, text_types: tuple[str, ...]) -> str | None:
+    """The text of a string, or of the text blocks of a list of blocks.
+
+    A list is maskable unless a text block that masking would remove (any but
+    the first) carries ``cache_control``: moving a cache breakpoint is not a
+    change obsmask makes behind the client's back.
+    """
+    if isinstance(content, str):
+        return content
+    blocks = text_blocks(content, text_types)
+    if blocks is None or any("cache_control" in block for block in blocks[1:]):
+        return None
+    return "\n".join(str(block["text"]) for block in blocks)
+
+
+ANTHROPIC_TEXT_TYPES = ("text",)
+
+
+def index_anthropic_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
+    """The tool-turn model of an Anthropic Messages ``messages`` list."""
+    linker = _Linker()
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            continue
+        blocks = message["content"]
+        role = message.get("role")
+        if role == "assistant":
+            found: list[tuple[str, str | None]] = []
+            for block in blocks:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_use"
+                    and (call_id := _call_id(block.get("id")))
+                ):
+                    found.append((call_id, _name(block.get("name"))))
+            linker.turn((position,), found)
+        elif role == "user":
+            for number, block in enumerate(blocks):
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                content = block.get("content")
+                linker.result(
+                    (position, number),
+                    block.get("tool_use_id"),
+                    content,
+                    _list_text(content, ANTHROPIC_TEXT_TYPES),
+                    is_error=block.get("is_error") is True,
                 )
+    return linker.index
+
+
+# Responses call items, and the output item type that answers each.
+RESPONSES_CALL_TYPES = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "local_shell_call": "local_shell_call_output",
+}
+RESPONSES_OUTPUT_TYPES = frozenset(RESPONSES_CALL_TYPES.values())
+RESPONSES_TEXT_TYPES = ("input_text", "output_text")
+
+
+def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
+    """The tool-turn model of an OpenAI Responses ``input`` list.
+
+    Consecutive call items form one turn. Other items (messages, reasoning,
+    computer and MCP calls, which carry their output elsewhere or as images)
+    end a run and are otherwise left alone.
+    """
+    linker = _Linker()
+    run: list[tuple[str, str | None]] = []
+    run_start = 0
+    for position, item in enumerate(items):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if isinstance(item, dict) and kind in RESPONSES_CALL_TYPES:
+            if not run:
+                run_start = position
+            if call_id := _call_id(item.get("call_id")):
+                name = _name(item.get("name")) or ("local_shell" if kind == "local_shell_call"
+                                                    else None)
+                run.append((call_id, name))
+            continue
+        linker.turn((run_start,), run)
+        run = []
+        if isinstance(item, dict) and kind in RESPONSES_OUTPUT_TYPES:
+            output = item.get("output")
+            linker.result(
+                (position,),
+                item.get("call_id"),
+                output,
+                _list_text(output, RESPONSES_TEXT_TYPES),
             )
-    return index
+    linker.turn((run_start,), run)
+    return linker.index
