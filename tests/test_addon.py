@@ -18,9 +18,12 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from obsmask_core import conversation_addon
 from obsmask_core.conversation_addon import ConversationMasking
-from obsmask_core.masking import mask_old_tool_results
+from obsmask_core.masking import mask_items, mask_old_tool_results
 from obsmask_core.policy import MaskPolicy
+from obsmask_core.wire_formats import ANTHROPIC, RESPONSES
 from support.chat import body, conversation
+from support.formats import convert, to_anthropic
+from test_masking_formats import session
 
 
 def chat_flow(content: bytes, path: str = "/v1/chat/completions", method: str = "POST",
@@ -372,3 +375,65 @@ def test_json_answers_stay_buffered(addon_context):
     flow.response = tutils.tresp(headers=[(b"content-type", b"application/json")])
     addon.responseheaders(flow)
     assert not flow.response.stream
+
+
+# Three wire formats ------------------------------------------------------------------
+
+
+def test_each_route_is_read_as_its_format(addon_context):
+    """Issue 4: Anthropic Messages on .../v1/messages, OpenAI Responses on
+    .../v1/responses, each masked by the same policy."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    for fmt, path in ((ANTHROPIC, "/v1/messages"), (RESPONSES, "/v1/responses")):
+        items = convert(fmt, session(turns=3))
+        flow = chat_flow(json.dumps({"model": "m", fmt.list_member: items}).encode(), path=path)
+        addon.request(flow)
+        sent = json.loads(flow.request.content)
+        assert sent[fmt.list_member] == mask_items(items, MaskPolicy(window_turns=1), fmt)
+        assert flow.metadata["obsmask"]["format"] == fmt.name
+        assert flow.metadata["obsmask"]["masked_tool_results"] == 2
+
+
+def test_a_body_of_the_wrong_shape_passes_byte_for_byte(addon_context, caplog):
+    """Issue 4: "a body whose shape does not match its route passes through
+    byte for byte"."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    bodies = {
+        "/v1/responses": json.dumps({"model": "m", "input": "just a prompt"}).encode(),
+        "/v1/messages": json.dumps({"model": "m", "prompt": "old completion API"}).encode(),
+    }
+    for path, original in bodies.items():
+        flow = chat_flow(original, path=path)
+        with caplog.at_level(logging.WARNING):
+            addon.request(flow)
+        assert flow.request.raw_content == original
+        assert flow.metadata["obsmask"]["action"] == "passed_through"
+    assert "'input' is not a list" in caplog.text
+    assert "the object has no 'messages'" in caplog.text
+
+
+def test_routes_are_options_and_empty_turns_a_format_off(addon_context):
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1, obsmask_anthropic_route="",
+                   obsmask_responses_route=r"/api/agent$")
+    anthropic = json.dumps({"messages": to_anthropic(session(turns=3))}).encode()
+    flow = chat_flow(anthropic, path="/v1/messages")
+    addon.request(flow)
+    assert flow.request.raw_content == anthropic and "obsmask" not in flow.metadata
+
+    responses = json.dumps({"input": convert(RESPONSES, session(turns=3))}).encode()
+    flow = chat_flow(responses, path="/api/agent")
+    addon.request(flow)
+    assert flow.metadata["obsmask"]["format"] == "responses"
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/responses"])
+def test_event_streams_of_every_format_are_streamed(addon_context, path):
+    """Issue 4: "Streamed answers (SSE) of all three APIs pass through as a stream"."""
+    addon, _ = addon_context
+    flow = chat_flow(b"{}", path=path)
+    flow.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream")])
+    addon.responseheaders(flow)
+    assert flow.response.stream is True
