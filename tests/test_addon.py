@@ -22,8 +22,7 @@ from obsmask_core.masking import mask_items, mask_old_tool_results
 from obsmask_core.policy import MaskPolicy
 from obsmask_core.wire_formats import ANTHROPIC, RESPONSES
 from support.chat import body, conversation
-from support.formats import convert, to_anthropic
-from test_masking_formats import session
+from support.formats import convert, session, to_anthropic
 
 
 def chat_flow(content: bytes, path: str = "/v1/chat/completions", method: str = "POST",

@@ -28,6 +28,7 @@ from support.formats import (
     changed_results,
     convert,
     result_values,
+    session,
     skeleton,
 )
 
@@ -37,15 +38,6 @@ TRACEBACK = (
     "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
     + " " * 4 + "y" * 200 + "\nValueError: boom\n"
 )
-
-
-def session(turns: int, calls_per_turn: int = 1, name: str = "bash") -> list[Event]:
-    events: list[Event] = [Say("user", "Fix the bug.")]
-    for turn in range(turns):
-        ids = [f"call_{turn}_{n}" for n in range(calls_per_turn)]
-        events.append(Turn([Call(i, name) for i in ids], text=f"turn {turn}"))
-        events.extend(Result(i, f"{LONG_OUTPUT}\n({i})") for i in ids)
-    return events
 
 
 def masked(fmt, events: list[Event], **policy: object) -> list[object]:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from obsmask_core.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from support.chat import LONG_OUTPUT
 
 FORMATS = (CHAT, ANTHROPIC, RESPONSES)
 FORMAT_IDS = [fmt.name for fmt in FORMATS]
@@ -45,6 +46,16 @@ class Result:
 
 
 Event = Say | Turn | Result
+
+
+def session(turns: int, calls_per_turn: int = 1, name: str = "bash") -> list[Event]:
+    """A user prompt, then ``turns`` tool turns, each followed by its results."""
+    events: list[Event] = [Say("user", "Fix the bug.")]
+    for turn in range(turns):
+        ids = [f"call_{turn}_{n}" for n in range(calls_per_turn)]
+        events.append(Turn([Call(i, name) for i in ids], text=f"turn {turn}"))
+        events.extend(Result(i, f"{LONG_OUTPUT}\n({i})") for i in ids)
+    return events
 
 
 def to_chat(events: list[Event]) -> list[object]:
