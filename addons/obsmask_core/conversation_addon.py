@@ -85,7 +85,8 @@ def _check_pending_values(options: optmanager.OptManager) -> None:
 
 
 class ConversationMasking:
-    """Masks old tool results in OpenAI Chat Completions requests (Schéma 1)."""
+    """Masks old tool results (Schéma 1) in OpenAI Chat Completions, Anthropic
+    Messages and OpenAI Responses requests, each recognised by its route."""
 
     def __init__(self) -> None:
         self.policy = MaskPolicy()
@@ -112,8 +113,9 @@ class ConversationMasking:
             bool,
             True,
             """
-            Mask old tool results in chat requests. false forwards every body
-            byte for byte (the instant rollback of the spec).
+            Mask old tool results in requests on the obsmask_*_route routes.
+            false forwards every body byte for byte (the instant rollback of
+            the spec).
             """,
         )
         loader.add_option(
@@ -122,9 +124,11 @@ class ConversationMasking:
             8,
             """
             How many of the most recent tool turns keep their results intact.
-            A tool turn is an assistant message with tool calls (several calls
-            in one message are one turn). Results of older turns are replaced
-            by the placeholder. 0 masks nothing.
+            A tool turn is one model turn that called tools: an assistant
+            message with tool_calls or tool_use blocks, or a run of
+            function_call items (several calls in one turn are one turn).
+            Results of older turns are replaced by the placeholder. 0 masks
+            nothing.
             """,
         )
         loader.add_option(
