@@ -181,7 +181,7 @@ def test_idempotent(fmt):
     policy = MaskPolicy(window_turns=2)
     once = mask_items(convert(fmt, session(turns=5)), policy, fmt)
     assert mask_items(once, policy, fmt) == once
-    plan = plan_masking(fmt.index(once), policy)
+    plan = plan_masking(fmt.index(once), policy, once)
     assert plan.masked == 0 and plan.kept["already_masked"] == 3
 
 
@@ -283,7 +283,7 @@ def test_responses_a_run_of_calls_is_one_turn_and_other_items_pass(fmt):
         {"type": "function_call", "call_id": "e", "name": "bash", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "e", "output": LONG_OUTPUT},
     ]
-    plan = plan_masking(fmt.index(items), MaskPolicy(window_turns=1))
+    plan = plan_masking(fmt.index(items), MaskPolicy(window_turns=1), items)
     assert plan.tool_turns == 3
     after = mask_items(items, MaskPolicy(window_turns=1), fmt)
     assert [i for i, (old, new) in enumerate(zip(items, after, strict=True)) if old != new] == [

@@ -81,8 +81,9 @@ def conversations(draw: st.DrawFn, contents: st.SearchStrategy[object],
 
 
 def decisions(fmt, events: list[Event], policy: MaskPolicy) -> list[tuple[str, str]]:
-    plan = plan_masking(fmt.index(convert(fmt, events)), policy)
-    return [(d.call_id, d.placeholder) for d in plan.decisions]
+    items = convert(fmt, events)
+    plan = plan_masking(fmt.index(items), policy, items)
+    return [(d.call_id, d.new_text) for d in plan.decisions]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -41,7 +41,7 @@ def test_twins_are_masked_alike(name, window):
         assert after == mask_items(before, policy, fmt)
         assert skeleton(fmt, after) == skeleton(fmt, before)
         seen[fmt.name] = (
-            [(d.call_id, d.placeholder) for d in outcome.plan.decisions],
+            [(d.call_id, d.new_text) for d in outcome.plan.decisions],
             changed_results(fmt, before, after),
             outcome.tool_chars_before,
             outcome.tool_chars_after,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import Optional
 
 from mitmproxy import ctx, exceptions, http, optmanager
@@ -35,7 +36,17 @@ POLICY_OPTIONS = {
     "obsmask_keep_errors": "keep_errors",
     "obsmask_keep_last_k_per_tool": "keep_last_k_per_tool",
     "obsmask_placeholder_template": "placeholder_template",
+    "obsmask_batch_turns": "batch_turns",
+    "obsmask_trigger_tokens": "trigger_tokens",
+    "obsmask_min_chars": "min_chars",
+    "obsmask_exclude_tools": "exclude_tools",
+    "obsmask_min_free_percent": "min_free_percent",
+    "obsmask_max_input_tokens": "max_input_tokens",
+    "obsmask_clip_head_chars": "clip_head_chars",
+    "obsmask_clip_tail_chars": "clip_tail_chars",
+    "obsmask_preserve_patterns": "preserve_patterns",
 }
+PATTERN_SEPARATOR = "|"
 # option -> (format, default route): a POST whose path matches the route is
 # read as that format; the first match in this order wins.
 ROUTE_OPTIONS: dict[str, tuple[WireFormat, str]] = {
@@ -82,6 +93,16 @@ def _check_pending_values(options: optmanager.OptManager) -> None:
         except exceptions.OptionsError as e:
             logger.error("obsmask: --set %s=%s: %s", name, ",".join(raw), e)
             del options.deferred[name]
+
+
+def _policy_value(key: str, value: object) -> object:
+    """An option's value in the form the TOML key takes (lists for the
+    Sequence[str] options; BEGIN|END strings as [begin, end] pairs)."""
+    if isinstance(value, (list, tuple)):
+        if key == "preserve_patterns":
+            return [str(pattern).split(PATTERN_SEPARATOR, 1) for pattern in value]
+        return list(value)
+    return value
 
 
 class ConversationMasking:
@@ -161,6 +182,50 @@ class ConversationMasking:
             is only masked when the placeholder is shorter than it.
             """,
         )
+        defaults = MaskPolicy()
+        for option, default, help_text in (
+            ("obsmask_batch_turns", defaults.batch_turns, """
+             Move the masking frontier in steps of this many tool turns, so the
+             masked part of the history stays byte-identical between moves and
+             the provider's prompt cache keeps serving it. 1 is the spec's
+             sliding window."""),
+            ("obsmask_trigger_tokens", defaults.trigger_tokens, """
+             Mask nothing while the request's estimated input (characters / 4)
+             is below this many tokens. 0: always."""),
+            ("obsmask_min_chars", defaults.min_chars, """
+             Never mask a result shorter than this many characters."""),
+            ("obsmask_min_free_percent", defaults.min_free_percent, """
+             Move the frontier only when the results it masks free at least
+             this percentage of what the move makes the provider bill again
+             (everything after the first newly masked result). 0: always."""),
+            ("obsmask_max_input_tokens", defaults.max_input_tokens, """
+             If a request is still estimated above this many tokens after
+             masking, clip the results inside the window to head + marker +
+             tail, oldest first. 0: off."""),
+            ("obsmask_clip_head_chars", defaults.clip_head_chars, """
+             Characters kept from the start of a clipped result."""),
+            ("obsmask_clip_tail_chars", defaults.clip_tail_chars, """
+             Characters kept from the end of a clipped result."""),
+        ):
+            loader.add_option(option, int, default, help_text)
+        loader.add_option(
+            "obsmask_exclude_tools",
+            Sequence[str],
+            list(defaults.exclude_tools),
+            """
+            Tools whose results are never masked or clipped (repeat the option
+            for several).
+            """,
+        )
+        loader.add_option(
+            "obsmask_preserve_patterns",
+            Sequence[str],
+            [PATTERN_SEPARATOR.join(pair) for pair in defaults.preserve_patterns],
+            """
+            BEGIN|END marker pairs: a block from BEGIN to END inside a masked
+            result survives masking, after the placeholder.
+            """,
+        )
         for option, (fmt, default) in ROUTE_OPTIONS.items():
             loader.add_option(
                 option,
@@ -209,7 +274,7 @@ class ConversationMasking:
         for option, key in POLICY_OPTIONS.items():
             if not _set_explicitly(option):
                 continue
-            value = getattr(ctx.options, option)
+            value = _policy_value(key, getattr(ctx.options, option))
             try:
                 check_policy_value(key, value)
             except PolicyError as e:
@@ -225,10 +290,24 @@ class ConversationMasking:
         source = self.config_path or "built-in defaults"
         if not p.enabled:
             return f"conversation masking off (settings: {source})"
+        extras = [
+            f"{name}={value}"
+            for name, value, neutral in (
+                ("batch_turns", p.batch_turns, 1),
+                ("trigger_tokens", p.trigger_tokens, 0),
+                ("min_chars", p.min_chars, 0),
+                ("min_free_percent", p.min_free_percent, 0),
+                ("max_input_tokens", p.max_input_tokens, 0),
+                ("exclude_tools", ",".join(p.exclude_tools), ""),
+            )
+            if value != neutral
+        ]
         return (
             f"conversation masking on: window {p.window_turns} tool turns, "
             f"keep_errors={'on' if p.keep_errors else 'off'}, "
-            f"keep_last_k_per_tool={p.per_tool_keep} (settings: {source}, then options)"
+            f"keep_last_k_per_tool={p.per_tool_keep}"
+            + "".join(", " + extra for extra in extras)
+            + f" (settings: {source}, then options)"
         )
 
     def running(self) -> None:
@@ -283,7 +362,7 @@ class ConversationMasking:
             # wait for the encoding rather than record no token counts.
             self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
         tokens_before = self.tokens.count_all(d.original for d in decisions)
-        tokens_after = self.tokens.count_all(d.placeholder for d in decisions)
+        tokens_after = self.tokens.count_all(d.new_text for d in decisions)
         encoding = self.tokens.encoding_name or (
             "unavailable" if self.tokens.failure else "loading"
         )
@@ -291,6 +370,9 @@ class ConversationMasking:
             "action": "masked",
             "format": fmt.name,
             "masked_tool_results": outcome.plan.masked,
+            "clipped_tool_results": outcome.plan.clipped,
+            "stage": outcome.plan.stage,
+            "frontier_turn": outcome.plan.frontier_turn,
             "tool_results": outcome.plan.tool_results,
             "tool_turns": outcome.plan.tool_turns,
             "kept": dict(sorted(outcome.plan.kept.items())),
@@ -371,9 +453,11 @@ def _summary_line(summary: dict[str, object]) -> str:
         value = summary[key]
         return f"{value:,}" if isinstance(value, int) else "n/a"
 
+    clipped = summary.get("clipped_tool_results")
     return (
         f"masked {summary['masked_tool_results']} of {summary['tool_results']} "
-        f"tool results: tool chars {number('tool_chars_before')} -> "
+        + (f"and clipped {clipped} " if clipped else "")
+        + f"tool results: tool chars {number('tool_chars_before')} -> "
         f"{number('tool_chars_after')}, tokens of the masked results "
         f"{number('masked_tokens_before')} -> {number('masked_tokens_after')} "
         f"({summary['token_encoding']})"

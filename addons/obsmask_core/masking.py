@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from obsmask_core.error_heuristic import looks_like_error
 from obsmask_core.policy import MaskPolicy, render_placeholder
-from obsmask_core.tool_turns import ChatMessage, Location, ToolTurnIndex
+from obsmask_core.tokens import message_strings
+from obsmask_core.tool_turns import ChatMessage, Location, ToolResult, ToolTurnIndex
+from obsmask_core.truncation import truncate_text
 from obsmask_core.wire_formats import CHAT, WireFormat, set_at
+
+MASKED = "masked"
+CLIPPED = "clipped"
+# Token estimates for the budget rules: about 4 characters a token, plus
+# the framing of each item and of the reply (OpenAI's cookbook: 3 each).
+CHARS_PER_TOKEN = 4
+FRAMING_TOKENS = 3
 
 
 @dataclass(frozen=True)
 class MaskDecision:
-    """One tool result to replace: where, what it was, and its placeholder."""
+    """One tool result to rewrite: where, what it was, and what it becomes
+    (the placeholder when ``kind`` is "masked", a clipped text when "clipped")."""
 
     location: Location
     call_id: str
     tool_name: str | None
     original: str  # the text that goes
     original_value: object  # the value as found (a string or a list of blocks)
-    placeholder: str
+    new_text: str
+    kind: str = MASKED
 
 
 @dataclass
@@ -30,63 +42,264 @@ class MaskPlan:
     decisions: list[MaskDecision] = field(default_factory=list)
     tool_turns: int = 0
     tool_results: int = 0
-    # reason -> count: in_window, error, per_tool, already_masked, short,
-    # not_text, orphan
+    # Tool turns before this one are past the masking frontier.
+    frontier_turn: int = 0
+    # "none", "masking", or "clipping" (seed 002's reduction stage).
+    stage: str = "none"
+    # reason -> count: in_window, pending (older than the window, not yet
+    # past the frontier), error, per_tool, excluded, min_chars,
+    # already_masked, short, not_text, orphan
     kept: Counter[str] = field(default_factory=Counter)
 
     @property
     def masked(self) -> int:
-        return len(self.decisions)
+        return sum(1 for d in self.decisions if d.kind == MASKED)
+
+    @property
+    def clipped(self) -> int:
+        return sum(1 for d in self.decisions if d.kind == CLIPPED)
 
 
-def plan_masking(index: ToolTurnIndex, policy: MaskPolicy) -> MaskPlan:
-    """Spec 001 §9 steps B to D, on the format-independent tool-turn model."""
+def preserved_blocks(text: str, patterns: tuple[tuple[str, str], ...]) -> list[str]:
+    """The blocks from a begin marker to its end marker (both included), in
+    the order they appear; they survive masking (seed 002's dispatch results)."""
+    found: list[tuple[int, str]] = []
+    for begin, end in patterns:
+        start = text.find(begin)
+        while start >= 0:
+            stop = text.find(end, start + len(begin))
+            if stop < 0:
+                break
+            found.append((start, text[start : stop + len(end)]))
+            start = text.find(begin, stop + len(end))
+    return [block for _, block in sorted(found)]
+
+
+def _masked_text(placeholder: str, blocks: list[str]) -> str:
+    return placeholder + "".join("\n" + block for block in blocks)
+
+
+def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
+    """Is ``text`` already what masking would make of this result?"""
+    if policy.matcher.matches(text, result.call_id, result.tool_name):
+        return True
+    blocks = preserved_blocks(text, policy.preserve_patterns)
+    suffix = _masked_text("", blocks)
+    return bool(blocks) and text.endswith(suffix) and policy.matcher.matches(
+        text[: len(text) - len(suffix)], result.call_id, result.tool_name
+    )
+
+
+def estimate_tokens(chars: int, items: int) -> int:
+    """A cheap, deterministic estimate of a request's input tokens."""
+    return chars // CHARS_PER_TOKEN + FRAMING_TOKENS * (items + 1)
+
+
+def _item_chars(item: object) -> int:
+    return sum(len(text) for text in message_strings(item))
+
+
+class _Frontier:
+    """Where the masking frontier stands for this request.
+
+    The frontier is replayed over the conversation's own history, turn by
+    turn, from the request alone: the request at an earlier turn is a prefix
+    of this one, so every request of a conversation finds the same frontier
+    for its past (retries, replays and several proxies agree), and it only
+    ever moves forward.
+    """
+
+    def __init__(
+        self,
+        index: ToolTurnIndex,
+        items: Sequence[object],
+        policy: MaskPolicy,
+        maskable: dict[int, str],
+    ) -> None:
+        # chars_before[i]: characters of the items before item i.
+        self.chars_before = [0]
+        for item in items:
+            self.chars_before.append(self.chars_before[-1] + _item_chars(item))
+        turns = index.turns
+        # The request after turn j ends where turn j + 1 begins.
+        ends = [turn.location[0] for turn in turns[1:]] + [len(items)]
+        self.turn = 0
+        self.request_end = 0  # items in the request at the last move
+        for number in range(len(turns)):
+            target = max(0, number + 1 - policy.window_turns)
+            target -= target % policy.batch_turns
+            if target <= self.turn:
+                continue
+            end = ends[number]
+            if estimate_tokens(self.chars_before[end], end) < policy.trigger_tokens:
+                continue
+            if policy.min_free_percent and not self._pays(
+                index, maskable, target, end, policy.min_free_percent
+            ):
+                continue
+            self.turn, self.request_end = target, end
+
+    def _pays(
+        self,
+        index: ToolTurnIndex,
+        maskable: dict[int, str],
+        target: int,
+        end: int,
+        percent: int,
+    ) -> bool:
+        """Does moving the frontier to ``target`` free at least ``percent``%
+        of what the provider would bill again (everything after the first
+        newly masked result)?"""
+        freed = 0
+        first: int | None = None
+        for number, result in enumerate(index.results):
+            if number in maskable and self.turn <= result.turn < target:
+                freed += len(result.text or "") - len(maskable[number])
+                position = result.location[0]
+                first = position if first is None else min(first, position)
+        if first is None:
+            return True  # nothing to mask: moving changes no byte
+        rebilled = self.chars_before[end] - self.chars_before[first] - freed
+        return freed * 100 >= percent * max(rebilled, 1)
+
+
+def plan_masking(
+    index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = ()
+) -> MaskPlan:
+    """Spec 001 §9 steps B to D, on the format-independent tool-turn model,
+    with the cache-aware frontier and the clipping stage.
+
+    ``items`` (the conversation list) is needed by the rules that measure
+    the request: ``trigger_tokens``, ``min_free_percent``, ``max_input_tokens``.
+    """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results))
     plan.kept["orphan"] = len(index.orphans)
     if not policy.enabled or policy.window_turns <= 0:
         return plan
 
-    first_kept_turn = max(0, len(index.turns) - policy.window_turns)
-    # Spec 001 §7: the K most recent results of each tool stay, window or not.
+    # What masking would make of each result that it may mask, decided once
+    # (result number -> masked text): the rules that depend on the result only.
+    maskable: dict[int, str] = {}
+    for number, result in enumerate(index.results):
+        reason = _static_reason(result, policy)
+        if reason is not None:
+            continue
+        assert result.text is not None
+        placeholder = render_placeholder(
+            policy.placeholder_template, result.call_id, result.tool_name, len(result.text)
+        )
+        blocks = preserved_blocks(result.text, policy.preserve_patterns)
+        new_text = _masked_text(placeholder, blocks)
+        if len(new_text) < len(result.text):
+            maskable[number] = new_text
+
+    frontier = _Frontier(index, items, policy, maskable)
+    plan.frontier_turn = frontier.turn
+    first_in_window = max(0, len(index.turns) - policy.window_turns)
+
+    # Spec 001 §7: the K most recent results of each tool stay. Counted in the
+    # request as it was when the frontier last moved, so the masked prefix
+    # does not change between moves.
     kept_by_tool: set[int] = set()
     if policy.per_tool_keep > 0:
         seen: Counter[str | None] = Counter()
         for number in range(len(index.results) - 1, -1, -1):
-            name = index.results[number].tool_name
-            if seen[name] < policy.per_tool_keep:
-                seen[name] += 1
+            result = index.results[number]
+            if frontier.request_end and result.location[0] >= frontier.request_end:
+                continue
+            if seen[result.tool_name] < policy.per_tool_keep:
+                seen[result.tool_name] += 1
                 kept_by_tool.add(number)
 
     for number, result in enumerate(index.results):
-        text = result.text
-        if result.turn >= first_kept_turn:
+        if result.turn >= first_in_window:
             plan.kept["in_window"] += 1
+        elif result.turn >= frontier.turn:
+            plan.kept["pending"] += 1
         elif number in kept_by_tool:
             plan.kept["per_tool"] += 1
-        elif text is None:
-            plan.kept["not_text"] += 1  # spec 001 §5.2.2: nothing it knows how to replace
-        elif policy.matcher.matches(text, result.call_id, result.tool_name):
-            plan.kept["already_masked"] += 1
-        elif policy.keep_errors and (result.is_error or looks_like_error(text)):
-            plan.kept["error"] += 1
+        elif (reason := _static_reason(result, policy)) is not None:
+            plan.kept[reason] += 1
+        elif number not in maskable:
+            plan.kept["short"] += 1  # a placeholder must save something
         else:
-            placeholder = render_placeholder(
-                policy.placeholder_template, result.call_id, result.tool_name, len(text)
-            )
-            if len(placeholder) >= len(text):
-                plan.kept["short"] += 1  # a placeholder must save something
-                continue
+            assert result.text is not None
             plan.decisions.append(
                 MaskDecision(
                     location=result.location,
                     call_id=result.call_id,
                     tool_name=result.tool_name,
-                    original=text,
+                    original=result.text,
                     original_value=result.content,
-                    placeholder=placeholder,
+                    new_text=maskable[number],
                 )
             )
+    if plan.decisions:
+        plan.stage = "masking"
+    if policy.max_input_tokens and items:
+        _clip(plan, index, items, policy, frontier)
     return plan
+
+
+def _static_reason(result: ToolResult, policy: MaskPolicy) -> str | None:
+    """Why a result is never masked, whatever its age (None: it may be)."""
+    text = result.text
+    if text is None:
+        return "not_text"  # spec 001 §5.2.2: nothing it knows how to replace
+    if _is_masked(text, result, policy):
+        return "already_masked"
+    if result.tool_name is not None and result.tool_name in policy.exclude_tools:
+        return "excluded"
+    if len(text) < policy.min_chars:
+        return "min_chars"
+    if policy.keep_errors and (result.is_error or looks_like_error(text)):
+        return "error"
+    return None
+
+
+def _clip(
+    plan: MaskPlan,
+    index: ToolTurnIndex,
+    items: Sequence[object],
+    policy: MaskPolicy,
+    frontier: _Frontier,
+) -> None:
+    """Seed 002's second stage: while the request is still estimated over
+    ``max_input_tokens``, clip results inside the window to head + marker +
+    tail, oldest first. No message is ever removed."""
+    chars = frontier.chars_before[-1] - sum(
+        len(d.original) - len(d.new_text) for d in plan.decisions
+    )
+    if estimate_tokens(chars, len(items)) <= policy.max_input_tokens:
+        return
+    masked = {d.location for d in plan.decisions}
+    for result in index.results:
+        if estimate_tokens(chars, len(items)) <= policy.max_input_tokens:
+            break
+        text = result.text
+        if (
+            text is None
+            or result.location in masked
+            or result.turn < frontier.turn
+            or (result.tool_name is not None and result.tool_name in policy.exclude_tools)
+        ):
+            continue
+        clipped = truncate_text(text, policy.clip_head_chars, policy.clip_tail_chars)
+        if clipped == text:
+            continue
+        plan.decisions.append(
+            MaskDecision(
+                location=result.location,
+                call_id=result.call_id,
+                tool_name=result.tool_name,
+                original=text,
+                original_value=result.content,
+                new_text=clipped,
+                kind=CLIPPED,
+            )
+        )
+        chars -= len(text) - len(clipped)
+        plan.stage = "clipping"
 
 
 def apply_plan(items: list[object], plan: MaskPlan, fmt: WireFormat) -> list[object]:
@@ -98,7 +311,7 @@ def apply_plan(items: list[object], plan: MaskPlan, fmt: WireFormat) -> list[obj
             out,
             decision.location[0],
             fmt.value_path(decision.location),
-            fmt.replacement(decision.original_value, decision.placeholder),
+            fmt.replacement(decision.original_value, decision.new_text),
         )
     return out
 
@@ -106,11 +319,11 @@ def apply_plan(items: list[object], plan: MaskPlan, fmt: WireFormat) -> list[obj
 def mask_items(items: list[object], policy: MaskPolicy, fmt: WireFormat) -> list[object]:
     """The conversation list of any format (``messages``, ``input``) with its
     old tool results masked; the input is not modified."""
-    return apply_plan(items, plan_masking(fmt.index(items), policy), fmt)
+    return apply_plan(items, plan_masking(fmt.index(items), policy, items), fmt)
 
 
 def plan_chat_masking(messages: list[object], policy: MaskPolicy) -> MaskPlan:
-    return plan_masking(CHAT.index(messages), policy)
+    return plan_masking(CHAT.index(messages), policy, messages)
 
 
 def mask_old_tool_results(

@@ -49,12 +49,12 @@ def mask_request_body(body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT) -
         return BodyOutcome(None, str(e))
 
     index = fmt.index(request.items)
-    plan = plan_masking(index, policy)
+    plan = plan_masking(index, policy, request.items)
     chars = sum(len(result.text) for result in index.results if result.text is not None)
     if not plan.decisions:
         return BodyOutcome(None, "nothing to mask", plan, chars, chars)
     chars_after = chars - sum(
-        len(d.original) - len(d.placeholder) for d in plan.decisions
+        len(d.original) - len(d.new_text) for d in plan.decisions
     )
 
     replacements: list[tuple[Span, str]] = []
@@ -63,7 +63,7 @@ def mask_request_body(body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT) -
         if span is None:
             return BodyOutcome(None, "masked body failed its check", plan, chars, chars,
                                violation="a planned value could not be located")
-        new_value = fmt.replacement(decision.original_value, decision.placeholder)
+        new_value = fmt.replacement(decision.original_value, decision.new_text)
         replacements.append((span, json.dumps(new_value, ensure_ascii=False)))
     new_text = splice(text, replacements)
 
