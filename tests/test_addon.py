@@ -354,7 +354,7 @@ def test_event_streams_of_matching_requests_are_streamed(addon_context):
     flow = chat_flow(body(conversation(turns=1)))
     flow.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream; charset=utf-8")])
     addon.responseheaders(flow)
-    assert flow.response.stream is True
+    assert callable(flow.response.stream)
 
     other = chat_flow(b"{}", path="/v1/models", method="GET")
     other.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream")])
@@ -435,4 +435,60 @@ def test_event_streams_of_every_format_are_streamed(addon_context, path):
     flow = chat_flow(b"{}", path=path)
     flow.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream")])
     addon.responseheaders(flow)
-    assert flow.response.stream is True
+    assert callable(flow.response.stream)
+
+
+# The usage the provider reported --------------------------------------------------------
+
+CHAT_USAGE = {"prompt_tokens": 5000, "completion_tokens": 20,
+              "prompt_tokens_details": {"cached_tokens": 4096}}
+
+
+def test_usage_of_a_buffered_answer_is_recorded(addon_context):
+    """Issue 5, item 4: "the cached input tokens the provider reported in its
+    answer (usage.prompt_tokens_details.cached_tokens for OpenAI ...)"."""
+    addon, _ = addon_context
+    flow = chat_flow(body(conversation(turns=1)))
+    flow.response = tutils.tresp(content=json.dumps({"choices": [], "usage": CHAT_USAGE}).encode())
+    flow.response.headers["content-type"] = "application/json"
+    addon.response(flow)
+    assert flow.metadata["obsmask"]["provider_usage"] == {
+        "input_tokens": 5000, "cached_input_tokens": 4096, "output_tokens": 20,
+    }
+    assert "provider reported 5,000 input tokens, 4,096 read from its cache" in flow.comment
+
+
+def test_usage_in_the_last_event_of_a_stream_is_recorded(addon_context):
+    """Issue 5, item 4: "... cache_read_input_tokens and
+    cache_creation_input_tokens for Anthropic, including in the last event of
+    a streamed answer"; every chunk goes on unchanged."""
+    addon, _ = addon_context
+    flow = chat_flow(b"{}", path="/v1/messages")
+    flow.response = tutils.tresp(headers=[(b"content-type", b"text/event-stream")])
+    addon.responseheaders(flow)
+    events = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"usage":'
+        b'{"input_tokens":12,"cache_read_input_tokens":30000,'
+        b'"cache_creation_input_tokens":800,"output_tokens":1}}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{},'
+        b'"usage":{"output_tokens":57}}\n\n'
+    )
+    chunks = [events[i : i + 7] for i in range(0, len(events), 7)]
+    assert [flow.response.stream(chunk) for chunk in chunks] == chunks
+    assert flow.response.stream(b"") == b""
+    assert flow.metadata["obsmask"]["provider_usage"] == {
+        "input_tokens": 12, "cached_input_tokens": 30000,
+        "cache_creation_input_tokens": 800, "output_tokens": 57,
+    }
+    assert "30,000 read from its cache, 800 written to it" in flow.comment
+
+
+def test_a_broken_usage_report_changes_nothing(addon_context):
+    addon, _ = addon_context
+    flow = chat_flow(body(conversation(turns=1)))
+    flow.response = tutils.tresp(content=b"<html>502</html>")
+    addon.response(flow)
+    assert flow.response.content == b"<html>502</html>"
+    assert "provider_usage" not in flow.metadata.get("obsmask", {})

@@ -214,3 +214,41 @@ def test_readme_replay_command_runs_the_same(tmp_path):
     with open(out, "rb") as file:
         written = list(io.FlowReader(file).stream())
     assert sum(1 for f in written if f.metadata.get("obsmask", {}).get("action") == "masked") >= 1
+
+
+# The provider's usage report ------------------------------------------------------------------
+
+
+def test_provider_usage_is_recorded_for_buffered_and_streamed_answers(tmp_path):
+    """Issue 5, item 4: per-flow figures with the cached input tokens the
+    provider reported, "including in the last event of a streamed answer"."""
+    usage = {"prompt_tokens": 9000, "completion_tokens": 5,
+             "prompt_tokens_details": {"cached_tokens": 8064}}
+    chunk = {"id": "c", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
+
+    def answer(request: object) -> Answer:
+        if b'"stream": true' not in request.body:
+            return Answer(body=json.dumps({"id": "c", "choices": [], "usage": usage}).encode())
+        events = [f"data: {json.dumps(chunk)}\n\n".encode(),
+                  f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n".encode(),
+                  b"data: [DONE]\n\n"]
+        return Answer(headers={"content-type": "text/event-stream"}, body=events)
+
+    config = write_config(tmp_path, "")
+    out = tmp_path / "out.mitm"
+    with recording_server(answer) as server, running_mitmdump(
+        ["--mode", f"reverse:{server.url}", "--set", f"obsmask_config={config}", "-w", str(out)],
+        tmp_path, tmp_path,
+    ) as proxy:
+        messages = conversation(turns=2)
+        assert post(proxy.port, body(messages)) == 200
+        assert post(proxy.port, body(messages, stream=True)) == 200
+        proxy.wait_for(r"provider reported 9,000 input tokens, 8,064 read", start=0)
+    with open(out, "rb") as file:
+        flows = list(io.FlowReader(file).stream())
+    assert len(flows) == 2
+    for flow in flows:
+        assert flow.metadata["obsmask"]["provider_usage"] == {
+            "input_tokens": 9000, "cached_input_tokens": 8064, "output_tokens": 5,
+        }

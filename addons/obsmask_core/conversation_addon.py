@@ -22,6 +22,12 @@ from obsmask_core.policy import (
     check_policy_value,
     policy_from_values,
 )
+from obsmask_core.provider_usage import (
+    ProviderUsage,
+    SseUsageReader,
+    usage_from_json,
+    usage_from_sse,
+)
 from obsmask_core.request_body import BodyOutcome, mask_request_body
 from obsmask_core.tokens import TokenCounter
 from obsmask_core.toml_config import ConfigError, load_config
@@ -407,7 +413,76 @@ class ConversationMasking:
             and self._format_of(flow) is not None
             and flow.response.headers.get("content-type", "").startswith("text/event-stream")
         ):
-            flow.response.stream = True
+            # Streamed through as it comes; the tap only reads the provider's
+            # usage report (its last events) on the way.
+            flow.response.stream = _UsageTap(
+                flow, SseUsageReader(flow.response.headers.get("content-encoding"))
+            )
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        """Record the usage the provider reported for a buffered answer."""
+        if flow.response is None or flow.response.stream or self._format_of(flow) is None:
+            return
+        try:
+            content = flow.response.get_content(strict=False) or b""
+            if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+                usage = usage_from_sse(content)
+            else:
+                usage = usage_from_json(content)
+            _record_usage(flow, usage)
+        except Exception as e:  # noqa: BLE001 - reading usage must never break the answer
+            logger.error("obsmask: cannot read the usage of %s: %s: %s", _where(flow),
+                         type(e).__name__, e)
+
+
+class _UsageTap:
+    """mitmproxy's stream callable: every chunk goes on unchanged (an empty
+    one only at the end, since an empty chunk ends a chunked body), and the
+    reader sees it too."""
+
+    def __init__(self, flow: http.HTTPFlow, reader: SseUsageReader) -> None:
+        self.flow = flow
+        self.reader = reader
+
+    def __call__(self, chunk: bytes) -> bytes:
+        try:
+            if chunk:
+                self.reader.feed(chunk)
+            else:
+                self.reader.finish()
+                _record_usage(self.flow, self.reader.usage, self.reader.problem)
+        except Exception as e:  # noqa: BLE001 - the stream must go on whatever happens
+            logger.error("obsmask: cannot read the usage of %s: %s: %s", _where(self.flow),
+                         type(e).__name__, e)
+        return chunk
+
+
+def _record_usage(
+    flow: http.HTTPFlow, usage: ProviderUsage | None, problem: str | None = None
+) -> None:
+    """Put the provider's reported usage next to obsmask's own figures: the
+    cached input tokens are how a user checks what masking did to the cache."""
+    summary = flow.metadata.setdefault("obsmask", {})
+    if usage is None:
+        if problem:
+            summary["provider_usage_problem"] = problem
+        return
+    summary["provider_usage"] = usage.as_metadata()
+    line = (
+        f"obsmask: provider reported {_count(usage.input_tokens)} input tokens, "
+        f"{_count(usage.cached_input_tokens)} read from its cache"
+        + (
+            f", {_count(usage.cache_creation_input_tokens)} written to it"
+            if usage.cache_creation_input_tokens is not None
+            else ""
+        )
+    )
+    flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
+    logger.info("%s (%s)", line, _where(flow))
+
+
+def _count(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "n/a"
 
 
 def _where(flow: http.HTTPFlow) -> str:
