@@ -492,3 +492,50 @@ def test_a_broken_usage_report_changes_nothing(addon_context):
     addon.response(flow)
     assert flow.response.content == b"<html>502</html>"
     assert "provider_usage" not in flow.metadata.get("obsmask", {})
+
+
+def test_profile_overlays_the_file_and_options_still_win(toml_file):
+    """Issue 5: "a profile for providers without a cache"; the precedence is
+    defaults < [..schema1] < the chosen profile < options."""
+    path = toml_file(
+        "[observation_masking.schema1]\nwindow_turns = 4\nmin_free_percent = 80\n"
+        "[observation_masking.profiles.no_cache]\nwindow_turns = 3\nmin_free_percent = 0\n"
+    )
+    addon = ConversationMasking()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, obsmask_config=path)
+        assert (addon.policy.window_turns, addon.policy.min_free_percent) == (4, 80)
+        tctx.configure(addon, obsmask_profile="no_cache")
+        assert (addon.policy.window_turns, addon.policy.min_free_percent) == (3, 0)
+        tctx.configure(addon, obsmask_window_turns=6)
+        assert addon.policy.window_turns == 6
+        with pytest.raises(exceptions.OptionsError, match="no profile 'cheap'"):
+            tctx.configure(addon, obsmask_profile="cheap")
+
+
+def test_new_keys_as_options(addon_context):
+    addon, tctx = addon_context
+    tctx.configure(
+        addon, obsmask_batch_turns=5, obsmask_exclude_tools=["read_file", "grep"],
+        obsmask_preserve_patterns=["<keep>|</keep>"], obsmask_max_input_tokens=50_000,
+    )
+    policy = addon.policy
+    assert policy.batch_turns == 5 and policy.exclude_tools == ("read_file", "grep")
+    assert policy.preserve_patterns == (("<keep>", "</keep>"),)
+    assert policy.max_input_tokens == 50_000
+    with pytest.raises(exceptions.OptionsError, match="obsmask_preserve_patterns"):
+        tctx.configure(addon, obsmask_preserve_patterns=["no separator"])
+    with pytest.raises(exceptions.OptionsError, match="obsmask_batch_turns: must be 1 or more"):
+        tctx.configure(addon, obsmask_batch_turns=0)
+
+
+def test_shipped_settings_file_is_valid_and_has_the_no_cache_profile():
+    from obsmask_core.policy import policy_from_values
+    from obsmask_core.toml_config import load_config
+    from support.processes import REPO
+
+    config = load_config(str(REPO / "mitm.toml"))
+    recommended = policy_from_values(config.values(None))
+    assert recommended.enabled and recommended.min_free_percent > 0
+    no_cache = policy_from_values(config.values("no_cache"))
+    assert no_cache.min_free_percent == 0 and no_cache.batch_turns == 1

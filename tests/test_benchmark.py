@@ -54,3 +54,32 @@ def test_flow_file_input():
     assert report["requests"] == 3 and report["requests_skipped"] == 1
     assert len(report["per_request"]) == 4
     assert report["masked_tool_results"] > 0
+
+
+def test_cache_benchmark_meets_the_issue_targets_with_the_shipped_settings():
+    """Issue 5: "with the recommended settings the cost is at most 1.05x that
+    of no masking on every session under every price model, and on average at
+    most 0.90x under the two cached OpenAI models and Anthropic's; a no-cache
+    profile averages at most 0.70x without a cache". The recommended settings
+    are mitm.toml's, read by the addon's own loader."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_cache.py"), "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert {s["kind"] for s in report["sessions"]} == {"real", "synthetic"}
+    assert len(report["sessions"]) == 20
+    targets = {k: v for k, v in report["targets"].items() if k != "all_pass"}
+    assert len(targets) == 3 and report["targets"]["all_pass"] is True
+    for name, target in targets.items():
+        assert target["pass"], (name, target)
+    # The spec's window is shown on the same sessions, and costs more than
+    # no masking under Anthropic's prices (the reason for the new keys).
+    assert report["summary"]["spec"]["real"]["anthropic"]["mean"] > 1.0
+    for group in ("real", "synthetic"):
+        recommended = report["summary"]["recommended"][group]
+        for model in ("anthropic", "openai_90", "openai_50"):
+            assert recommended[model]["mean"] <= 0.90, (group, model)
+            assert recommended[model]["max"] <= 1.05, (group, model)
+        assert report["summary"]["no_cache_profile"][group]["no_cache"]["mean"] <= 0.70

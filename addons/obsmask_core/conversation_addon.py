@@ -136,6 +136,16 @@ class ConversationMasking:
             """,
         )
         loader.add_option(
+            "obsmask_profile",
+            str,
+            "",
+            """
+            A profile of the settings file ([observation_masking.profiles.NAME])
+            whose keys replace those of [observation_masking.schema1], e.g.
+            no_cache for a provider without a prompt cache. Empty: none.
+            """,
+        )
+        loader.add_option(
             "obsmask_enabled",
             bool,
             True,
@@ -270,13 +280,13 @@ class ConversationMasking:
                         f"obsmask: {option}: not a regular expression ({e})"
                     ) from None
             self.routes = routes
-        if not updated & (set(POLICY_OPTIONS) | {"obsmask_config"}):
+        if not updated & (set(POLICY_OPTIONS) | {"obsmask_config", "obsmask_profile"}):
             return
         try:
             config = load_config(ctx.options.obsmask_config)
+            values = config.values(ctx.options.obsmask_profile)
         except ConfigError as e:
             raise exceptions.OptionsError(f"obsmask: {e}") from None
-        values = dict(config.schema1)
         for option, key in POLICY_OPTIONS.items():
             if not _set_explicitly(option):
                 continue
@@ -294,6 +304,8 @@ class ConversationMasking:
     def _describe(self) -> str:
         p = self.policy
         source = self.config_path or "built-in defaults"
+        if ctx.options.obsmask_profile:
+            source += f", profile {ctx.options.obsmask_profile}"
         if not p.enabled:
             return f"conversation masking off (settings: {source})"
         extras = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tomli
 
@@ -17,6 +17,7 @@ from obsmask_core.policy import PolicyError, check_policy_value
 
 DEFAULT_CONFIG_NAME = "mitm.toml"
 SCHEMA1_SECTION = ("observation_masking", "schema1")
+PROFILES_SECTION = ("observation_masking", "profiles")
 
 
 class ConfigError(ValueError):
@@ -29,6 +30,20 @@ class ConfigFile:
 
     path: str | None
     schema1: dict[str, object]
+    # [observation_masking.profiles.<name>]: named sets of keys that a user
+    # selects with the obsmask_profile option, over [..schema1].
+    profiles: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    def values(self, profile: str | None) -> dict[str, object]:
+        """The policy keys of [..schema1], overlaid with ``profile``'s."""
+        values = dict(self.schema1)
+        if profile:
+            if profile not in self.profiles:
+                known = ", ".join(sorted(self.profiles)) or "none"
+                where = self.path or "the built-in defaults"
+                raise ConfigError(f"{where}: no profile {profile!r} (profiles: {known})")
+            values.update(self.profiles[profile])
+        return values
 
 
 def _section(document: dict[str, object], path: str, names: tuple[str, ...]) -> dict[str, object]:
@@ -82,4 +97,8 @@ def load_config(path: str | None) -> ConfigFile:
     except OSError as e:
         raise ConfigError(f"{chosen}: cannot be read: {e.strerror}") from None
     schema1 = read_section(document, chosen, SCHEMA1_SECTION, check_policy_value)
-    return ConfigFile(path=chosen, schema1=schema1)
+    profiles = {
+        name: read_section(document, chosen, (*PROFILES_SECTION, name), check_policy_value)
+        for name in _section(document, chosen, PROFILES_SECTION)
+    }
+    return ConfigFile(path=chosen, schema1=schema1, profiles=profiles)
