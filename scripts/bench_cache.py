@@ -105,7 +105,11 @@ from cache_model import (  # noqa: E402
 )
 from obsmask_core.masking import mask_items  # noqa: E402
 from obsmask_core.policy import MaskPolicy, PolicyError, policy_from_values  # noqa: E402
-from obsmask_core.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING  # noqa: E402
+from obsmask_core.tokens import (  # noqa: E402
+    TOKENS_PER_MESSAGE,
+    TOKENS_REPLY_PRIMING,
+    message_strings,
+)
 from obsmask_core.toml_config import ConfigError, load_config  # noqa: E402
 from obsmask_core.wire_formats import CHAT  # noqa: E402
 
@@ -561,22 +565,6 @@ def load_encoder() -> Callable[[str], list[int]]:
     sys.exit("no tiktoken encoding could be loaded: " + "; ".join(errors))
 
 
-def strings_in_order(message: object) -> list[str]:
-    """The strings ``message_strings`` finds, in document order: the token
-    prefix shared by two versions of a message depends on the order."""
-    found: list[str] = []
-    pending: list[object] = [message]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, dict):
-            pending.extend(reversed(list(value.values())))
-        elif isinstance(value, list):
-            pending.extend(reversed(value))
-    return found
-
-
 class MessageTokens:
     """Token lists of messages, cached by a digest of their JSON: the same
     messages (and the same placeholders) come back in every request."""
@@ -591,7 +579,7 @@ class MessageTokens:
         tokens = self._by_digest.get(key)
         if tokens is None:
             encoded: list[int] = list(FRAMING)
-            for text in strings_in_order(message):
+            for text in message_strings(message):
                 encoded += self._encode(text)
             tokens = self._by_digest[key] = tuple(encoded)
         return key, tokens

@@ -121,7 +121,9 @@ TOKENS_REPLY_PRIMING = 3
 
 def message_strings(message: object) -> list[str]:
     """Every string value inside a message (role, content, content parts, tool
-    call names and arguments...), found with a loop, not recursion."""
+    call names and arguments...), in document order (the token prefix two
+    versions of a message share depends on it), found with a loop, not
+    recursion."""
     found: list[str] = []
     pending: list[object] = [message]
     while pending:
@@ -129,9 +131,9 @@ def message_strings(message: object) -> list[str]:
         if isinstance(value, str):
             found.append(value)
         elif isinstance(value, dict):
-            pending.extend(value.values())
+            pending.extend(reversed(list(value.values())))
         elif isinstance(value, list):
-            pending.extend(value)
+            pending.extend(reversed(value))
     return found
 
 
