@@ -250,7 +250,7 @@ def requests_of(events: list[Event]) -> list[list[Event]]:
     return [events[:i] for i, e in enumerate(events) if isinstance(e, Turn)] + [events]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=growing_conversations(), policy=policies)
 def test_growing_conversation_is_masked_monotonically(events, policy):
     """Issue 5, item 1: "for a conversation grown one request at a time,

@@ -221,11 +221,14 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
     linker = _Linker()
     run: list[tuple[str, str | None]] = []
     run_start = 0
+    # Where the model's output that leads to the next calls began (its text
+    # and reasoning items come first): the request before that turn ends there.
+    output_start: int | None = None
     for position, item in enumerate(items):
         kind = item.get("type") if isinstance(item, dict) else None
         if isinstance(item, dict) and kind in RESPONSES_CALL_TYPES:
             if not run:
-                run_start = position
+                run_start = position if output_start is None else output_start
             if call_id := _call_id(item.get("call_id")):
                 name = _name(item.get("name")) or ("local_shell" if kind == "local_shell_call"
                                                     else None)
@@ -233,6 +236,13 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
             continue
         linker.turn((run_start,), run)
         run = []
+        is_model_output = isinstance(item, dict) and (
+            kind == "reasoning" or (kind in (None, "message") and item.get("role") == "assistant")
+        )
+        if not is_model_output:
+            output_start = None
+        elif output_start is None:
+            output_start = position
         if isinstance(item, dict) and kind in RESPONSES_OUTPUT_TYPES:
             output = item.get("output")
             linker.result(
