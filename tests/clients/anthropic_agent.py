@@ -31,20 +31,16 @@ with their arrival times).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import copy
 import json
 import struct
-import sys
 import time
-import urllib.request
 import zlib
-from collections.abc import Iterator
-from datetime import timedelta
 
 import anthropic
 import httpx2
+from agent_common import TeeStream, fit, main, release
 
 MODEL = "claude-stub-1"
 MAX_TOKENS = 1024
@@ -86,20 +82,6 @@ DENIED_TURN = 2
 Json = dict[str, object]
 
 
-def _fit(lines: list[str], minimum: int, maximum: int) -> str:
-    """Join lines until the text is at least ``minimum`` characters long."""
-    out: list[str] = []
-    size = -1  # no newline before the first line
-    for line in lines:
-        out.append(line)
-        size += len(line) + 1
-        if size >= minimum:
-            break
-    text = "\n".join(out)
-    assert minimum <= len(text) <= maximum, len(text)
-    return text
-
-
 def _read_file_output(turn: int, path: str) -> str:
     lines = [f"# {path} (read at turn {turn})", "from __future__ import annotations", ""]
     for n in range(200):
@@ -109,7 +91,7 @@ def _read_file_output(turn: int, path: str) -> str:
             f"    return value * {n + 1} + {turn}",
             "",
         ]
-    return _fit(lines, 2000 + 97 * turn, 4000)
+    return fit(lines, 2000 + 97 * turn, 4000)
 
 
 def _run_tests_output(turn: int, selector: str) -> str:
@@ -120,12 +102,12 @@ def _run_tests_output(turn: int, selector: str) -> str:
                 f'  File "/repo/src/pkg/stage_{n}.py", line {10 + n}, in run_stage_{n}',
                 f"    return run_stage_{n + 1}(payload, depth={n})",
             ]
-        return _fit(frames, 2100, 3900) + "\nValueError: boom"
+        return fit(frames, 2100, 3900) + "\nValueError: boom"
     count = 120
     lines = [f"$ pytest {selector} -v", f"collected {count} items", ""]
     for n in range(count):
         lines.append(f"{selector}::test_case_{turn}_{n} PASSED [{(n + 1) * 100 // count:3d}%]")
-    return _fit(lines, 2300 + 89 * turn, 4000)
+    return fit(lines, 2300 + 89 * turn, 4000)
 
 
 def _denied_output(path: str) -> str:
@@ -166,10 +148,10 @@ def _chart_output(turn: int, stage: int) -> list[Json]:
     rows += [
         f"run {n:3d}: {100 + (n * 37 + stage) % 250:4d} ms, {n % 7} retries" for n in range(80)
     ]
-    first = _fit(rows, 1300, 2000)
+    first = fit(rows, 1300, 2000)
     notes = [f"Notes on stage {stage}:"]
     notes += [f"- run {n} was slower than the median by {(n * 13) % 90} ms" for n in range(60)]
-    second = _fit(notes, 900, 1500)
+    second = fit(notes, 900, 1500)
     image = base64.b64encode(_png(8, 8)).decode("ascii")
     return [
         {"type": "text", "text": first},
@@ -197,34 +179,6 @@ def tool_result(turn: int, use: Json) -> Json:
         block["content"] = f"unknown tool {name!r}"
         block["is_error"] = True
     return block
-
-
-def _release(stub_url: str, turn: int) -> int:
-    """Tell the stub, directly, that the first event of ``turn`` has arrived."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(f"{stub_url}/release/{turn}", timeout=10) as response:
-        response.read()
-        return int(response.status)
-
-
-class _TeeStream(httpx2.SyncByteStream):
-    """A response body that notes each piece of bytes, and when, as it is read."""
-
-    def __init__(self, inner: httpx2.SyncByteStream, sink: list[tuple[float, bytes]]) -> None:
-        self._inner = inner
-        self._sink = sink
-
-    @property
-    def elapsed(self) -> timedelta | None:
-        return getattr(self._inner, "elapsed", None)
-
-    def __iter__(self) -> Iterator[bytes]:
-        for piece in self._inner:
-            self._sink.append((time.monotonic(), piece))
-            yield piece
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 def _content_from_events(events: list[Json]) -> list[Json]:
@@ -265,7 +219,7 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
             sink: list[tuple[float, bytes]] = []
             raw_streams.append(sink)
             assert isinstance(response.stream, httpx2.SyncByteStream)
-            response.stream = _TeeStream(response.stream, sink)
+            response.stream = TeeStream(response.stream, sink)
 
     http_client = anthropic.DefaultHttpxClient(
         event_hooks={"request": [remember_body], "response": [tee_stream]}, trust_env=False
@@ -299,7 +253,7 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
                 events.append(event.to_dict(mode="json"))
                 timed_events.append({"at": time.monotonic() - started, "data": events[-1]})
                 if release_status is None:
-                    release_status = _release(stub_url, turn)
+                    release_status = release(stub_url, turn)
             raw = raw_streams[-1]
             answers.append(
                 {
@@ -345,22 +299,5 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", required=True, help="the proxy, e.g. http://127.0.0.1:N")
-    parser.add_argument("--stub-url", required=True, help="the stub itself, for /release/<k>")
-    parser.add_argument("--turns", type=int, default=12, help="most tool turns accepted")
-    parser.add_argument(
-        "--stream-turns",
-        default="",
-        help="comma-separated 0-based request numbers sent with stream=True",
-    )
-    args = parser.parse_args()
-    stream_turns = {int(part) for part in args.stream_turns.split(",") if part.strip()}
-    result = run(args.base_url, args.stub_url.rstrip("/"), args.turns, stream_turns)
-    json.dump(result, sys.stdout)
-    sys.stdout.write("\n")
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.split("\n\n")[0], "http://127.0.0.1:N", run)

@@ -24,16 +24,14 @@ the exact body bytes the SDK wrote), every answer as the SDK gave it back
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 import time
-import urllib.request
 from typing import Any
 
 import httpx2
 import openai
+from agent_common import fit, main, release
 
 MODEL = "stub-model"
 TOOLS: list[dict[str, Any]] = [
@@ -70,20 +68,6 @@ TOOLS: list[dict[str, Any]] = [
 TRACEBACK_TURN = 1
 
 
-def _fit(lines: list[str], minimum: int, maximum: int) -> str:
-    """Join lines until the text is at least ``minimum`` characters long."""
-    out: list[str] = []
-    size = -1  # no newline before the first line
-    for line in lines:
-        out.append(line)
-        size += len(line) + 1
-        if size >= minimum:
-            break
-    text = "\n".join(out)
-    assert minimum <= len(text) <= maximum, len(text)
-    return text
-
-
 def _read_file_output(turn: int, arguments: dict[str, Any]) -> str:
     """A fake source file, different for every turn: what a file read returns."""
     path = arguments.get("path", "?")
@@ -95,7 +79,7 @@ def _read_file_output(turn: int, arguments: dict[str, Any]) -> str:
             f"    return value * {n + 1} + {turn}",
             "",
         ]
-    return _fit(lines, 2000 + 97 * turn, 4000)
+    return fit(lines, 2000 + 97 * turn, 4000)
 
 
 def _run_tests_output(turn: int, arguments: dict[str, Any]) -> str:
@@ -108,13 +92,13 @@ def _run_tests_output(turn: int, arguments: dict[str, Any]) -> str:
                 f'  File "/repo/src/pkg/stage_{n}.py", line {10 + n}, in run_stage_{n}',
                 f"    return run_stage_{n + 1}(payload, depth={n})",
             ]
-        body = _fit(frames, 2100, 3900)
+        body = fit(frames, 2100, 3900)
         return f"{body}\nValueError: boom"
     count = 120
     lines = [f"$ pytest {selector} -v", f"collected {count} items", ""]
     for n in range(count):
         lines.append(f"{selector}::test_case_{turn}_{n} PASSED [{(n + 1) * 100 // count:3d}%]")
-    return _fit(lines, 2300 + 89 * turn, 4000)
+    return fit(lines, 2300 + 89 * turn, 4000)
 
 
 def tool_output(turn: int, name: str, arguments: str) -> str:
@@ -125,14 +109,6 @@ def tool_output(turn: int, name: str, arguments: str) -> str:
     if name == "run_tests":
         return _run_tests_output(turn, parsed)
     return f"unknown tool {name!r}"
-
-
-def _release(stub_url: str, turn: int) -> int:
-    """Tell the stub, directly, that the first chunk of ``turn`` has arrived."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(f"{stub_url}/release/{turn}", timeout=10) as response:
-        response.read()
-        return int(response.status)
 
 
 def _assistant_from_completion(completion: Any) -> dict[str, Any]:
@@ -217,7 +193,7 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
                     {"at": time.monotonic() - started, "data": chunk.to_dict(mode="json")}
                 )
                 if release_status is None:
-                    release_status = _release(stub_url, turn)
+                    release_status = release(stub_url, turn)
             answers.append(
                 {
                     "turn": turn,
@@ -271,22 +247,5 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", required=True, help="the proxy, e.g. http://127.0.0.1:N/v1")
-    parser.add_argument("--stub-url", required=True, help="the stub itself, for /release/<k>")
-    parser.add_argument("--turns", type=int, default=12, help="most tool turns accepted")
-    parser.add_argument(
-        "--stream-turns",
-        default="",
-        help="comma-separated 0-based request numbers sent with stream=True",
-    )
-    args = parser.parse_args()
-    stream_turns = {int(part) for part in args.stream_turns.split(",") if part.strip()}
-    result = run(args.base_url, args.stub_url.rstrip("/"), args.turns, stream_turns)
-    json.dump(result, sys.stdout)
-    sys.stdout.write("\n")
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.split("\n\n")[0], "http://127.0.0.1:N/v1", run)

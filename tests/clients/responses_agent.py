@@ -31,17 +31,13 @@ event, with their arrival times).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from datetime import timedelta
 
 import httpx2
 import openai
+from agent_common import TeeStream, fit, main, release
 
 MODEL = "gpt-stub-1"
 INSTRUCTIONS = "You are a coding agent. Use the tools."
@@ -77,20 +73,6 @@ TRACEBACK_TURN = 1
 Json = dict[str, object]
 
 
-def _fit(lines: list[str], minimum: int, maximum: int) -> str:
-    """Join lines until the text is at least ``minimum`` characters long."""
-    out: list[str] = []
-    size = -1  # no newline before the first line
-    for line in lines:
-        out.append(line)
-        size += len(line) + 1
-        if size >= minimum:
-            break
-    text = "\n".join(out)
-    assert minimum <= len(text) <= maximum, len(text)
-    return text
-
-
 def _read_file_output(turn: int, path: str) -> str:
     lines = [f"// {path} (read at turn {turn})", ""]
     for n in range(200):
@@ -100,7 +82,7 @@ def _read_file_output(turn: int, path: str) -> str:
             f"  return value * {n + 2} - {turn};",
             "}",
         ]
-    return _fit(lines, 2050 + 101 * turn, 4000)
+    return fit(lines, 2050 + 101 * turn, 4000)
 
 
 def _run_tests_output(turn: int, selector: str) -> str:
@@ -111,12 +93,12 @@ def _run_tests_output(turn: int, selector: str) -> str:
                 f'  File "/repo/src/pipeline/step_{n}.py", line {20 + n}, in step_{n}',
                 f"    return step_{n + 1}(state, attempt={n})",
             ]
-        return _fit(frames, 2200, 3900) + "\nValueError: boom"
+        return fit(frames, 2200, 3900) + "\nValueError: boom"
     count = 110
     lines = [f"$ pytest {selector}", f"collected {count} items", ""]
     for n in range(count):
         lines.append(f"{selector}::test_step_{turn}_{n} PASSED [{(n + 1) * 100 // count:3d}%]")
-    return _fit(lines, 2400 + 83 * turn, 4000)
+    return fit(lines, 2400 + 83 * turn, 4000)
 
 
 def tool_output(turn: int, name: str, arguments: str) -> str:
@@ -127,34 +109,6 @@ def tool_output(turn: int, name: str, arguments: str) -> str:
     if name == "run_tests":
         return _run_tests_output(turn, str(parsed.get("selector")))
     return f"unknown tool {name!r}"
-
-
-def _release(stub_url: str, turn: int) -> int:
-    """Tell the stub, directly, that the first event of ``turn`` has arrived."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(f"{stub_url}/release/{turn}", timeout=10) as response:
-        response.read()
-        return int(response.status)
-
-
-class _TeeStream(httpx2.SyncByteStream):
-    """A response body that notes each piece of bytes, and when, as it is read."""
-
-    def __init__(self, inner: httpx2.SyncByteStream, sink: list[tuple[float, bytes]]) -> None:
-        self._inner = inner
-        self._sink = sink
-
-    @property
-    def elapsed(self) -> timedelta | None:
-        return getattr(self._inner, "elapsed", None)
-
-    def __iter__(self) -> Iterator[bytes]:
-        for piece in self._inner:
-            self._sink.append((time.monotonic(), piece))
-            yield piece
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 def _items_from_events(events: list[Json]) -> list[Json]:
@@ -181,7 +135,7 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
             sink: list[tuple[float, bytes]] = []
             raw_streams.append(sink)
             assert isinstance(response.stream, httpx2.SyncByteStream)
-            response.stream = _TeeStream(response.stream, sink)
+            response.stream = TeeStream(response.stream, sink)
 
     http_client = openai.DefaultHttpxClient(
         event_hooks={"request": [remember_body], "response": [tee_stream]}, trust_env=False
@@ -221,7 +175,7 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
                 events.append(event.to_dict(mode="json"))
                 timed_events.append({"at": time.monotonic() - started, "data": events[-1]})
                 if release_status is None:
-                    release_status = _release(stub_url, turn)
+                    release_status = release(stub_url, turn)
             raw = raw_streams[-1]
             answers.append(
                 {
@@ -274,22 +228,5 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", required=True, help="the proxy, e.g. http://127.0.0.1:N/v1")
-    parser.add_argument("--stub-url", required=True, help="the stub itself, for /release/<k>")
-    parser.add_argument("--turns", type=int, default=12, help="most tool turns accepted")
-    parser.add_argument(
-        "--stream-turns",
-        default="",
-        help="comma-separated 0-based request numbers sent with stream=True",
-    )
-    args = parser.parse_args()
-    stream_turns = {int(part) for part in args.stream_turns.split(",") if part.strip()}
-    result = run(args.base_url, args.stub_url.rstrip("/"), args.turns, stream_turns)
-    json.dump(result, sys.stdout)
-    sys.stdout.write("\n")
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.split("\n\n")[0], "http://127.0.0.1:N/v1", run)
