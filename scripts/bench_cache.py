@@ -52,10 +52,11 @@ no target: Anthropic's prices with its cache as documented (a read only at an
 earlier request's breakpoint), where a request whose history changed in the
 middle reads nothing; see scripts/cache_model.py.
 
-Policies: "none", "spec" (the spec's sliding window of 8 tool turns), and
-"recommended" / "no_cache_profile", read from [observation_masking.profiles.
-recommended] / [...no_cache] of mitm.toml (--config) when it has them, else
-window 8 / window 3; --policy adds or replaces one (see compared_policies).
+Policies: "none", "spec" (the spec's sliding window of 8 tool turns),
+"recommended" (what mitm.toml's [observation_masking.schema1] gives the
+addon, read by the addon's own loader; --config names another file) and
+"no_cache_profile" (the same with its [observation_masking.profiles.no_cache]);
+--policy adds or replaces one (see compared_policies).
 
 Synthetic distribution (also in the JSON output, "synthetic_distribution"):
 a system prompt (about 300 characters) and a task (prose and a code block,
@@ -811,7 +812,7 @@ def main() -> None:
     parser.add_argument("--only-real", action="store_true", help="no synthetic sessions")
     parser.add_argument("--no-real", action="store_true", help="skip --sessions")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
-                        help="where [observation_masking.profiles.*] are read (mitm.toml)")
+                        help="the settings file of the recommended and no_cache policies")
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=k=v,k=v",
                         help="add (or replace) a policy, values in TOML: "
                              "w4=window_turns=4,keep_errors=false; repeatable")

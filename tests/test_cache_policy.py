@@ -242,12 +242,22 @@ def growing_conversations(draw: st.DrawFn) -> list[Event]:
                  for n in range(draw(st.integers(1, 2)))]
         events.append(Turn(calls, text=draw(st.sampled_from(["t", "thinking " * 30]))))
         events.extend(Result(call.id, draw(outputs)) for call in calls)
+        if draw(st.integers(0, 3)) == 0:
+            # A model answer without tool calls, and the user's reply: a
+            # request of its own, between two tool turns.
+            events += [Say("assistant", "Here is what I found. " * draw(st.integers(1, 60))),
+                       Say("user", "go on")]
     return events
 
 
 def requests_of(events: list[Event]) -> list[list[Event]]:
-    """Every request of the conversation: each prefix ending before a turn."""
-    return [events[:i] for i, e in enumerate(events) if isinstance(e, Turn)] + [events]
+    """Every request of the conversation: each prefix that ends before a
+    model answer (with or without tool calls), then the whole of it."""
+    return [
+        events[:i]
+        for i, e in enumerate(events)
+        if isinstance(e, Turn) or (isinstance(e, Say) and e.role == "assistant")
+    ] + [events]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -121,8 +121,10 @@ class _Frontier:
         for item in items:
             self.chars_before.append(self.chars_before[-1] + _item_chars(item))
         turns = index.turns
-        # The request after turn j ends where turn j + 1 begins.
-        ends = [turn.location[0] for turn in turns[1:]] + [len(items)]
+        # Each turn is judged in the first request that holds it and its
+        # results: that request is a prefix of every later one, so every
+        # later request judges it the same way.
+        ends = [index.request_end_after(number, len(items)) for number in range(len(turns))]
         self.turn = 0
         self.request_end = 0  # items in the request at the last move
         for number in range(len(turns)):

@@ -35,6 +35,8 @@ class ToolTurn:
 
     location: Location
     call_ids: tuple[str, ...]
+    # Index of the turn's last item (its assistant message, or its last call).
+    last: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,18 @@ class ToolTurnIndex:
     results: list[ToolResult] = field(default_factory=list)
     # Tool results that name no call of an earlier turn (spec 001 §5.2.1: no-op).
     orphans: list[Location] = field(default_factory=list)
+    # Where each answer of the model begins, with or without tool calls: a
+    # request of the conversation ends just before one of these.
+    answer_starts: list[int] = field(default_factory=list)
+
+    def request_end_after(self, turn: int, items: int) -> int:
+        """Where the first request that holds turn ``turn`` and its results
+        ends: at the model's next answer, or at the end of the list."""
+        after = self.turns[turn].last
+        for start in self.answer_starts:  # sorted; few enough to scan
+            if start > after:
+                return start
+        return items
 
 
 class _Linker:
@@ -73,11 +87,19 @@ class _Linker:
         # id -> (turn number, tool name) of the latest turn so far that declared it
         self._declared: dict[str, tuple[int, str | None]] = {}
 
-    def turn(self, location: Location, calls: list[tuple[str, str | None]]) -> None:
+    def turn(
+        self, location: Location, calls: list[tuple[str, str | None]], last: int | None = None
+    ) -> None:
         if not calls:
             return
         number = len(self.index.turns)
-        self.index.turns.append(ToolTurn(location, tuple(call_id for call_id, _ in calls)))
+        self.index.turns.append(
+            ToolTurn(
+                location,
+                tuple(call_id for call_id, _ in calls),
+                location[0] if last is None else last,
+            )
+        )
         for call_id, name in calls:
             self._declared[call_id] = (number, name)
 
@@ -121,6 +143,7 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
             continue
         role = message.get("role")
         if role == "assistant":
+            linker.index.answer_starts.append(position)
             calls = message.get("tool_calls")
             found: list[tuple[str, str | None]] = []
             for call in calls if isinstance(calls, list) else []:
@@ -177,6 +200,7 @@ def index_anthropic_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
         blocks = message["content"]
         role = message.get("role")
         if role == "assistant":
+            linker.index.answer_starts.append(position)
             found: list[tuple[str, str | None]] = []
             for block in blocks:
                 if (
@@ -220,22 +244,30 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
     """
     linker = _Linker()
     run: list[tuple[str, str | None]] = []
-    run_start = 0
-    # Where the model's output that leads to the next calls began (its text
-    # and reasoning items come first): the request before that turn ends there.
+    in_run = False
+    run_start = run_last = 0
+    # Where the model's current answer began (its text and reasoning items
+    # come before its calls); None between answers.
     output_start: int | None = None
     for position, item in enumerate(items):
         kind = item.get("type") if isinstance(item, dict) else None
         if isinstance(item, dict) and kind in RESPONSES_CALL_TYPES:
-            if not run:
-                run_start = position if output_start is None else output_start
+            if not in_run:
+                in_run = True
+                if output_start is None:
+                    output_start = position
+                    linker.index.answer_starts.append(position)
+                run_start = output_start
+            run_last = position
             if call_id := _call_id(item.get("call_id")):
                 name = _name(item.get("name")) or ("local_shell" if kind == "local_shell_call"
                                                     else None)
                 run.append((call_id, name))
             continue
-        linker.turn((run_start,), run)
-        run = []
+        if in_run:
+            linker.turn((run_start,), run, run_last)
+            run, in_run = [], False
+            output_start = None  # the calls end the answer
         is_model_output = isinstance(item, dict) and (
             kind == "reasoning" or (kind in (None, "message") and item.get("role") == "assistant")
         )
@@ -243,6 +275,7 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
             output_start = None
         elif output_start is None:
             output_start = position
+            linker.index.answer_starts.append(position)
         if isinstance(item, dict) and kind in RESPONSES_OUTPUT_TYPES:
             output = item.get("output")
             linker.result(
@@ -251,5 +284,6 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
                 output,
                 _list_text(output, RESPONSES_TEXT_TYPES),
             )
-    linker.turn((run_start,), run)
+    if in_run:
+        linker.turn((run_start,), run, run_last)
     return linker.index
