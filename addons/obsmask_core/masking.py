@@ -106,7 +106,8 @@ class _Frontier:
     turn, from the request alone: the request at an earlier turn is a prefix
     of this one, so every request of a conversation finds the same frontier
     for its past (retries, replays and several proxies agree), and it only
-    ever moves forward.
+    ever moves forward. One pass over the turns: what a move would free is
+    summed as the candidate target advances, not recounted for each target.
     """
 
     def __init__(
@@ -116,53 +117,54 @@ class _Frontier:
         policy: MaskPolicy,
         maskable: dict[int, str],
     ) -> None:
-        # chars_before[i]: characters of the items before item i.
-        self.chars_before = [0]
-        for item in items:
-            self.chars_before.append(self.chars_before[-1] + _item_chars(item))
-        turns = index.turns
-        # Each turn is judged in the first request that holds it and its
-        # results: that request is a prefix of every later one, so every
-        # later request judges it the same way.
-        ends = [index.request_end_after(number, len(items)) for number in range(len(turns))]
         self.turn = 0
         self.request_end = 0  # items in the request at the last move
+        measures = policy.trigger_tokens or policy.min_free_percent or policy.max_input_tokens
+        # chars_before[i]: characters of the items before item i. Only the
+        # rules that measure the request need it; the spec's window does not.
+        self.chars_before = [0]
+        if measures:
+            for item in items:
+                self.chars_before.append(self.chars_before[-1] + _item_chars(item))
+        turns = index.turns
+        # Per turn: characters its maskable results would free, and where the
+        # first of them sits.
+        freed_by_turn = [0] * len(turns)
+        first_by_turn: list[int | None] = [None] * len(turns)
+        for number, masked_text in maskable.items():
+            result = index.results[number]
+            freed_by_turn[result.turn] += len(result.text or "") - len(masked_text)
+            position = result.location[0]
+            first = first_by_turn[result.turn]
+            first_by_turn[result.turn] = position if first is None else min(first, position)
+        # Turns [self.turn, covered) are summed into freed / first.
+        covered, freed, first_position = 0, 0, None
         for number in range(len(turns)):
             target = max(0, number + 1 - policy.window_turns)
             target -= target % policy.batch_turns
             if target <= self.turn:
                 continue
-            end = ends[number]
-            if estimate_tokens(self.chars_before[end], end) < policy.trigger_tokens:
-                continue
-            if policy.min_free_percent and not self._pays(
-                index, maskable, target, end, policy.min_free_percent
+            # Each turn is judged in the first request that holds it and its
+            # results: a prefix of every later request, which all judge it alike.
+            end = index.request_end_after(number, len(items))
+            if (
+                policy.trigger_tokens
+                and estimate_tokens(self.chars_before[end], end) < policy.trigger_tokens
             ):
                 continue
+            for turn in range(covered, target):
+                freed += freed_by_turn[turn]
+                first = first_by_turn[turn]
+                if first is not None and (first_position is None or first < first_position):
+                    first_position = first
+            covered = target
+            if policy.min_free_percent and first_position is not None:
+                # A move re-bills everything after the first newly masked result.
+                rebilled = self.chars_before[end] - self.chars_before[first_position] - freed
+                if freed * 100 < policy.min_free_percent * max(rebilled, 1):
+                    continue
             self.turn, self.request_end = target, end
-
-    def _pays(
-        self,
-        index: ToolTurnIndex,
-        maskable: dict[int, str],
-        target: int,
-        end: int,
-        percent: int,
-    ) -> bool:
-        """Does moving the frontier to ``target`` free at least ``percent``%
-        of what the provider would bill again (everything after the first
-        newly masked result)?"""
-        freed = 0
-        first: int | None = None
-        for number, result in enumerate(index.results):
-            if number in maskable and self.turn <= result.turn < target:
-                freed += len(result.text or "") - len(maskable[number])
-                position = result.location[0]
-                first = position if first is None else min(first, position)
-        if first is None:
-            return True  # nothing to mask: moving changes no byte
-        rebilled = self.chars_before[end] - self.chars_before[first] - freed
-        return freed * 100 >= percent * max(rebilled, 1)
+            freed, first_position = 0, None
 
 
 def plan_masking(
@@ -179,12 +181,18 @@ def plan_masking(
     if not policy.enabled or policy.window_turns <= 0:
         return plan
 
-    # What masking would make of each result that it may mask, decided once
-    # (result number -> masked text): the rules that depend on the result only.
+    # Only results older than the window can ever be masked; for them the
+    # rules that depend on the result alone (the error heuristic reads the
+    # whole text) are applied once: number -> reason kept, or masked text.
+    first_in_window = max(0, len(index.turns) - policy.window_turns)
+    reasons: dict[int, str] = {}
     maskable: dict[int, str] = {}
     for number, result in enumerate(index.results):
+        if result.turn >= first_in_window:
+            continue
         reason = _static_reason(result, policy)
         if reason is not None:
+            reasons[number] = reason
             continue
         assert result.text is not None
         placeholder = render_placeholder(
@@ -194,10 +202,11 @@ def plan_masking(
         new_text = _masked_text(placeholder, blocks)
         if len(new_text) < len(result.text):
             maskable[number] = new_text
+        else:
+            reasons[number] = "short"  # a placeholder must save something
 
     frontier = _Frontier(index, items, policy, maskable)
     plan.frontier_turn = frontier.turn
-    first_in_window = max(0, len(index.turns) - policy.window_turns)
 
     # Spec 001 §7: the K most recent results of each tool stay. Counted in the
     # request as it was when the frontier last moved, so the masked prefix
@@ -220,10 +229,8 @@ def plan_masking(
             plan.kept["pending"] += 1
         elif number in kept_by_tool:
             plan.kept["per_tool"] += 1
-        elif (reason := _static_reason(result, policy)) is not None:
-            plan.kept[reason] += 1
-        elif number not in maskable:
-            plan.kept["short"] += 1  # a placeholder must save something
+        elif number in reasons:
+            plan.kept[reasons[number]] += 1
         else:
             assert result.text is not None
             plan.decisions.append(

@@ -22,6 +22,7 @@ recent. A result that comes before any turn declaring its id is an orphan.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -72,11 +73,8 @@ class ToolTurnIndex:
     def request_end_after(self, turn: int, items: int) -> int:
         """Where the first request that holds turn ``turn`` and its results
         ends: at the model's next answer, or at the end of the list."""
-        after = self.turns[turn].last
-        for start in self.answer_starts:  # sorted; few enough to scan
-            if start > after:
-                return start
-        return items
+        following = bisect.bisect_right(self.answer_starts, self.turns[turn].last)
+        return self.answer_starts[following] if following < len(self.answer_starts) else items
 
 
 class _Linker:
