@@ -35,9 +35,7 @@ from the tool turns.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -50,13 +48,12 @@ from obsmask_core.error_heuristic import looks_like_error
 from obsmask_core.masking import mask_items
 from obsmask_core.policy import MaskPolicy
 from obsmask_core.wire_formats import ANTHROPIC, RESPONSES, WireFormat
+from support.agents import CLIENTS, needs_clients, run_agent
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, Recorded, recording_server
 
-CLIENTS_PYTHON = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-ANTHROPIC_AGENT = REPO / "tests" / "clients" / "anthropic_agent.py"
-RESPONSES_AGENT = REPO / "tests" / "clients" / "responses_agent.py"
-AGENT_TIMEOUT = 120.0
+ANTHROPIC_AGENT = CLIENTS / "anthropic_agent.py"
+RESPONSES_AGENT = CLIENTS / "responses_agent.py"
 RELEASE_WAIT = 5.0
 
 WINDOW_TURNS = 3
@@ -79,13 +76,7 @@ CREATED = 1_700_000_000
 
 Json = dict[str, object]
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not CLIENTS_PYTHON,
-        reason="OBSMASK_CLIENTS_PYTHON is not set (run the tests with scripts/test.py)",
-    ),
-]
+pytestmark = [pytest.mark.e2e, needs_clients]
 
 
 # Reading parsed JSON ---------------------------------------------------------
@@ -626,48 +617,6 @@ def _empty_config(tmp_path: Path) -> Path:
     return config
 
 
-def _run_agent(
-    agent: Path,
-    base_url: str,
-    stub_url: str,
-    turns: int,
-    stream_turns: tuple[int, ...],
-    proxy: MitmdumpProcess,
-) -> Json:
-    """Run an agent to its end; its JSON report, or a failure with both outputs."""
-    assert CLIENTS_PYTHON is not None
-    # No proxy from the environment between the agent and 127.0.0.1.
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    command = [
-        CLIENTS_PYTHON,
-        str(agent),
-        "--base-url",
-        base_url,
-        "--stub-url",
-        stub_url,
-        "--turns",
-        str(turns),
-        "--stream-turns",
-        ",".join(map(str, stream_turns)),
-    ]
-    done = subprocess.run(
-        command,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=AGENT_TIMEOUT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"the agent failed ({done.returncode}):\n{done.stderr}\n"
-            f"mitmdump's output:\n{proxy.output()}"
-        )
-    return _obj(json.loads(done.stdout))
-
-
 def _compact(value: object) -> str:
     """JSON as both SDKs write a body: no spaces, UTF-8 as is."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -842,13 +791,15 @@ def test_anthropic_agent_over_12_tool_turns_gets_masked_requests_and_unchanged_a
         arguments = _proxy_arguments(server.url, _empty_config(tmp_path))
         with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
             proxy.wait_for(rf"conversation masking on: window {WINDOW_TURNS} tool turns")
-            report = _run_agent(
-                ANTHROPIC_AGENT,
-                f"http://127.0.0.1:{proxy.port}",
-                server.url,
-                TOOL_TURNS,
-                STREAM_TURNS,
-                proxy,
+            report = _obj(
+                run_agent(
+                    ANTHROPIC_AGENT,
+                    f"http://127.0.0.1:{proxy.port}",
+                    server.url,
+                    TOOL_TURNS,
+                    STREAM_TURNS,
+                    proxy,
+                )
             )
             posts = server.posts("/v1/messages")
 
@@ -936,13 +887,15 @@ def test_responses_agent_over_12_tool_turns_gets_masked_requests_and_unchanged_a
         arguments = _proxy_arguments(server.url, _empty_config(tmp_path))
         with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
             proxy.wait_for(rf"conversation masking on: window {WINDOW_TURNS} tool turns")
-            report = _run_agent(
-                RESPONSES_AGENT,
-                f"http://127.0.0.1:{proxy.port}/v1",
-                server.url,
-                TOOL_TURNS,
-                STREAM_TURNS,
-                proxy,
+            report = _obj(
+                run_agent(
+                    RESPONSES_AGENT,
+                    f"http://127.0.0.1:{proxy.port}/v1",
+                    server.url,
+                    TOOL_TURNS,
+                    STREAM_TURNS,
+                    proxy,
+                )
             )
             posts = server.posts("/v1/responses")
 
@@ -998,8 +951,8 @@ def test_stream_check_fails_when_mitmproxy_buffers_the_answer(tmp_path: Path, ap
             server.url, _empty_config(tmp_path), "--set", "obsmask_stream_responses=false"
         )
         with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
-            report = _run_agent(
-                agent, f"http://127.0.0.1:{proxy.port}{base}", server.url, 1, (0,), proxy
+            report = _obj(
+                run_agent(agent, f"http://127.0.0.1:{proxy.port}{base}", server.url, 1, (0,), proxy)
             )
             assert len(server.posts(stub.path)) == 2
             assert stub.released == {0: False}

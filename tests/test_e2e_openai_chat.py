@@ -21,9 +21,7 @@ untouched, nothing changed but the ``content`` of ``role: "tool"`` messages.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,12 +32,11 @@ import pytest
 
 from obsmask_core.masking import mask_old_tool_results
 from obsmask_core.policy import MaskPolicy
+from support.agents import CLIENTS, needs_clients, run_agent
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, Recorded, recording_server
 
-CLIENTS_PYTHON = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-AGENT = REPO / "tests" / "clients" / "chat_agent.py"
-AGENT_TIMEOUT = 120.0
+AGENT = CLIENTS / "chat_agent.py"
 
 WINDOW_TURNS = 3
 POLICY = MaskPolicy(window_turns=WINDOW_TURNS)
@@ -52,13 +49,7 @@ PARALLEL_TURNS = (4, 9)
 CREATED = 1_700_000_000
 MASKED_LINE = re.compile(r"obsmask: POST /v1/chat/completions: masked (\d+) of (\d+) tool results")
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not CLIENTS_PYTHON,
-        reason="OBSMASK_CLIENTS_PYTHON is not set (run the tests with scripts/test.py)",
-    ),
-]
+pytestmark = [pytest.mark.e2e, needs_clients]
 
 
 # The stub provider ---------------------------------------------------------
@@ -246,43 +237,6 @@ def _empty_config(tmp_path: Path) -> Path:
     return config
 
 
-def _run_agent(
-    proxy: MitmdumpProcess, stub_url: str, turns: int, stream_turns: tuple[int, ...]
-) -> dict[str, Any]:
-    """Run the agent to its end; its JSON report, or a failure with both outputs."""
-    assert CLIENTS_PYTHON is not None
-    # No proxy from the environment between the agent and 127.0.0.1.
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    command = [
-        CLIENTS_PYTHON,
-        str(AGENT),
-        "--base-url",
-        f"http://127.0.0.1:{proxy.port}/v1",
-        "--stub-url",
-        stub_url,
-        "--turns",
-        str(turns),
-        "--stream-turns",
-        ",".join(map(str, stream_turns)),
-    ]
-    done = subprocess.run(
-        command,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=AGENT_TIMEOUT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"the agent failed ({done.returncode}):\n{done.stderr}\n"
-            f"mitmdump's output:\n{proxy.output()}"
-        )
-    return json.loads(done.stdout)
-
-
 def _tool_turn_of_results(messages: list[dict[str, Any]]) -> dict[int, int]:
     """Position of each tool result -> number of the tool turn that called it."""
     turn_of_call: dict[str, int] = {}
@@ -364,6 +318,17 @@ def _assert_answers_unchanged(stub: ChatStub, report: dict[str, Any]) -> None:
 # The tests -----------------------------------------------------------------
 
 
+def _report(
+    proxy: MitmdumpProcess, stub_url: str, turns: int, stream_turns: tuple[int, ...]
+) -> dict[str, Any]:
+    """The chat agent's report, run through ``proxy``."""
+    report = run_agent(
+        AGENT, f"http://127.0.0.1:{proxy.port}/v1", stub_url, turns, stream_turns, proxy
+    )
+    assert isinstance(report, dict)
+    return report
+
+
 def test_openai_agent_over_12_tool_turns_gets_masked_requests_and_unchanged_answers(
     tmp_path: Path,
 ) -> None:
@@ -375,7 +340,7 @@ def test_openai_agent_over_12_tool_turns_gets_masked_requests_and_unchanged_answ
         arguments = _start_proxy_arguments(server.url, _empty_config(tmp_path))
         with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
             proxy.wait_for(rf"conversation masking on: window {WINDOW_TURNS} tool turns")
-            report = _run_agent(proxy, server.url, TOOL_TURNS, STREAM_TURNS)
+            report = _report(proxy, server.url, TOOL_TURNS, STREAM_TURNS)
             posts = server.posts("/chat/completions")
 
             # 12 tool turns, then the final text answer.
@@ -460,7 +425,7 @@ def test_stream_check_fails_when_mitmproxy_buffers_the_answer(tmp_path: Path) ->
             server.url, _empty_config(tmp_path), "--set", "obsmask_stream_responses=false"
         )
         with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
-            report = _run_agent(proxy, server.url, turns=1, stream_turns=(0,))
+            report = _report(proxy, server.url, turns=1, stream_turns=(0,))
             assert len(server.posts("/chat/completions")) == 2
             assert stub.released == {0: False}
             first_chunk_at = report["answers"][0]["chunks"][0]["at"]

@@ -1,0 +1,64 @@
+"""Run the real SDK agents of tests/clients/ as processes, in the clients'
+virtual environment (OBSMASK_CLIENTS_PYTHON, set by scripts/test.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.processes import REPO, MitmdumpProcess
+
+CLIENTS_PYTHON = os.environ.get("OBSMASK_CLIENTS_PYTHON")
+AGENT_TIMEOUT = 120.0
+CLIENTS = REPO / "tests" / "clients"
+
+needs_clients = pytest.mark.skipif(
+    not CLIENTS_PYTHON,
+    reason="OBSMASK_CLIENTS_PYTHON is not set (run the tests with scripts/test.py)",
+)
+
+
+def run_agent(
+    agent: Path,
+    base_url: str,
+    stub_url: str,
+    turns: int,
+    stream_turns: tuple[int, ...],
+    proxy: MitmdumpProcess,
+) -> object:
+    """Run an agent to its end; its JSON report, or a failure with both outputs."""
+    assert CLIENTS_PYTHON is not None
+    # No proxy from the environment between the agent and 127.0.0.1.
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    command = [
+        CLIENTS_PYTHON,
+        str(agent),
+        "--base-url",
+        base_url,
+        "--stub-url",
+        stub_url,
+        "--turns",
+        str(turns),
+        "--stream-turns",
+        ",".join(map(str, stream_turns)),
+    ]
+    done = subprocess.run(
+        command,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=AGENT_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"the agent failed ({done.returncode}):\n{done.stderr}\n"
+            f"mitmdump's output:\n{proxy.output()}"
+        )
+    return json.loads(done.stdout)
