@@ -93,20 +93,9 @@ def _json_says_error(text: str) -> bool:
     return isinstance(status, str) and status.lower() == "error"
 
 
-def looks_like_error(content: object) -> bool:
-    """True if ``content`` (a tool result) reads as a failure report."""
-    if isinstance(content, str):
-        return (
-            _has_exception_line(content)
-            or _has_failure_marker(content)
-            or _json_says_error(content)
-        )
-    if isinstance(content, list):
-        # Content parts ([{"type": "text", "text": ...}]): an error in any text part.
-        return any(
-            isinstance(part, dict)
-            and isinstance(part.get("text"), str)
-            and looks_like_error(part["text"])
-            for part in content
-        )
-    return False
+def looks_like_error(text: str) -> bool:
+    """True if ``text`` (the text of a tool result) reads as a failure report.
+
+    A result made of several text blocks is judged on their joined text.
+    """
+    return _has_exception_line(text) or _has_failure_marker(text) or _json_says_error(text)
