@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsmask_core.error_heuristic import looks_like_error
-from obsmask_core.json_spans import loads, parse_request
+from obsmask_core.json_spans import UnsupportedBody, loads, parse_request
 from obsmask_core.masking import check_chat_invariants, mask_old_tool_results
 from obsmask_core.policy import MaskPolicy, render_placeholder
 from obsmask_core.request_body import mask_request_body
@@ -257,3 +258,24 @@ def test_bodies_from_the_builders_round_trip():
 
     outcome = mask_request_body(chat_body_bytes(conversation(4)), MaskPolicy(window_turns=1))
     assert outcome.body is not None and outcome.plan is not None and outcome.plan.masked == 3
+
+
+def test_reasons_for_bodies_that_are_not_json_objects():
+    """The one log line must say why truthfully: not JSON at all, or JSON
+    that is not an object."""
+    import pytest
+
+    from obsmask_core.json_spans import UnsupportedBody
+
+    cases = {
+        "not json {": "not valid JSON",
+        "nulll": "not valid JSON (extra data",
+        "[1] x": "not valid JSON (extra data",
+        "null": "the JSON is not an object",
+        " [1, 2] ": "the JSON is not an object",
+        "  ": "the body is empty",
+    }
+    for text, reason in cases.items():
+        with pytest.raises(UnsupportedBody) as raised:
+            parse_request(text, "messages")
+        assert str(raised.value).startswith(reason), (text, str(raised.value))

@@ -187,10 +187,13 @@ def parse_request(text: str, list_member: str) -> RequestText:
         return conversation.values, conversation.end
 
     start = _skip(text, 0)
+    if start >= len(text):
+        raise UnsupportedBody("the body is empty")
     if not text.startswith("{", start):
-        if start < len(text) and text[start] in '["0123456789-tfn':
-            raise UnsupportedBody("the JSON is not an object")
-        raise UnsupportedBody(f"not valid JSON (expected '{{' at character {start})")
+        value_end = _skip(text, _value(text, start)[1])  # raises if not JSON at all
+        if value_end != len(text):
+            raise UnsupportedBody(f"not valid JSON (extra data at character {value_end})")
+        raise UnsupportedBody("the JSON is not an object")
     scan = scan_object(text, start, member)
     trailing = _skip(text, scan.end)
     if trailing != len(text):
