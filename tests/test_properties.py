@@ -263,9 +263,7 @@ def test_bodies_from_the_builders_round_trip():
 def test_reasons_for_bodies_that_are_not_json_objects():
     """The one log line must say why truthfully: not JSON at all, or JSON
     that is not an object."""
-    import pytest
 
-    from obsmask_core.json_spans import UnsupportedBody
 
     cases = {
         "not json {": "not valid JSON",
