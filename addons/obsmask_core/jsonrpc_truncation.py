@@ -1,0 +1,503 @@
+"""Cut long strings in JSON-RPC 2.0 responses (MCP) to head + marker + tail.
+
+Seed 004: "Si une string dépasse ``max_chars`` (ex: 4000), elle est tronquée en
+``head_chars`` + marqueur + ``tail_chars``", recursively through dicts and
+lists, inside ``result`` and ``error.data``, "sans casser le schéma JSON-RPC".
+
+The text is read by one loop over regular-expression tokens, never by
+recursion, so 100 000 levels of nesting cost what they weigh, and it is read
+once: O(size of the text). Only the string tokens that are cut are decoded
+and replaced in place (the spans are spliced into the original text), so
+everything else reaches the client byte for byte, formatting included.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import string
+from dataclasses import dataclass, field
+
+from obsmask_core.policy import PolicyError
+from obsmask_core.truncation import DEFAULT_MARKER_TEMPLATE
+
+# Values under these member names are never cut, whatever they contain,
+# because the protocol needs them whole (modelcontextprotocol schema):
+PROTECTED_KEYS: frozenset[str] = frozenset({
+    "_meta",  # reserved metadata: progress tokens, related-task ids, vendor data
+    "blob",  # base64 bytes of a resource (BlobResourceContents)
+    "uri",  # resource addresses, read back with resources/read
+    "uriTemplate",  # resource templates (RFC 6570), expanded by the client
+    "mimeType",  # how the client decodes data and blob
+    "nextCursor",  # pagination: an opaque token the client sends back
+    "cursor",  # the same token when it travels in the other direction
+    "icons",  # icon src are often data: URIs (base64)
+    "inputSchema",  # tool schemas: the client validates arguments against them
+    "outputSchema",  # ... and structuredContent against this one
+})
+# ``data`` is base64 in content blocks of these types (ImageContent,
+# AudioContent); in an error it is free text and is cut like the rest.
+BINARY_CONTENT_TYPES: frozenset[str] = frozenset({"image", "audio"})
+
+MARKER_FIELDS = ("original_chars", "head", "tail")
+JSONRPC_VERSION = "2.0"
+
+_STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# Groups: 1 string, 2 punctuation, 3 number or literal.
+_TOKEN = re.compile(rf"[ \t\n\r]*(?:({_STRING})|([{{}}\[\]:,])|({_NUMBER}|true|false|null))")
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+@functools.lru_cache(maxsize=8)
+def _runs(limit: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Patterns that skip, in one match, a run of array elements or object
+    members (each followed by a comma) that cannot hold a string to cut:
+    strings of at most ``limit`` characters, numbers, literals, and flat
+    containers of those. Dense data (a table of numbers, a list of file
+    records) then costs regular-expression time, not a Python step per token.
+    """
+    ws = r"[ \t\n\r]*"
+    short = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))' + f"{{0,{limit}}}" + '"'
+    scalar = f"(?:{short}|{_NUMBER}|true|false|null)"
+    member = f"{short}{ws}:{ws}{scalar}"
+    flat_object = rf"\{{{ws}(?:{member}(?:{ws},{ws}{member})*{ws})?\}}"
+    flat_array = rf"\[{ws}(?:{scalar}(?:{ws},{ws}{scalar})*{ws})?\]"
+    element = f"(?:{scalar}|{flat_object}|{flat_array})"
+    array_run = re.compile(f"(?:{ws}{element}{ws},)+")
+    # A "type" member is read by the token loop: it decides whether a long
+    # "data" member later in the same object is cut.
+    object_run = re.compile(f'(?:{ws}(?!"type"{ws}:){short}{ws}:{ws}{element}{ws},)+')
+    return array_run, object_run
+
+# Parser states: what the next token may be. _OPENED_*: just after "{" or
+# "[", where the container may also close at once.
+_VALUE, _KEY, _COLON, _NEXT, _OPENED_OBJECT, _OPENED_ARRAY = range(6)
+# Roles of containers.
+_PLAIN, _MESSAGE, _ERROR, _BATCH = range(4)
+
+
+@dataclass(frozen=True)
+class TruncationLimits:
+    """When and how a string is cut (seed 004's defaults)."""
+
+    max_chars: int = 4000
+    head_chars: int = 2000
+    tail_chars: int = 2000
+    marker_template: str = DEFAULT_MARKER_TEMPLATE
+
+    def __post_init__(self) -> None:
+        for key in ("max_chars", "head_chars", "tail_chars", "marker_template"):
+            check_truncation_value(key, getattr(self, key))
+        if self.head_chars + self.tail_chars > self.max_chars:
+            raise PolicyError(
+                "head_chars",
+                f"head_chars + tail_chars ({self.head_chars} + {self.tail_chars}) must not "
+                f"exceed max_chars ({self.max_chars}): a cut string would keep more than "
+                "it may have",
+            )
+
+
+def check_truncation_value(key: str, value: object) -> None:
+    """Raise PolicyError unless ``value`` is valid for ``key`` of
+    ``[mcp_gateway.masking]`` (the pair rule is checked by TruncationLimits)."""
+    if key == "enabled":
+        if not isinstance(value, bool):
+            raise PolicyError(key, "must be true or false")
+    elif key in ("max_chars", "head_chars", "tail_chars"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PolicyError(key, "must be an integer")
+        if value < (1 if key == "max_chars" else 0):
+            raise PolicyError(key, "must be at least 1" if key == "max_chars" else
+                              "must not be negative")
+    elif key == "marker_template":
+        if not isinstance(value, str):
+            raise PolicyError(key, "must be a string")
+        TruncationMarker(value)
+    else:
+        known = "enabled, max_chars, head_chars, tail_chars, marker_template"
+        raise PolicyError(key, f"unknown key (the keys are {known})")
+
+
+class TruncationMarker:
+    """The marker of one template: rendered between head and tail, and
+    recognised in a string so that a string cut once is never cut again."""
+
+    def __init__(self, template: str) -> None:
+        try:
+            parts = list(string.Formatter().parse(template))
+        except ValueError as e:
+            raise PolicyError("marker_template", f"not a valid template ({e})") from None
+        pattern = []
+        for literal, name, spec, conversion in parts:
+            pattern.append(re.escape(literal))
+            if name is None:
+                continue
+            if name not in MARKER_FIELDS or spec or conversion:
+                known = ", ".join("{" + f + "}" for f in MARKER_FIELDS)
+                raise PolicyError(
+                    "marker_template", f"unknown field {{{name}}}; the fields are {known}"
+                )
+            pattern.append(r"[0-9]+")
+        if not any(ch.isalpha() for literal, *_ in parts for ch in literal):
+            raise PolicyError(
+                "marker_template",
+                "needs some words besides its fields, so that a cut string can be "
+                "recognised and is never cut twice",
+            )
+        self.template = template
+        self._found = re.compile("".join(pattern))
+
+    def render(self, original_chars: int, head: int, tail: int) -> str:
+        return self.template.format(original_chars=original_chars, head=head, tail=tail)
+
+    def found_in(self, text: str) -> bool:
+        return self._found.search(text) is not None
+
+
+def cut_string(text: str, limits: TruncationLimits, marker: TruncationMarker) -> str | None:
+    """``text`` as head + marker + tail, or None when it stays whole: not
+    longer than ``max_chars``, already cut, or not shortened by cutting."""
+    if len(text) <= limits.max_chars or marker.found_in(text):
+        return None
+    head, tail = limits.head_chars, limits.tail_chars
+    rendered = marker.render(len(text), head, tail)
+    if head + len(rendered) + tail >= len(text):
+        return None
+    return text[:head] + rendered + (text[len(text) - tail :] if tail else "")
+
+
+@dataclass
+class JsonRpcMessage:
+    """One JSON-RPC message of a body, as far as the scan needs to know it."""
+
+    jsonrpc_ok: bool = False
+    has_id: bool = False
+    id_text: str | None = None  # the id as it is written in the text
+    has_method: bool = False
+    has_result: bool = False
+    has_error: bool = False
+
+    @property
+    def kind(self) -> str:
+        """``request``, ``notification``, ``response`` or ``invalid``."""
+        if not self.jsonrpc_ok:
+            return "invalid"
+        if self.has_method and not (self.has_result or self.has_error):
+            return "request" if self.has_id else "notification"
+        if self.has_id and self.has_result != self.has_error and not self.has_method:
+            return "response"
+        return "invalid"
+
+
+@dataclass
+class StringCut:
+    """One string that was cut: where in which message, and its sizes."""
+
+    message: int  # index in JsonRpcScan.messages
+    chars_before: int
+    chars_after: int
+    removed: str  # the middle that is gone (for counting the tokens saved)
+
+
+@dataclass
+class JsonRpcScan:
+    """What a text holds: its messages (one, or a batch) and the strings to cut.
+
+    ``problem`` says why the text is not JSON-RPC (then nothing is cut).
+    """
+
+    messages: list[JsonRpcMessage] = field(default_factory=list)
+    batch: bool = False
+    problem: str | None = None
+    # (start, end, message index) of the string tokens to cut
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+    @property
+    def is_jsonrpc(self) -> bool:
+        return self.problem is None
+
+    def kinds(self) -> set[str]:
+        return {message.kind for message in self.messages}
+
+
+class _Frame:
+    __slots__ = ("data", "eligible", "is_object", "key", "message", "role", "type")
+
+    def __init__(self, is_object: bool, role: int, eligible: bool, message: int) -> None:
+        self.is_object = is_object
+        self.role = role
+        self.eligible = eligible  # strings directly inside may be cut
+        self.key: str | None = None  # objects: the member being read
+        self.message = message  # index of the enclosing message, -1 outside
+        self.type: str | None = None  # objects: the value of their "type" member
+        self.data: list[tuple[int, int, int]] = []  # long strings in a "data" member
+
+
+def _decode_key(raw: str) -> str:
+    return raw[1:-1] if "\\" not in raw else str(json.loads(raw))
+
+
+def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
+    """Read ``text`` as one JSON-RPC message or a batch of them, and find the
+    strings longer than ``max_chars`` that may be cut (None: find none).
+
+    A string may be cut when it lies in the ``result`` or ``error.data`` of a
+    response, not under a PROTECTED_KEYS member, and is not the ``data`` of an
+    image or audio block. Its length is judged on the escaped text first (an
+    escaped string is never shorter than its value); cut_string decides on the
+    value.
+    """
+    scan = JsonRpcScan()
+    messages = scan.messages
+    candidates: list[tuple[int, int, int]] = []
+    stack: list[_Frame] = []
+    state = _VALUE
+    pos = 0
+    end_of_text = len(text)
+    match = _TOKEN.match
+    limit = max_chars if max_chars is not None else end_of_text + 1
+    array_run, object_run = _runs(min(limit, 1 << 16))
+    top: _Frame | None = None
+
+    while True:
+        if top is not None and top.role == _PLAIN:
+            if top.is_object:
+                if state == _KEY or state == _OPENED_OBJECT:
+                    run = object_run.match(text, pos)
+                    if run is not None and run.end() > pos:
+                        pos, state = run.end(), _KEY
+            elif state == _VALUE or state == _OPENED_ARRAY:
+                run = array_run.match(text, pos)
+                if run is not None and run.end() > pos:
+                    pos, state = run.end(), _VALUE
+        token = match(text, pos)
+        if token is None:
+            if _WHITESPACE.match(text, pos).end() == end_of_text:  # type: ignore[union-attr]
+                scan.problem = "not valid JSON (the text ends early)"
+            else:
+                scan.problem = f"not valid JSON (unexpected text at character {pos})"
+            return scan
+        pos = token.end()
+        group = token.lastindex
+
+        if group == 2:
+            char = token.group(2)
+            if char == ":":
+                if state != _COLON:
+                    scan.problem = f"not valid JSON (unexpected ':' at character {pos - 1})"
+                    return scan
+                state = _VALUE
+                continue
+            if char == ",":
+                if state != _NEXT or top is None:
+                    scan.problem = f"not valid JSON (unexpected ',' at character {pos - 1})"
+                    return scan
+                state = _KEY if top.is_object else _VALUE
+                continue
+            if char in "}]":
+                closes_object = char == "}"
+                if top is None or top.is_object != closes_object or state not in (
+                    _NEXT, _OPENED_OBJECT if closes_object else _OPENED_ARRAY
+                ):
+                    scan.problem = f"not valid JSON (unexpected {char!r} at character {pos - 1})"
+                    return scan
+                stack.pop()
+                if top.data and top.type not in BINARY_CONTENT_TYPES:
+                    candidates.extend(top.data)
+                state = _NEXT
+                if not stack:
+                    break
+                top = stack[-1]
+                continue
+            # "{" or "[": a container value opens.
+            if state != _VALUE and state != _OPENED_ARRAY:
+                scan.problem = f"not valid JSON (unexpected {char!r} at character {pos - 1})"
+                return scan
+            is_object = char == "{"
+            if top is None:
+                if is_object:
+                    messages.append(JsonRpcMessage())
+                    frame = _Frame(True, _MESSAGE, False, len(messages) - 1)
+                else:
+                    scan.batch = True
+                    frame = _Frame(False, _BATCH, False, -1)
+            elif top.role == _BATCH:
+                if not is_object:
+                    scan.problem = "a batch element is not an object"
+                    return scan
+                messages.append(JsonRpcMessage())
+                frame = _Frame(True, _MESSAGE, False, len(messages) - 1)
+            else:
+                key = top.key
+                if top.role == _MESSAGE:
+                    message = messages[top.message]
+                    if key == "result":
+                        message.has_result = True
+                        frame = _Frame(is_object, _PLAIN, True, top.message)
+                    elif key == "error":
+                        message.has_error = True
+                        role = _ERROR if is_object else _PLAIN
+                        frame = _Frame(is_object, role, False, top.message)
+                    else:
+                        # A container is neither a valid id nor a method name:
+                        # the message stays invalid on that account.
+                        frame = _Frame(is_object, _PLAIN, False, top.message)
+                elif top.role == _ERROR:
+                    frame = _Frame(is_object, _PLAIN, key == "data", top.message)
+                else:
+                    eligible = top.eligible and (key not in PROTECTED_KEYS if top.is_object
+                                                 else True)
+                    frame = _Frame(is_object, _PLAIN, eligible, top.message)
+            stack.append(frame)
+            top = frame
+            state = _OPENED_OBJECT if is_object else _OPENED_ARRAY
+            continue
+
+        # A string, number or literal.
+        if state == _KEY or state == _OPENED_OBJECT:
+            if group != 1:
+                scan.problem = f"not valid JSON (a member name must be a string, at {pos})"
+                return scan
+            assert top is not None
+            top.key = _decode_key(token.group(1))
+            state = _COLON
+            continue
+        if state != _VALUE and state != _OPENED_ARRAY:
+            scan.problem = f"not valid JSON (unexpected value at character {token.start(group)})"
+            return scan
+        state = _NEXT
+        if top is None:
+            scan.problem = "the JSON is not an object or an array of objects"
+            return scan
+        if top.role == _BATCH:
+            scan.problem = "a batch element is not an object"
+            return scan
+        key = top.key
+        if top.role == _MESSAGE:
+            message = messages[top.message]
+            raw = token.group(group)
+            if key == "jsonrpc":
+                message.jsonrpc_ok = raw == '"2.0"'
+            elif key == "id":
+                message.has_id, message.id_text = True, raw
+            elif key == "method":
+                message.has_method = group == 1
+            elif key == "result":
+                message.has_result = True
+                if group == 1 and token.end(1) - token.start(1) - 2 > limit:
+                    candidates.append((token.start(1), token.end(1), top.message))
+            elif key == "error":
+                message.has_error = True
+            continue
+        if group != 1:
+            continue
+        start, end = token.start(1), token.end(1)
+        if top.role == _ERROR:
+            if key == "data" and end - start - 2 > limit:
+                candidates.append((start, end, top.message))
+            continue
+        if top.is_object and key == "type" and end - start < 64:
+            top.type = _decode_key(token.group(1))
+            continue
+        if not top.eligible or end - start - 2 <= limit:
+            continue
+        if top.is_object:
+            if key in PROTECTED_KEYS:
+                continue
+            if key == "data":
+                # Cut or not depends on the block's "type", perhaps not read yet.
+                top.data.append((start, end, top.message))
+                continue
+        candidates.append((start, end, top.message))
+
+    if _WHITESPACE.match(text, pos).end() != end_of_text:  # type: ignore[union-attr]
+        scan.problem = f"not valid JSON (extra data at character {pos})"
+        return scan
+    invalid = [m for m in messages if m.kind == "invalid"]
+    if invalid or not messages:
+        scan.problem = "not a JSON-RPC 2.0 message" if not scan.batch else (
+            "the batch holds something that is not a JSON-RPC 2.0 message")
+        return scan
+    candidates.sort()
+    scan.spans = [span for span in candidates if messages[span[2]].kind == "response"]
+    return scan
+
+
+@dataclass
+class TextTruncation:
+    """The outcome for one JSON text: ``text`` is the new text, or None when
+    the original must go out unchanged (``scan.problem`` or nothing to cut)."""
+
+    scan: JsonRpcScan
+    text: str | None
+    cuts: list[StringCut]
+
+    @property
+    def chars_before(self) -> int:
+        return sum(cut.chars_before for cut in self.cuts)
+
+    @property
+    def chars_after(self) -> int:
+        return sum(cut.chars_after for cut in self.cuts)
+
+
+def truncate_jsonrpc_text(
+    text: str, limits: TruncationLimits, marker: TruncationMarker | None = None
+) -> TextTruncation:
+    """Cut every long string of the responses in ``text`` (one JSON-RPC
+    message or a batch); the rest of the text is kept byte for byte."""
+    marker = marker or TruncationMarker(limits.marker_template)
+    scan = scan_jsonrpc(text, limits.max_chars)
+    if scan.problem is not None or not scan.spans:
+        return TextTruncation(scan, None, [])
+    pieces: list[str] = []
+    cuts: list[StringCut] = []
+    pos = 0
+    for start, end, message in scan.spans:
+        value = json.loads(text[start:end])
+        assert isinstance(value, str)
+        cut = cut_string(value, limits, marker)
+        if cut is None:
+            continue
+        encoded = json.dumps(cut, ensure_ascii=False)
+        try:
+            encoded.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate escape: keep it escaped
+            encoded = json.dumps(cut)
+        pieces.append(text[pos:start])
+        pieces.append(encoded)
+        pos = end
+        tail = limits.tail_chars
+        cuts.append(StringCut(message, len(value), len(cut),
+                              value[limits.head_chars: len(value) - tail]))
+    if not cuts:
+        return TextTruncation(scan, None, [])
+    pieces.append(text[pos:])
+    return TextTruncation(scan, "".join(pieces), cuts)
+
+
+@dataclass
+class BodyTruncation:
+    """The outcome for one HTTP body: ``body`` None means forward the original."""
+
+    body: bytes | None
+    reason: str
+    truncation: TextTruncation | None = None
+
+
+def truncate_jsonrpc_body(
+    body: bytes, limits: TruncationLimits, marker: TruncationMarker | None = None
+) -> BodyTruncation:
+    """truncate_jsonrpc_text for a UTF-8 body."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return BodyTruncation(None, f"body is not valid UTF-8 (byte {e.start})")
+    outcome = truncate_jsonrpc_text(text, limits, marker)
+    if outcome.scan.problem is not None:
+        return BodyTruncation(None, outcome.scan.problem, outcome)
+    if outcome.text is None:
+        return BodyTruncation(None, "no string to cut", outcome)
+    return BodyTruncation(outcome.text.encode("utf-8"), "truncated", outcome)

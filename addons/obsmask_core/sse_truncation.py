@@ -1,0 +1,248 @@
+"""Cut long strings in JSON-RPC messages carried by a server-sent events stream.
+
+MCP servers answer a POST with ``text/event-stream`` by default, and the
+legacy HTTP+SSE transport carries every result on a GET stream that never
+ends. So the stream is rewritten as it passes, event by event: every line
+that is not a ``data:`` line goes out as soon as it is complete, and the
+``data:`` lines of an event are held only until the blank line that ends
+the event (no client acts on an event before that line). An event whose
+data is a JSON-RPC response with long strings goes out rewritten; every
+other event goes out as the bytes that came in.
+
+Framing follows the SSE specification (WHATWG HTML, "Server-sent events"):
+lines end in ``\\r\\n``, ``\\n`` or ``\\r``; several ``data:`` lines of one
+event are joined with ``\\n``; one space after the colon is not part of the
+value; a leading byte order mark is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from obsmask_core.inflate import INFLATABLE, Inflater
+from obsmask_core.jsonrpc_truncation import (
+    TextTruncation,
+    TruncationLimits,
+    TruncationMarker,
+    truncate_jsonrpc_text,
+)
+
+# An event's data is held until the event ends; a bigger event goes out as it
+# came, uncut (the proxy must not hold unbounded memory for one client).
+MAX_EVENT_BYTES = 256 << 20
+_LINE_END = re.compile(rb"[\r\n]")
+_BOM = b"\xef\xbb\xbf"
+_CR = 0x0D
+
+
+def can_rewrite(content_encoding: str | None) -> bool:
+    """Whether a stream with this Content-Encoding can be read here."""
+    encoding = (content_encoding or "").strip().lower()
+    return encoding in ("", "identity") or encoding in INFLATABLE
+
+
+@dataclass
+class EventCut:
+    """One event that was rewritten, and what was cut in it."""
+
+    truncation: TextTruncation
+
+
+class SseTruncator:
+    """Feed the transport chunks of one stream in order; each call returns the
+    bytes to send on now (a list, possibly empty: an empty byte string in the
+    middle of a chunked body would end it).
+
+    With a Content-Encoding (gzip or deflate) the output is the decoded
+    stream: the caller must drop the Content-Encoding header.
+    """
+
+    def __init__(
+        self,
+        limits: TruncationLimits,
+        content_encoding: str | None = None,
+        marker: TruncationMarker | None = None,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
+        if not can_rewrite(content_encoding):
+            raise ValueError(f"cannot decode content-encoding {content_encoding!r}")
+        self.limits = limits
+        self.marker = marker or TruncationMarker(limits.marker_template)
+        encoding = (content_encoding or "").strip().lower()
+        self._inflater = Inflater(encoding) if encoding in INFLATABLE else None
+        self._max_event_bytes = max_event_bytes
+        self._started = False  # past the (optional) byte order mark
+        self._line = bytearray()  # the incomplete line at the end of the input
+        self._held: list[bytes] = []  # lines of the current event, from its first data line
+        self._held_bytes = 0
+        self._oversized = False  # the current event is too big: it passes uncut
+        self.cuts: list[EventCut] = []  # rewritten events not yet taken by the caller
+        self.problem: str | None = None
+        self.events = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._inflater is None:
+            return self._emit(self._plain(chunk))
+        try:
+            pieces = self._inflater.decompress(chunk)
+        except zlib.error as e:
+            return self._fail(f"corrupt compressed stream ({e})")
+        return self._emit([part for piece in pieces for part in self._plain(piece)])
+
+    def finish(self) -> list[bytes]:
+        """The end of the stream: whatever is still held goes out as it is (a
+        client drops an event that the stream ends before completing)."""
+        out: list[bytes] = []
+        if self._inflater is not None:
+            try:
+                for piece in self._inflater.flush():
+                    out.extend(self._plain(piece))
+            except zlib.error as e:
+                return self._fail(f"corrupt compressed stream ({e})")
+        if self._line.endswith(b"\r"):
+            line, self._line = bytes(self._line), bytearray()
+            self._line_done(line, out)
+        out.extend(self._held)
+        out.append(bytes(self._line))
+        self._held, self._line = [], bytearray()
+        return self._emit(out)
+
+    def take_cuts(self) -> list[EventCut]:
+        cuts, self.cuts = self.cuts, []
+        return cuts
+
+    def _fail(self, problem: str) -> list[bytes]:
+        self.problem = problem
+        self._held, self._line = [], bytearray()
+        return []
+
+    @staticmethod
+    def _emit(pieces: list[bytes]) -> list[bytes]:
+        joined = b"".join(pieces)
+        return [joined] if joined else []
+
+    def _plain(self, data: bytes) -> list[bytes]:
+        """Split decoded bytes into lines and handle each complete one."""
+        out: list[bytes] = []
+        if not self._started:
+            self._line += data
+            if len(self._line) < len(_BOM) and _BOM.startswith(bytes(self._line)):
+                return out  # too short to know whether it is a byte order mark
+            self._started = True
+            data = bytes(self._line)
+            self._line = bytearray()
+            if data.startswith(_BOM):
+                out.append(_BOM)
+                data = data[len(_BOM):]
+        pos = 0
+        size = len(data)
+        if self._line.endswith(b"\r") and data:
+            # A "\r" kept back from the previous chunk: a line of its own
+            # unless this chunk starts with its "\n".
+            pos = 1 if data.startswith(b"\n") else 0
+            line = bytes(self._line) + data[:pos]
+            self._line = bytearray()
+            self._line_done(line, out)
+        while True:
+            found = _LINE_END.search(data, pos)
+            if found is None:
+                self._line += data[pos:]
+                return out
+            end = found.start()
+            if data[end] == _CR:
+                if end + 1 == size:
+                    # "\r" last: "\n" may follow in the next chunk. Wait for it.
+                    self._line += data[pos:]
+                    return out
+                if data[end + 1] == 0x0A:
+                    end += 1
+            line = data[pos : end + 1]
+            if self._line:
+                line = bytes(self._line) + line
+                self._line = bytearray()
+            self._line_done(line, out)
+            pos = end + 1
+
+    def _line_done(self, line: bytes, out: list[bytes]) -> None:
+        content = line.rstrip(b"\r\n")
+        if not content:
+            self._event_done(line, out)
+            return
+        is_data = content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A)
+        if not self._held and not is_data:
+            out.append(line)  # comments, event:, id:, retry: lines go on at once
+            return
+        if self._oversized:
+            out.append(line)
+            return
+        self._held.append(line)
+        self._held_bytes += len(line)
+        if self._held_bytes > self._max_event_bytes:
+            self._oversized = True
+            self.problem = (
+                f"an event of more than {self._max_event_bytes:,} bytes passed uncut"
+            )
+            out.extend(self._held)
+            self._held, self._held_bytes = [], 0
+
+    def _event_done(self, blank_line: bytes, out: list[bytes]) -> None:
+        held, self._held, self._held_bytes = self._held, [], 0
+        self._oversized = False
+        if held:
+            self.events += 1
+            out.extend(self._rewritten(held))
+        out.append(blank_line)
+
+    def _rewritten(self, lines: list[bytes]) -> list[bytes]:
+        values: list[bytes] = []
+        first_data = -1
+        for index, line in enumerate(lines):
+            content = line.rstrip(b"\r\n")
+            if content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A):
+                if first_data < 0:
+                    first_data = index
+                value = content[5:]
+                values.append(value[1:] if value.startswith(b" ") else value)
+        data = b"\n".join(values)
+        if len(data) <= self.limits.max_chars or b'"jsonrpc"' not in data:
+            return lines
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return lines
+        truncation = truncate_jsonrpc_text(text, self.limits, self.marker)
+        if truncation.text is None:
+            return lines
+        self.cuts.append(EventCut(truncation))
+        first = lines[first_data]
+        eol = first[len(first.rstrip(b"\r\n")) :]
+        new_data = [b"data: " + part.encode("utf-8") + eol
+                    for part in truncation.text.split("\n")]
+        rebuilt: list[bytes] = []
+        for index, line in enumerate(lines):
+            content = line.rstrip(b"\r\n")
+            if content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A):
+                if index == first_data:
+                    rebuilt.extend(new_data)
+                continue
+            rebuilt.append(line)
+        return rebuilt
+
+
+@dataclass
+class SseBodyTruncation:
+    body: bytes | None  # None: nothing was cut, the original goes out
+    cuts: list[EventCut]
+    problem: str | None
+
+
+def truncate_sse_body(
+    body: bytes, limits: TruncationLimits, marker: TruncationMarker | None = None
+) -> SseBodyTruncation:
+    """The whole-body form, for a stream that was buffered (decoded body)."""
+    truncator = SseTruncator(limits, marker=marker)
+    out = b"".join(truncator.feed(body) + truncator.finish())
+    cuts = truncator.take_cuts()
+    return SseBodyTruncation(out if cuts else None, cuts, truncator.problem)
