@@ -115,13 +115,13 @@ class ConversationMasking:
     """Masks old tool results (Schéma 1) in OpenAI Chat Completions, Anthropic
     Messages and OpenAI Responses requests, each recognised by its route."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenCounter | None = None) -> None:
         self.policy = MaskPolicy()
         self.config_path: str | None = None
         self.routes: list[tuple[re.Pattern[str], WireFormat]] = [
             (re.compile(default), fmt) for fmt, default in ROUTE_OPTIONS.values()
         ]
-        self.tokens = TokenCounter()
+        self.tokens = tokens or TokenCounter()
 
     def load(self, loader: Loader) -> None:
         loader.add_option(

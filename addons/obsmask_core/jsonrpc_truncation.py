@@ -99,6 +99,24 @@ class TruncationLimits:
             )
 
 
+def limits_from_values(values: dict[str, object]) -> TruncationLimits:
+    """TruncationLimits from checked ``[mcp_gateway.masking]`` values (the
+    defaults for the keys absent); raises PolicyError on a bad pair."""
+    defaults = TruncationLimits()
+
+    def number(key: str, default: int) -> int:
+        value = values.get(key, default)
+        return value if isinstance(value, int) else default
+
+    template = values.get("marker_template", defaults.marker_template)
+    return TruncationLimits(
+        max_chars=number("max_chars", defaults.max_chars),
+        head_chars=number("head_chars", defaults.head_chars),
+        tail_chars=number("tail_chars", defaults.tail_chars),
+        marker_template=template if isinstance(template, str) else defaults.marker_template,
+    )
+
+
 def check_truncation_value(key: str, value: object) -> None:
     """Raise PolicyError unless ``value`` is valid for ``key`` of
     ``[mcp_gateway.masking]`` (the pair rule is checked by TruncationLimits)."""

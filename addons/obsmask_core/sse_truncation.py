@@ -109,6 +109,17 @@ class SseTruncator:
         self._held, self._line = [], bytearray()
         return self._emit(out)
 
+    @property
+    def decodes(self) -> bool:
+        """Whether the output is a decoded (decompressed) form of the input."""
+        return self._inflater is not None
+
+    def release(self) -> bytes:
+        """Everything held back, as it came (after a failure, to lose nothing)."""
+        held = b"".join(self._held) + bytes(self._line)
+        self._held, self._line = [], bytearray()
+        return held
+
     def take_cuts(self) -> list[EventCut]:
         cuts, self.cuts = self.cuts, []
         return cuts

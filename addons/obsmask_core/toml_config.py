@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 
 import tomli
 
+from obsmask_core.gateway import check_gateway_value, check_server_url
+from obsmask_core.jsonrpc_truncation import check_truncation_value
 from obsmask_core.policy import PolicyError, check_policy_value
 
 DEFAULT_CONFIG_NAME = "mitm.toml"
 SCHEMA1_SECTION = ("observation_masking", "schema1")
 PROFILES_SECTION = ("observation_masking", "profiles")
+GATEWAY_SECTION = ("mcp_gateway",)
+MCP_MASKING_SECTION = ("mcp_gateway", "masking")
+MCP_SERVERS_SECTION = ("mcp_gateway", "servers")
 
 
 class ConfigError(ValueError):
@@ -33,6 +38,11 @@ class ConfigFile:
     # [observation_masking.profiles.<name>]: named sets of keys that a user
     # selects with the obsmask_profile option, over [..schema1].
     profiles: dict[str, dict[str, object]] = field(default_factory=dict)
+    # [mcp_gateway.masking]: MCP truncation keys; [mcp_gateway.servers]: name
+    # -> URL of the gateway routes; [mcp_gateway]: the gateway's own keys.
+    mcp_masking: dict[str, object] = field(default_factory=dict)
+    mcp_servers: dict[str, str] = field(default_factory=dict)
+    mcp_gateway: dict[str, object] = field(default_factory=dict)
 
     def values(self, profile: str | None) -> dict[str, object]:
         """The policy keys of [..schema1], overlaid with ``profile``'s."""
@@ -101,4 +111,22 @@ def load_config(path: str | None) -> ConfigFile:
         name: read_section(document, chosen, (*PROFILES_SECTION, name), check_policy_value)
         for name in _section(document, chosen, PROFILES_SECTION)
     }
-    return ConfigFile(path=chosen, schema1=schema1, profiles=profiles)
+    gateway = {
+        key: value
+        for key, value in _section(document, chosen, GATEWAY_SECTION).items()
+        if key not in ("masking", "servers")
+    }
+    for key, value in gateway.items():
+        try:
+            check_gateway_value(key, value)
+        except PolicyError as e:
+            raise ConfigError(f"{chosen}: [mcp_gateway] {key}: {e.message}") from None
+    servers = read_section(document, chosen, MCP_SERVERS_SECTION, check_server_url)
+    return ConfigFile(
+        path=chosen,
+        schema1=schema1,
+        profiles=profiles,
+        mcp_masking=read_section(document, chosen, MCP_MASKING_SECTION, check_truncation_value),
+        mcp_servers={name: str(url) for name, url in servers.items()},
+        mcp_gateway=gateway,
+    )

@@ -1,0 +1,512 @@
+"""The mitmproxy addon that cuts long strings in MCP responses, and the gateway.
+
+MCP traffic is JSON-RPC 2.0 over HTTP: a POST whose body is a JSON-RPC
+message, answered with ``application/json`` or ``text/event-stream``, and
+GET streams (Streamable HTTP, and the legacy HTTP+SSE transport) whose
+events carry messages. Only JSON-RPC responses are ever changed; a body or
+event that is not one goes on byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from mitmproxy import ctx, exceptions, http
+from mitmproxy.addonmanager import Loader
+
+from obsmask_core.conversation_addon import MARK, _set_explicitly, _where
+from obsmask_core.gateway import (
+    DEFAULT_TIMEOUT_SECONDS,
+    ERROR_HTTP_STATUS,
+    UNKNOWN_SERVER,
+    UPSTREAM_INVALID,
+    GatewayFailure,
+    Upstream,
+    UpstreamAnswer,
+    check_reachable,
+    error_body,
+    exchange,
+    gateway_server_name,
+    parse_upstream,
+    request_id_text,
+)
+from obsmask_core.jsonrpc_truncation import (
+    TextTruncation,
+    TruncationLimits,
+    TruncationMarker,
+    check_truncation_value,
+    limits_from_values,
+    scan_jsonrpc,
+    truncate_jsonrpc_body,
+)
+from obsmask_core.policy import PolicyError
+from obsmask_core.sse_truncation import SseTruncator, can_rewrite, truncate_sse_body
+from obsmask_core.tokens import TokenCounter
+from obsmask_core.toml_config import ConfigError, load_config
+from obsmask_core.truncation import DEFAULT_MARKER_TEMPLATE
+
+logger = logging.getLogger(__name__)
+
+# mitmproxy option -> key of [mcp_gateway.masking]
+MASKING_OPTIONS = {
+    "mcpmask_enabled": "enabled",
+    "mcpmask_max_chars": "max_chars",
+    "mcpmask_head_chars": "head_chars",
+    "mcpmask_tail_chars": "tail_chars",
+    "mcpmask_marker_template": "marker_template",
+}
+GATEWAY_OPTIONS = {"mcpmask_gateway_servers", "mcpmask_gateway_timeout"}
+METADATA_KEY = "obsmask_mcp"
+EVENT_STREAM = "text/event-stream"
+# Tokens saved are counted on the text that was cut away, up to this many
+# characters per flow; beyond, counting would hold the proxy up for long.
+MAX_COUNTED_CHARS = 1_000_000
+
+
+def _is_event_stream(message: http.Message) -> bool:
+    return message.headers.get("content-type", "").lower().startswith(EVENT_STREAM)
+
+
+def _looks_like_jsonrpc(body: bytes) -> bool:
+    """Cheap test before a real scan: JSON that names "jsonrpc"."""
+    start = body[:64].lstrip()
+    return start[:1] in (b"{", b"[") and b'"jsonrpc"' in body
+
+
+class McpTruncation:
+    """Cuts long strings in JSON-RPC responses to head + marker + tail
+    (seed 004), on every MCP transport, and serves the gateway routes."""
+
+    def __init__(self, tokens: TokenCounter | None = None) -> None:
+        self.enabled = True
+        self.limits = TruncationLimits()
+        self.marker = TruncationMarker(self.limits.marker_template)
+        self.servers: dict[str, Upstream] = {}
+        self.timeout = float(DEFAULT_TIMEOUT_SECONDS)
+        self.tokens = tokens or TokenCounter()
+
+    def load(self, loader: Loader) -> None:
+        loader.add_option(
+            "mcpmask_enabled",
+            bool,
+            True,
+            """
+            Cut long strings in MCP (JSON-RPC 2.0) responses. false forwards
+            every MCP answer byte for byte; the gateway routes keep working.
+            """,
+        )
+        limits = TruncationLimits()
+        for option, default, help_text in (
+            ("mcpmask_max_chars", limits.max_chars, """
+             A string longer than this many characters inside a JSON-RPC
+             response's result or error.data is cut to head + marker + tail
+             (when that makes it shorter)."""),
+            ("mcpmask_head_chars", limits.head_chars, """
+             Characters kept from the start of a cut string."""),
+            ("mcpmask_tail_chars", limits.tail_chars, """
+             Characters kept from the end of a cut string. head + tail must not
+             exceed mcpmask_max_chars."""),
+        ):
+            loader.add_option(option, int, default, help_text)
+        loader.add_option(
+            "mcpmask_marker_template",
+            str,
+            DEFAULT_MARKER_TEMPLATE,
+            """
+            The text put between head and tail. Fields: {original_chars},
+            {head}, {tail}. A string that already holds a marker of this
+            template is never cut again.
+            """,
+        )
+        loader.add_option(
+            "mcpmask_gateway_servers",
+            Sequence[str],
+            [],
+            """
+            Gateway servers as NAME=URL (repeat the option for several), added
+            to [mcp_gateway.servers] of the settings file: a request to
+            /api/mcp-gateway/NAME/rpc on the proxy goes to URL.
+            """,
+        )
+        loader.add_option(
+            "mcpmask_gateway_timeout",
+            int,
+            DEFAULT_TIMEOUT_SECONDS,
+            """
+            Seconds the gateway waits for a server to accept a connection or to
+            send the next bytes of its answer before it answers the client with
+            a JSON-RPC timeout error (-32053).
+            """,
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if not updated & (set(MASKING_OPTIONS) | GATEWAY_OPTIONS | {"obsmask_config"}):
+            return
+        try:
+            config = load_config(ctx.options.obsmask_config)
+        except ConfigError as e:
+            raise exceptions.OptionsError(f"obsmask: {e}") from None
+        source = config.path or "built-in defaults"
+        values = dict(config.mcp_masking)
+        for option, key in MASKING_OPTIONS.items():
+            if _set_explicitly(option):
+                value = getattr(ctx.options, option)
+                try:
+                    check_truncation_value(key, value)
+                except PolicyError as e:
+                    raise exceptions.OptionsError(f"obsmask: {option}: {e.message}") from None
+                values[key] = value
+        enabled = values.get("enabled", True) is True
+        try:
+            limits = limits_from_values(values)
+        except PolicyError as e:
+            raise exceptions.OptionsError(
+                f"obsmask: [mcp_gateway.masking] ({source}, then mcpmask_* options): "
+                f"{e.message}"
+            ) from None
+        servers = {
+            name: parse_upstream(name, url) for name, url in config.mcp_servers.items()
+        }
+        for entry in ctx.options.mcpmask_gateway_servers:
+            name, sep, url = entry.partition("=")
+            if not sep:
+                raise exceptions.OptionsError(
+                    f"obsmask: mcpmask_gateway_servers: {entry!r} is not NAME=URL"
+                )
+            try:
+                servers[name.strip()] = parse_upstream(name.strip(), url.strip())
+            except PolicyError as e:
+                raise exceptions.OptionsError(
+                    f"obsmask: mcpmask_gateway_servers: {e}"
+                ) from None
+        timeout = config.mcp_gateway.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+        if _set_explicitly("mcpmask_gateway_timeout"):
+            timeout = ctx.options.mcpmask_gateway_timeout
+            if timeout < 1:
+                raise exceptions.OptionsError(
+                    "obsmask: mcpmask_gateway_timeout: must be at least 1 second"
+                )
+        assert isinstance(timeout, int)
+        self.enabled, self.limits, self.servers = enabled, limits, servers
+        self.marker = TruncationMarker(limits.marker_template)
+        self.timeout = float(timeout)
+        logger.info("obsmask: %s", self._describe(source))
+
+    def _describe(self, source: str) -> str:
+        gateway = (
+            f"; gateway routes /api/mcp-gateway/NAME/rpc for {', '.join(sorted(self.servers))} "
+            f"(timeout {self.timeout:g} s)"
+            if self.servers
+            else ""
+        )
+        if not self.enabled:
+            return f"MCP truncation off (settings: {source}){gateway}"
+        limits = self.limits
+        return (
+            f"MCP truncation on: strings over {limits.max_chars:,} chars in JSON-RPC "
+            f"responses become {limits.head_chars:,} + marker + {limits.tail_chars:,} "
+            f"(settings: {source}, then options){gateway}"
+        )
+
+    def running(self) -> None:
+        self.tokens.start_loading()
+
+    # --- requests: recognise MCP flows, serve the gateway routes ---
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        try:
+            name = gateway_server_name(flow.request.path)
+            if name is not None:
+                await self._gateway(flow, name)
+                return
+            if flow.request.method == "POST":
+                self._note_jsonrpc_request(flow)
+        except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
+            logger.error("obsmask: internal error on %s: %s: %s", _where(flow),
+                         type(e).__name__, e)
+
+    def _note_jsonrpc_request(self, flow: http.HTTPFlow) -> None:
+        body = flow.request.get_content(strict=False) or b""
+        if not _looks_like_jsonrpc(body):
+            return
+        try:
+            scan = scan_jsonrpc(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            return
+        if scan.problem is None:
+            flow.metadata[METADATA_KEY] = {"request": sorted(scan.kinds())}
+
+    async def _gateway(self, flow: http.HTTPFlow, name: str) -> None:
+        body = flow.request.get_content(strict=False) or b""
+        id_text = request_id_text(body) if flow.request.method == "POST" else None
+        summary: dict[str, object] = {"gateway_server": name}
+        flow.metadata[METADATA_KEY] = summary
+        upstream = self.servers.get(name)
+        if upstream is None:
+            known = ", ".join(sorted(self.servers)) or "none configured"
+            self._gateway_error(flow, id_text, GatewayFailure(
+                UNKNOWN_SERVER,
+                f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})",
+            ), name)
+            return
+        summary["gateway_upstream"] = upstream.url
+        try:
+            if flow.request.method in ("POST", "DELETE"):
+                answer = await exchange(
+                    upstream, flow.request.method, list(flow.request.headers.fields),
+                    body, self.timeout,
+                )
+                self._gateway_answer(flow, upstream, answer, id_text)
+                return
+            # GET (a stream the server may keep open for ever) and anything
+            # else go through mitmproxy, which streams; only a refused
+            # connection is caught here.
+            await check_reachable(upstream, self.timeout)
+        except GatewayFailure as failure:
+            self._gateway_error(flow, id_text, failure, name)
+            return
+        flow.request.scheme = upstream.scheme
+        flow.request.host = upstream.host
+        flow.request.port = upstream.port
+        flow.request.path = upstream.target
+        flow.request.headers["host"] = upstream.authority
+        logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
+
+    def _gateway_answer(
+        self, flow: http.HTTPFlow, upstream: Upstream, answer: UpstreamAnswer,
+        id_text: str | None,
+    ) -> None:
+        response = http.Response.make(answer.status, b"", answer.headers)
+        response.reason = answer.reason.decode("latin-1")
+        response.raw_content = answer.body
+        response.headers["content-length"] = str(len(answer.body))
+        problem = _not_jsonrpc_answer(response)
+        if problem is not None and flow.request.method == "POST":
+            self._gateway_error(flow, id_text, GatewayFailure(
+                UPSTREAM_INVALID, f"{upstream.url} answered {problem}"), upstream.name)
+            return
+        flow.response = response
+        logger.info("obsmask: gateway %s %s -> %s: HTTP %d", flow.request.method,
+                    upstream.name, upstream.url, answer.status)
+
+    def _gateway_error(
+        self, flow: http.HTTPFlow, id_text: str | None, failure: GatewayFailure, name: str
+    ) -> None:
+        message = f"obsmask gateway: {failure.message}"
+        status = 200 if id_text is not None else ERROR_HTTP_STATUS[failure.code]
+        flow.response = http.Response.make(
+            status,
+            error_body(id_text, failure.code, message, {"server": name}),
+            {"content-type": "application/json"},
+        )
+        summary = flow.metadata.setdefault(METADATA_KEY, {})
+        summary["gateway_error"] = failure.code
+        flow.comment = f"{flow.comment}\n{message}" if flow.comment else message
+        logger.warning("obsmask: %s: %s (JSON-RPC error %d)", _where(flow), message,
+                       failure.code)
+
+    # --- responses: cut long strings ---
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        response = flow.response
+        if (
+            response is None
+            or not self.enabled
+            or response.stream
+            or not _is_event_stream(response)
+            or not self._may_be_mcp(flow)
+        ):
+            return
+        try:
+            encoding = response.headers.get("content-encoding")
+            if not can_rewrite(encoding):
+                response.stream = True
+                logger.warning(
+                    "obsmask: %s streamed unchanged: cannot decode content-encoding %r "
+                    "on the fly", _where(flow), encoding)
+                return
+            truncator = SseTruncator(self.limits, encoding, self.marker)
+            if encoding:
+                # The rewritten stream goes out decoded.
+                del response.headers["content-encoding"]
+                response.headers.pop("content-length", None)
+            response.stream = _SseTap(self, flow, truncator)
+        except Exception as e:  # noqa: BLE001
+            logger.error("obsmask: internal error on %s: %s: %s", _where(flow),
+                         type(e).__name__, e)
+
+    def _may_be_mcp(self, flow: http.HTTPFlow) -> bool:
+        """A JSON-RPC request, or a GET stream (where MCP servers send their
+        own messages, and the legacy transport sends every result)."""
+        return METADATA_KEY in flow.metadata or flow.request.method == "GET"
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        response = flow.response
+        if response is None or response.stream or not self.enabled:
+            return
+        try:
+            self._truncate_buffered(flow, response)
+        except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
+            logger.error("obsmask: internal error, %s answered unchanged: %s: %s",
+                         _where(flow), type(e).__name__, e)
+
+    def _truncate_buffered(self, flow: http.HTTPFlow, response: http.Response) -> None:
+        if response.raw_content is None or not response.raw_content:
+            return
+        known_mcp = METADATA_KEY in flow.metadata
+        if _is_event_stream(response):
+            if not self._may_be_mcp(flow):
+                return
+            content = self._decoded(flow, response, known_mcp)
+            if content is None:
+                return
+            outcome = truncate_sse_body(content, self.limits, self.marker)
+            truncations = [cut.truncation for cut in outcome.cuts]
+            new_body = outcome.body
+            transport = "sse"
+        else:
+            content = self._decoded(flow, response, known_mcp)
+            if content is None or not (known_mcp or _looks_like_jsonrpc(content)):
+                return
+            body_outcome = truncate_jsonrpc_body(content, self.limits, self.marker)
+            if body_outcome.body is None:
+                if body_outcome.reason != "no string to cut" and known_mcp:
+                    logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
+                                   _where(flow), body_outcome.reason)
+                return
+            assert body_outcome.truncation is not None
+            truncations = [body_outcome.truncation]
+            new_body = body_outcome.body
+            transport = "json"
+        if new_body is None:
+            return
+        # Encode (compress again, if the server did) on a copy: if that fails,
+        # the flow has not been touched.
+        changed = response.copy()
+        changed.content = new_body
+        flow.backup()
+        response.raw_content = changed.raw_content
+        response.headers = changed.headers
+        self._report(flow, transport, truncations)
+
+    def _decoded(self, flow: http.HTTPFlow, response: http.Response,
+                 known_mcp: bool) -> bytes | None:
+        try:
+            return response.get_content()
+        except ValueError as e:
+            if known_mcp:
+                encoding = response.headers.get("content-encoding", "")
+                logger.warning("obsmask: MCP answer to %s forwarded unchanged: cannot decode "
+                               "content-encoding %r (%s)", _where(flow), encoding, e)
+            return None
+
+    def _report(self, flow: http.HTTPFlow, transport: str,
+                truncations: list[TextTruncation]) -> None:
+        """Metadata, comment, mark and one log line per truncated message."""
+        summary = flow.metadata.setdefault(METADATA_KEY, {})
+        summary["action"] = "truncated"
+        summary["transport"] = transport
+        for truncation in truncations:
+            by_message: dict[int, list[int]] = {}
+            for cut in truncation.cuts:
+                entry = by_message.setdefault(cut.message, [0, 0, 0])
+                entry[0] += 1
+                entry[1] += cut.chars_before
+                entry[2] += cut.chars_after
+            for index, (strings, before, after) in by_message.items():
+                message_id = truncation.scan.messages[index].id_text
+                logger.info(
+                    "obsmask: MCP response id=%s (%s): cut %d string%s, %s -> %s chars",
+                    message_id, _where(flow), strings, "" if strings == 1 else "s",
+                    f"{before:,}", f"{after:,}")
+            summary["messages_truncated"] = int(summary.get("messages_truncated", 0)) + len(
+                by_message)
+            summary["strings_cut"] = int(summary.get("strings_cut", 0)) + len(truncation.cuts)
+            summary["chars_before"] = int(summary.get("chars_before", 0)) + truncation.chars_before
+            summary["chars_after"] = int(summary.get("chars_after", 0)) + truncation.chars_after
+            saved = self._tokens_saved(truncation)
+            previous = summary.get("tokens_saved", 0)
+            summary["tokens_saved"] = (
+                None if saved is None or previous is None else int(previous) + saved  # type: ignore[call-overload]
+            )
+        summary["token_encoding"] = self.tokens.encoding_name or (
+            "unavailable" if self.tokens.failure else "loading")
+        line = (
+            f"obsmask: cut {summary['strings_cut']} long string(s) in "
+            f"{summary['messages_truncated']} MCP response(s): "
+            f"{int(summary['chars_before']):,} -> {int(summary['chars_after']):,} chars"  # type: ignore[call-overload]
+            + (f", {summary['tokens_saved']:,} tokens saved ({summary['token_encoding']})"
+               if isinstance(summary.get("tokens_saved"), int) else "")
+        )
+        comments = [c for c in (flow.comment or "").split("\n")
+                    if c and not c.startswith("obsmask: cut ")]
+        flow.comment = "\n".join([*comments, line])
+        flow.marked = MARK
+
+    def _tokens_saved(self, truncation: TextTruncation) -> int | None:
+        removed = sum(len(cut.removed) for cut in truncation.cuts)
+        if not self.tokens.ready or removed > MAX_COUNTED_CHARS:
+            return None
+        saved = 0
+        for cut in truncation.cuts:
+            counted = self.tokens.count(cut.removed)
+            if counted is None:
+                return None
+            marker = self.marker.render(cut.chars_before, self.limits.head_chars,
+                                        self.limits.tail_chars)
+            saved += counted - (self.tokens.count(marker) or 0)
+        return saved
+
+
+def _not_jsonrpc_answer(response: http.Response) -> str | None:
+    """Why a gateway answer to a JSON-RPC POST cannot go to the client, or None.
+
+    An empty answer (202 to a notification), a JSON-RPC body (errors with
+    4xx statuses included: the client needs a 404 to see its session end)
+    and an event stream are fine; an HTML error page is not.
+    """
+    content = response.get_content(strict=False) or b""
+    if not content.strip():
+        return None if response.status_code < 400 else f"HTTP {response.status_code} with no body"
+    if _is_event_stream(response) and response.status_code < 400:
+        return None
+    try:
+        scan = scan_jsonrpc(content.decode("utf-8"))
+    except UnicodeDecodeError:
+        scan = None
+    if scan is not None and scan.problem is None:
+        return None
+    content_type = response.headers.get("content-type", "no content type")
+    return f"HTTP {response.status_code} with {content_type}, not JSON-RPC"
+
+
+class _SseTap:
+    """mitmproxy's stream callable for an MCP event stream: each chunk is
+    rewritten event by event and goes on at once."""
+
+    def __init__(self, addon: McpTruncation, flow: http.HTTPFlow,
+                 truncator: SseTruncator) -> None:
+        self.addon = addon
+        self.flow = flow
+        self.truncator = truncator
+        self.failed = False
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        if self.failed:
+            # A decoded stream cannot go back to compressed chunks: it ends here.
+            return [chunk] if chunk and not self.truncator.decodes else []
+        try:
+            pieces = self.truncator.feed(chunk) if chunk else self.truncator.finish()
+            cuts = self.truncator.take_cuts()
+            if cuts:
+                self.addon._report(self.flow, "sse", [cut.truncation for cut in cuts])
+            if self.truncator.problem and not chunk:
+                logger.warning("obsmask: MCP stream %s: %s", _where(self.flow),
+                               self.truncator.problem)
+            return pieces
+        except Exception as e:  # noqa: BLE001 - the stream must go on whatever happens
+            self.failed = True
+            logger.error("obsmask: internal error in the MCP stream %s, passed on uncut "
+                         "from here: %s: %s", _where(self.flow), type(e).__name__, e)
+            return [piece for piece in (self.truncator.release(), chunk) if piece]
