@@ -10,6 +10,7 @@ from support.processes import REPO
 PURE_MODULES = [
     "policy", "tool_turns", "wire_formats", "error_heuristic", "masking", "json_spans",
     "request_body", "tokens", "toml_config", "truncation", "provider_usage",
+    "inflate", "jsonrpc_truncation", "sse_truncation", "gateway",
 ]
 
 
