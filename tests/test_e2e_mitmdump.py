@@ -88,6 +88,38 @@ def test_bad_configuration_stops_start_up(tmp_path, config, options, message):
         assert path in output
 
 
+@pytest.mark.parametrize(
+    ("config", "options", "message"),
+    [
+        ("[mcp_gateway.masking]\nhead_chars = 3000\n", [],
+         "head_chars + tail_chars (3000 + 2000) must not exceed max_chars (4000)"),
+        ("", ["--set", "mcpmask_max_chars=100"],
+         "head_chars + tail_chars (2000 + 2000) must not exceed max_chars (100)"),
+        ("", ["--set", "mcpmask_max_chars=big"], "--set mcpmask_max_chars=big"),
+        ("[mcp_gateway.servers]\nfs = 'ftp://127.0.0.1:8004'\n", [],
+         "[mcp_gateway.servers] fs: 'ftp://127.0.0.1:8004' is not an http:// or https:// URL"),
+        ("[mcp_gateway]\ntimeout = 3\n", [], "[mcp_gateway] timeout: unknown key"),
+        ("", ["--set", "mcpmask_marker_template=[cut {n}]"], "unknown field {n}"),
+    ],
+    ids=["toml-pair", "option-pair", "not-an-integer", "server-url", "gateway-key",
+         "marker-field"],
+)
+def test_bad_mcp_configuration_stops_start_up(tmp_path, config, options, message):
+    """Issue 3: "same precedence and start-up validation as the foundation
+    (e.g. head_chars + tail_chars > max_chars is an error)"."""
+    path = write_config(tmp_path, config)
+    proxy = MitmdumpProcess(["--set", f"obsmask_config={path}", *options], tmp_path, tmp_path)
+    try:
+        code = proxy.wait_for_exit()
+    finally:
+        proxy.stop()
+    output = proxy.output()
+    assert code != 0, output
+    assert message in output, output
+    if config and not options:
+        assert path in output
+
+
 def test_good_configuration_starts_and_says_what_it_does(tmp_path):
     path = write_config(tmp_path, "[observation_masking.schema1]\nwindow_turns = 4\n")
     with running_mitmdump(["--set", f"obsmask_config={path}"], tmp_path, tmp_path) as proxy:

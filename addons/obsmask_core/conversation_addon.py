@@ -69,7 +69,7 @@ MARK = ":scissors:"
 ENCODING_WAIT_FOR_REPLAYS = 60.0
 
 
-def _set_explicitly(name: str) -> bool:
+def set_explicitly(name: str) -> bool:
     """Was option ``name`` given a value (``--set``, config.yaml, the UI)?
 
     mitmproxy keeps an option at ``unset`` until something sets it. Comparing
@@ -80,7 +80,7 @@ def _set_explicitly(name: str) -> bool:
     return option is not None and option.value is not optmanager.unset
 
 
-def _check_pending_values(options: optmanager.OptManager) -> None:
+def check_pending_values(options: optmanager.OptManager, prefix: str) -> None:
     """Check the ``--set`` values waiting for our options, before mitmproxy does.
 
     mitmproxy converts ``--set name=value`` for a script's option only when the
@@ -89,7 +89,7 @@ def _check_pending_values(options: optmanager.OptManager) -> None:
     An error logged here stops mitmdump at start-up instead, with one line.
     """
     for name in list(options.deferred):
-        if not name.startswith("obsmask_") or name not in options:
+        if not name.startswith(prefix) or name not in options:
             continue
         raw = getattr(options.deferred[name], "val", None)
         if not isinstance(raw, list):
@@ -264,7 +264,7 @@ class ConversationMasking:
             in the flow, e.g. to read it in mitmweb.
             """,
         )
-        _check_pending_values(loader.master.options)
+        check_pending_values(loader.master.options, "obsmask_")
 
     def configure(self, updated: set[str]) -> None:
         if updated & set(ROUTE_OPTIONS):
@@ -288,7 +288,7 @@ class ConversationMasking:
         except ConfigError as e:
             raise exceptions.OptionsError(f"obsmask: {e}") from None
         for option, key in POLICY_OPTIONS.items():
-            if not _set_explicitly(option):
+            if not set_explicitly(option):
                 continue
             value = _policy_value(key, getattr(ctx.options, option))
             try:
@@ -349,7 +349,7 @@ class ConversationMasking:
         except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
             logger.error(
                 "obsmask: internal error, %s forwarded unchanged: %s: %s",
-                _where(flow),
+                where(flow),
                 type(e).__name__,
                 e,
             )
@@ -415,7 +415,7 @@ class ConversationMasking:
         comment = f"obsmask: {line}"
         flow.comment = f"{flow.comment}\n{comment}" if flow.comment else comment
         flow.marked = MARK
-        logger.info("obsmask: %s: %s", _where(flow), line)
+        logger.info("obsmask: %s: %s", where(flow), line)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if (
@@ -443,7 +443,7 @@ class ConversationMasking:
                 usage = usage_from_json(content)
             _record_usage(flow, usage)
         except Exception as e:  # noqa: BLE001 - reading usage must never break the answer
-            logger.error("obsmask: cannot read the usage of %s: %s: %s", _where(flow),
+            logger.error("obsmask: cannot read the usage of %s: %s: %s", where(flow),
                          type(e).__name__, e)
 
 
@@ -464,7 +464,7 @@ class _UsageTap:
                 self.reader.finish()
                 _record_usage(self.flow, self.reader.usage, self.reader.problem)
         except Exception as e:  # noqa: BLE001 - the stream must go on whatever happens
-            logger.error("obsmask: cannot read the usage of %s: %s: %s", _where(self.flow),
+            logger.error("obsmask: cannot read the usage of %s: %s: %s", where(self.flow),
                          type(e).__name__, e)
         return chunk
 
@@ -490,14 +490,14 @@ def _record_usage(
         )
     )
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
-    logger.info("%s (%s)", line, _where(flow))
+    logger.info("%s (%s)", line, where(flow))
 
 
 def _count(value: int | None) -> str:
     return f"{value:,}" if value is not None else "n/a"
 
 
-def _where(flow: http.HTTPFlow) -> str:
+def where(flow: http.HTTPFlow) -> str:
     # The path without its query: some clients put keys in the query string.
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
 
@@ -506,7 +506,7 @@ def _pass(flow: http.HTTPFlow, reason: str, fmt: WireFormat) -> None:
     flow.metadata["obsmask"] = {"action": "passed_through", "format": fmt.name, "reason": reason}
     logger.warning(
         "obsmask: %s forwarded unchanged (read as %s): %s",
-        _where(flow),
+        where(flow),
         _FORMAT_TITLES[fmt.name],
         reason,
     )
@@ -521,7 +521,7 @@ def _report_unchanged(flow: http.HTTPFlow, outcome: BodyOutcome, fmt: WireFormat
         }
         logger.error(
             "obsmask: %s forwarded unchanged: the masked body broke an invariant (%s)",
-            _where(flow),
+            where(flow),
             outcome.violation,
         )
     elif outcome.plan is None and outcome.reason != "masking is disabled":
@@ -532,7 +532,7 @@ def _report_unchanged(flow: http.HTTPFlow, outcome: BodyOutcome, fmt: WireFormat
             "format": fmt.name,
             "reason": outcome.reason,
         }
-        logger.debug("obsmask: %s unchanged: %s", _where(flow), outcome.reason)
+        logger.debug("obsmask: %s unchanged: %s", where(flow), outcome.reason)
 
 
 def _summary_line(summary: dict[str, object]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.conversation_addon import MARK, _set_explicitly, _where
+from obsmask_core.conversation_addon import MARK, check_pending_values, set_explicitly, where
 from obsmask_core.gateway import (
     DEFAULT_TIMEOUT_SECONDS,
     ERROR_HTTP_STATUS,
@@ -139,6 +139,7 @@ class McpTruncation:
             a JSON-RPC timeout error (-32053).
             """,
         )
+        check_pending_values(loader.master.options, "mcpmask_")
 
     def configure(self, updated: set[str]) -> None:
         if not updated & (set(MASKING_OPTIONS) | GATEWAY_OPTIONS | {"obsmask_config"}):
@@ -150,7 +151,7 @@ class McpTruncation:
         source = config.path or "built-in defaults"
         values = dict(config.mcp_masking)
         for option, key in MASKING_OPTIONS.items():
-            if _set_explicitly(option):
+            if set_explicitly(option):
                 value = getattr(ctx.options, option)
                 try:
                     check_truncation_value(key, value)
@@ -181,7 +182,7 @@ class McpTruncation:
                     f"obsmask: mcpmask_gateway_servers: {e}"
                 ) from None
         timeout = config.mcp_gateway.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-        if _set_explicitly("mcpmask_gateway_timeout"):
+        if set_explicitly("mcpmask_gateway_timeout"):
             timeout = ctx.options.mcpmask_gateway_timeout
             if timeout < 1:
                 raise exceptions.OptionsError(
@@ -223,7 +224,7 @@ class McpTruncation:
             if flow.request.method == "POST":
                 self._note_jsonrpc_request(flow)
         except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
-            logger.error("obsmask: internal error on %s: %s: %s", _where(flow),
+            logger.error("obsmask: internal error on %s: %s: %s", where(flow),
                          type(e).__name__, e)
 
     def _note_jsonrpc_request(self, flow: http.HTTPFlow) -> None:
@@ -303,7 +304,7 @@ class McpTruncation:
         summary = flow.metadata.setdefault(METADATA_KEY, {})
         summary["gateway_error"] = failure.code
         flow.comment = f"{flow.comment}\n{message}" if flow.comment else message
-        logger.warning("obsmask: %s: %s (JSON-RPC error %d)", _where(flow), message,
+        logger.warning("obsmask: %s: %s (JSON-RPC error %d)", where(flow), message,
                        failure.code)
 
     # --- responses: cut long strings ---
@@ -324,7 +325,7 @@ class McpTruncation:
                 response.stream = True
                 logger.warning(
                     "obsmask: %s streamed unchanged: cannot decode content-encoding %r "
-                    "on the fly", _where(flow), encoding)
+                    "on the fly", where(flow), encoding)
                 return
             truncator = SseTruncator(self.limits, encoding, self.marker)
             if encoding:
@@ -333,7 +334,7 @@ class McpTruncation:
                 response.headers.pop("content-length", None)
             response.stream = _SseTap(self, flow, truncator)
         except Exception as e:  # noqa: BLE001
-            logger.error("obsmask: internal error on %s: %s: %s", _where(flow),
+            logger.error("obsmask: internal error on %s: %s: %s", where(flow),
                          type(e).__name__, e)
 
     def _may_be_mcp(self, flow: http.HTTPFlow) -> bool:
@@ -349,7 +350,7 @@ class McpTruncation:
             self._truncate_buffered(flow, response)
         except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
             logger.error("obsmask: internal error, %s answered unchanged: %s: %s",
-                         _where(flow), type(e).__name__, e)
+                         where(flow), type(e).__name__, e)
 
     def _truncate_buffered(self, flow: http.HTTPFlow, response: http.Response) -> None:
         if response.raw_content is None or not response.raw_content:
@@ -373,7 +374,7 @@ class McpTruncation:
             if body_outcome.body is None:
                 if body_outcome.reason != "no string to cut" and known_mcp:
                     logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
-                                   _where(flow), body_outcome.reason)
+                                   where(flow), body_outcome.reason)
                 return
             assert body_outcome.truncation is not None
             truncations = [body_outcome.truncation]
@@ -398,7 +399,7 @@ class McpTruncation:
             if known_mcp:
                 encoding = response.headers.get("content-encoding", "")
                 logger.warning("obsmask: MCP answer to %s forwarded unchanged: cannot decode "
-                               "content-encoding %r (%s)", _where(flow), encoding, e)
+                               "content-encoding %r (%s)", where(flow), encoding, e)
             return None
 
     def _report(self, flow: http.HTTPFlow, transport: str,
@@ -418,7 +419,7 @@ class McpTruncation:
                 message_id = truncation.scan.messages[index].id_text
                 logger.info(
                     "obsmask: MCP response id=%s (%s): cut %d string%s, %s -> %s chars",
-                    message_id, _where(flow), strings, "" if strings == 1 else "s",
+                    message_id, where(flow), strings, "" if strings == 1 else "s",
                     f"{before:,}", f"{after:,}")
             summary["messages_truncated"] = int(summary.get("messages_truncated", 0)) + len(
                 by_message)
@@ -502,11 +503,11 @@ class _SseTap:
             if cuts:
                 self.addon._report(self.flow, "sse", [cut.truncation for cut in cuts])
             if self.truncator.problem and not chunk:
-                logger.warning("obsmask: MCP stream %s: %s", _where(self.flow),
+                logger.warning("obsmask: MCP stream %s: %s", where(self.flow),
                                self.truncator.problem)
             return pieces
         except Exception as e:  # noqa: BLE001 - the stream must go on whatever happens
             self.failed = True
             logger.error("obsmask: internal error in the MCP stream %s, passed on uncut "
-                         "from here: %s: %s", _where(self.flow), type(e).__name__, e)
+                         "from here: %s: %s", where(self.flow), type(e).__name__, e)
             return [piece for piece in (self.truncator.release(), chunk) if piece]

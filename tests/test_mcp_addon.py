@@ -1,0 +1,278 @@
+"""The McpTruncation addon inside mitmproxy's test context (no network):
+configuration precedence, what a truncated flow carries, which flows are
+left alone byte for byte, streaming, and the gateway's own answers."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from mitmproxy import exceptions, http
+from mitmproxy.test import taddons, tflow, tutils
+
+from obsmask_core.gateway import UNKNOWN_SERVER, UPSTREAM_UNREACHABLE
+from obsmask_core.mcp_addon import METADATA_KEY, McpTruncation
+from obsmask_core.truncation import TRUNCATION_MARK
+
+LONG = "HEAD" + "x" * 20_000 + "TAIL"
+
+
+def response_message(text: str = LONG, message_id: int = 3) -> bytes:
+    return json.dumps({
+        "jsonrpc": "2.0", "id": message_id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": False},
+    }).encode()
+
+
+def mcp_flow(
+    answer: bytes,
+    content_type: str = "application/json",
+    request_body: bytes = b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call"}',
+    method: str = "POST",
+    path: str = "/mcp",
+) -> tflow.HTTPFlow:
+    request = tutils.treq(method=method.encode(), path=path.encode(), content=request_body)
+    response = tutils.tresp(content=b"")
+    response.headers["content-type"] = content_type
+    response.raw_content = answer
+    response.headers["content-length"] = str(len(answer))
+    return tflow.tflow(req=request, resp=response)
+
+
+@pytest.fixture
+def toml_file(tmp_path: Path):
+    def write(text: str) -> str:
+        path = tmp_path / "mitm.toml"
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def context(toml_file):
+    addon = McpTruncation()
+    with taddons.context(addon) as tctx:
+        tctx.options.add_option("obsmask_config", str | None, None, "")  # ConversationMasking's
+        tctx.configure(addon, obsmask_config=toml_file(""))
+        yield addon, tctx
+
+
+def run_hooks(addon: McpTruncation, flow: tflow.HTTPFlow) -> None:
+    asyncio.run(addon.request(flow))
+    addon.response(flow)
+
+
+# Configuration ------------------------------------------------------------------
+
+
+def test_file_then_options_precedence(context, toml_file):
+    """Issue 3: "same precedence ... as the foundation": defaults < mitm.toml <
+    options set explicitly."""
+    addon, tctx = context
+    tctx.configure(addon, obsmask_config=toml_file(
+        "[mcp_gateway.masking]\nmax_chars = 6000\nhead_chars = 1000\n"
+        "[mcp_gateway]\ntimeout_seconds = 7\n"
+        "[mcp_gateway.servers]\nfs = 'http://127.0.0.1:8004'\n"))
+    assert (addon.limits.max_chars, addon.limits.head_chars, addon.limits.tail_chars) == (
+        6000, 1000, 2000)
+    assert addon.timeout == 7
+    assert addon.servers["fs"].target == "/"  # "a bare base URL posts to /"
+    tctx.configure(addon, mcpmask_head_chars=3000, mcpmask_gateway_timeout=9,
+                   mcpmask_gateway_servers=["fs=http://127.0.0.1:9000/rpc"])
+    assert addon.limits.head_chars == 3000 and addon.limits.max_chars == 6000
+    assert addon.timeout == 9
+    assert (addon.servers["fs"].port, addon.servers["fs"].target) == (9000, "/rpc")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mcpmask_max_chars": 3000}, "must not exceed max_chars (3000)"),
+        ({"mcpmask_head_chars": -1}, "mcpmask_head_chars: must not be negative"),
+        ({"mcpmask_marker_template": "{original_chars}"}, "needs some words"),
+        ({"mcpmask_gateway_servers": ["fs"]}, "'fs' is not NAME=URL"),
+        ({"mcpmask_gateway_timeout": 0}, "at least 1 second"),
+    ],
+)
+def test_invalid_options_are_refused(context, options, message):
+    addon, tctx = context
+    with pytest.raises(exceptions.OptionsError, match=message.replace("(", r"\(").replace(
+            ")", r"\)")):
+        tctx.configure(addon, **options)
+
+
+# Buffered answers ---------------------------------------------------------------
+
+
+def test_json_answer_is_cut_and_the_flow_tells_it(context, caplog):
+    """Issue 3 "Visibility: comment, mark, JSON-like metadata (strings cut, chars
+    before and after, tokens saved), a log line per truncated message, the
+    original kept via flow.backup() where the body was buffered"."""
+    addon, _ = context
+    flow = mcp_flow(response_message())
+    with caplog.at_level(logging.INFO):
+        run_hooks(addon, flow)
+    text = json.loads(flow.response.content)["result"]["content"][0]["text"]
+    assert text.startswith("HEAD" + "x" * 1996) and text.endswith("x" * 1996 + "TAIL")
+    assert f"[{TRUNCATION_MARK} original_chars=20008 head=2000 tail=2000]" in text
+    summary = flow.metadata[METADATA_KEY]
+    assert summary["action"] == "truncated" and summary["transport"] == "json"
+    assert summary["strings_cut"] == 1 and summary["messages_truncated"] == 1
+    assert summary["chars_before"] == 20_008 and summary["chars_after"] == len(text)
+    assert "tokens_saved" in summary
+    json.dumps(summary)  # JSON-like, so `mitmdump -w` keeps it
+    assert flow.marked and "cut 1 long string(s)" in flow.comment
+    assert [r.getMessage() for r in caplog.records if "MCP response id=3" in r.getMessage()]
+    flow.revert()
+    assert flow.response.content == response_message()
+
+
+def test_compressed_answer_is_cut_and_compressed_again(context):
+    addon, _ = context
+    flow = mcp_flow(gzip.compress(response_message()))
+    flow.response.headers["content-encoding"] = "gzip"
+    run_hooks(addon, flow)
+    assert flow.response.headers["content-encoding"] == "gzip"
+    assert TRUNCATION_MARK.encode() in gzip.decompress(flow.response.raw_content)
+
+
+@pytest.mark.parametrize(
+    ("answer", "request_body"),
+    [
+        # Not MCP: a JSON answer to a non-JSON-RPC request.
+        (json.dumps({"text": LONG}).encode(), b'{"model": "x"}'),
+        # Short strings only: nothing to cut.
+        (response_message("short"), b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call"}'),
+        # A JSON-RPC *request* travelling in an answer is not cut.
+        (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage",
+                     "params": {"text": LONG}}).encode(),
+         b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call"}'),
+        # Broken JSON from an MCP server.
+        (response_message()[:-1], b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call"}'),
+    ],
+    ids=["not-mcp", "nothing-long", "request-in-answer", "broken-json"],
+)
+def test_answers_that_are_not_cut_stay_byte_for_byte(context, answer, request_body):
+    """Issue 3: "Only flows that are MCP are touched ... A body that is not
+    JSON-RPC passes byte for byte"."""
+    addon, _ = context
+    flow = mcp_flow(answer, request_body=request_body)
+    before = flow.response.raw_content
+    run_hooks(addon, flow)
+    assert flow.response.raw_content is before
+    assert not flow.marked
+
+
+def test_disabled_leaves_mcp_answers_alone(context):
+    addon, tctx = context
+    tctx.configure(addon, mcpmask_enabled=False)
+    flow = mcp_flow(response_message())
+    run_hooks(addon, flow)
+    assert flow.response.raw_content == response_message()
+
+
+# Streams ------------------------------------------------------------------------
+
+
+def sse(message: bytes) -> bytes:
+    return b"event: message\r\nid: 1\r\ndata: " + message + b"\r\n\r\n"
+
+
+def test_event_stream_is_rewritten_while_it_streams(context):
+    """Issue 3: "text/event-stream responses ... rewritten while streaming,
+    event by event"; mitmproxy's stream callable must never return b"" in
+    the middle of a body (it would end a chunked body)."""
+    addon, _ = context
+    flow = mcp_flow(b"", content_type="text/event-stream")
+    flow.response.stream = False
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    stream = b": ping\r\n\r\n" + sse(response_message())
+    out: list[bytes] = []
+    for start in range(0, len(stream), 1000):
+        pieces = flow.response.stream(stream[start : start + 1000])
+        assert isinstance(pieces, list) and b"" not in pieces
+        out.extend(pieces)
+    out.extend(flow.response.stream(b""))
+    joined = b"".join(out)
+    assert joined.startswith(b": ping\r\n\r\nevent: message\r\nid: 1\r\ndata: ")
+    assert TRUNCATION_MARK.encode() in joined and len(joined) < 5000
+    assert flow.metadata[METADATA_KEY]["transport"] == "sse"
+
+
+def test_compressed_event_stream_goes_out_decoded(context):
+    addon, _ = context
+    flow = mcp_flow(b"", content_type="text/event-stream")
+    flow.response.headers["content-encoding"] = "gzip"
+    flow.response.stream = False
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+    assert "content-encoding" not in flow.response.headers
+    compressed = gzip.compress(sse(response_message()))
+    joined = b"".join(flow.response.stream(compressed) + flow.response.stream(b""))
+    assert joined.startswith(b"event: message") and TRUNCATION_MARK.encode() in joined
+
+
+def test_event_stream_of_a_non_mcp_post_is_not_taken(context):
+    """An LLM provider's stream (a POST that is not JSON-RPC) is not MCP."""
+    addon, _ = context
+    flow = mcp_flow(b"", content_type="text/event-stream", request_body=b'{"model": "m"}')
+    flow.response.stream = False
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+    assert flow.response.stream is False
+
+
+# Gateway ------------------------------------------------------------------------
+
+
+def test_unknown_server_gets_a_jsonrpc_error_with_the_request_id(context):
+    """Seed 004 / issue 3: "An unknown server name ... reach[es] the client as a
+    JSON-RPC 2.0 error object with the request's id, a dedicated documented
+    code and a message that says what happened"."""
+    addon, _ = context
+    flow = tflow.tflow(req=tutils.treq(
+        method=b"POST", path=b"/api/mcp-gateway/nowhere/rpc",
+        content=b'{"jsonrpc": "2.0", "id": "req-9", "method": "initialize"}'))
+    asyncio.run(addon.request(flow))
+    assert isinstance(flow.response, http.Response)
+    assert flow.response.status_code == 200
+    assert flow.response.headers["content-type"] == "application/json"
+    answer = json.loads(flow.response.content)
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == "req-9"
+    assert answer["error"]["code"] == UNKNOWN_SERVER
+    assert "'nowhere'" in answer["error"]["message"]
+
+
+def test_a_notification_to_a_dead_server_gets_an_http_error_with_null_id(context):
+    addon, tctx = context
+    tctx.configure(addon, mcpmask_gateway_servers=["dead=http://127.0.0.1:1/"],
+                   mcpmask_gateway_timeout=5)
+    flow = tflow.tflow(req=tutils.treq(
+        method=b"POST", path=b"/api/mcp-gateway/dead/rpc",
+        content=b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'))
+    asyncio.run(addon.request(flow))
+    assert flow.response.status_code == 502
+    answer = json.loads(flow.response.content)
+    assert answer["id"] is None and answer["error"]["code"] == UPSTREAM_UNREACHABLE
+
+
+def test_hooks_never_raise_into_mitmproxy(context, caplog, monkeypatch):
+    """The addon never raises into mitmproxy: a bug is logged, the body goes on."""
+    addon, _ = context
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("obsmask_core.mcp_addon.truncate_jsonrpc_body", broken)
+    flow = mcp_flow(response_message())
+    with caplog.at_level(logging.ERROR):
+        run_hooks(addon, flow)
+    assert flow.response.raw_content == response_message()
+    assert any("internal error" in r.getMessage() for r in caplog.records)
