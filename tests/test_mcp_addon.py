@@ -219,6 +219,17 @@ def test_compressed_event_stream_goes_out_decoded(context):
     assert joined.startswith(b"event: message") and TRUNCATION_MARK.encode() in joined
 
 
+def test_disabled_still_streams_mcp_event_streams_unchanged(context):
+    """With truncation off an MCP stream passes as it comes: held whole by
+    mitmproxy, a GET stream that never ends would never reach the client."""
+    addon, tctx = context
+    tctx.configure(addon, mcpmask_enabled=False)
+    flow = mcp_flow(b"", content_type="text/event-stream", method="GET", request_body=b"")
+    flow.response.stream = False
+    addon.responseheaders(flow)
+    assert flow.response.stream is True
+
+
 def test_event_stream_of_a_non_mcp_post_is_not_taken(context):
     """An LLM provider's stream (a POST that is not JSON-RPC) is not MCP."""
     addon, _ = context

@@ -313,11 +313,15 @@ class McpTruncation:
         response = flow.response
         if (
             response is None
-            or not self.enabled
             or response.stream
             or not _is_event_stream(response)
             or not self._may_be_mcp(flow)
         ):
+            return
+        if not self.enabled:
+            # Unchanged, but still streamed: held whole by mitmproxy, a GET
+            # stream would never reach the client at all.
+            response.stream = True
             return
         try:
             encoding = response.headers.get("content-encoding")
