@@ -190,6 +190,7 @@ def test_event_stream_is_rewritten_while_it_streams(context):
     addon, _ = context
     flow = mcp_flow(b"", content_type="text/event-stream")
     flow.response.stream = False
+    flow.response.raw_content = None  # as at responseheaders: the body is still to come
     asyncio.run(addon.request(flow))
     addon.responseheaders(flow)
     assert callable(flow.response.stream)
@@ -211,6 +212,7 @@ def test_compressed_event_stream_goes_out_decoded(context):
     flow = mcp_flow(b"", content_type="text/event-stream")
     flow.response.headers["content-encoding"] = "gzip"
     flow.response.stream = False
+    flow.response.raw_content = None  # as at responseheaders: the body is still to come
     asyncio.run(addon.request(flow))
     addon.responseheaders(flow)
     assert "content-encoding" not in flow.response.headers
@@ -226,8 +228,22 @@ def test_disabled_still_streams_mcp_event_streams_unchanged(context):
     tctx.configure(addon, mcpmask_enabled=False)
     flow = mcp_flow(b"", content_type="text/event-stream", method="GET", request_body=b"")
     flow.response.stream = False
+    flow.response.raw_content = None  # as at responseheaders: the body is still to come
     addon.responseheaders(flow)
     assert flow.response.stream is True
+
+
+def test_a_whole_event_stream_body_is_cut_in_the_response_hook(context):
+    """The gateway's answers are whole bodies made in the request hook: not
+    streamed (no stream callable would ever see them), cut as a buffer."""
+    addon, _ = context
+    flow = mcp_flow(sse(response_message()), content_type="text/event-stream")
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+    assert not flow.response.stream
+    addon.response(flow)
+    assert TRUNCATION_MARK.encode() in flow.response.content
+    assert flow.response.content.startswith(b"event: message\r\nid: 1\r\ndata: ")
 
 
 def test_event_stream_of_a_non_mcp_post_is_not_taken(context):
@@ -235,6 +251,7 @@ def test_event_stream_of_a_non_mcp_post_is_not_taken(context):
     addon, _ = context
     flow = mcp_flow(b"", content_type="text/event-stream", request_body=b'{"model": "m"}')
     flow.response.stream = False
+    flow.response.raw_content = None  # as at responseheaders: the body is still to come
     asyncio.run(addon.request(flow))
     addon.responseheaders(flow)
     assert flow.response.stream is False

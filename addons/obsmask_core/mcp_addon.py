@@ -314,6 +314,9 @@ class McpTruncation:
         if (
             response is None
             or response.stream
+            # A whole body already (the gateway's own answers): the response
+            # hook cuts it; a stream callable would never see it.
+            or response.raw_content is not None
             or not _is_event_stream(response)
             or not self._may_be_mcp(flow)
         ):

@@ -1,0 +1,201 @@
+"""An MCP client on the official ``mcp`` SDK (``mcp.Client``), for the end-to-end tests.
+
+Runs under the clients' Python (``OBSMASK_CLIENTS_PYTHON``), like the agents.
+It connects over streamable HTTP to ``--url`` (the server itself, mitmdump in
+reverse mode in front of it, or obsmask's gateway route), initializes, lists
+the tools and calls ``big_text(100000)``, ``image()`` and ``small()`` of
+tests/clients/mcp_server.py:
+
+    mcp_client.py --url http://127.0.0.1:PORT/mcp [--url ...] [--mode legacy|auto]
+                  [--timeout 30] [--expect-error]
+
+``--mode legacy`` (the default) is the initialize handshake of the
+2025-era protocol, on which the SDK's stateful server answers every request
+with ``text/event-stream`` (unless it runs with ``--json-response``).
+``--mode auto`` is the SDK's own default: it probes ``server/discover`` first
+and falls back to ``initialize``.
+
+Prints one JSON document on stdout: the negotiated protocol version, the
+``tools/list`` result as JSON, every call's content (text, or data length,
+SHA-256 and MIME type), ``isError``, and every HTTP exchange the SDK made
+(method, JSON-RPC method, status, Content-Type). Any exception, a pydantic
+``ValidationError`` in the SDK included, ends the process with a traceback
+on stderr and a non-zero status.
+
+With ``--expect-error`` the connection is expected to fail with a JSON-RPC
+error (the SDK's ``MCPError``): its code, message and data are printed
+instead, and the process fails if the connection succeeds or fails any
+other way. Every request is bounded by ``--timeout`` seconds, a run by five
+times that.
+
+Several ``--url`` (one Python start-up instead of several: importing the SDK
+takes more than a second of CPU) are run one after the other, each in its
+own event loop and HTTP client; the document is then ``{"runs": [...]}``,
+one entry per URL with ``url``, ``ok`` and the report, or ``traceback``
+when it failed (the process then fails too, after printing it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+import traceback
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+BIG_CHARS = 100_000
+EXIT_UNEXPECTED = 3
+CALLS = (("big_text", {"chars": BIG_CHARS}), ("image", {}), ("small", {}))
+
+
+def _content(block: Any) -> dict[str, Any]:
+    """One content block as the SDK handed it over."""
+    out: dict[str, Any] = {"type": block.type}
+    if block.type == "text":
+        out["text"] = block.text
+    elif block.type in ("image", "audio"):
+        data = block.data
+        out["data_length"] = len(data)
+        out["data_sha256"] = hashlib.sha256(data.encode("ascii")).hexdigest()
+        out["mimeType"] = block.mime_type
+    else:
+        out["raw"] = block.model_dump(mode="json", by_alias=True)
+    return out
+
+
+def _call_report(result: Any) -> dict[str, Any]:
+    return {
+        "isError": bool(result.is_error),
+        "content": [_content(block) for block in result.content],
+        "structuredContent": result.structured_content,
+    }
+
+
+class Exchanges:
+    """Every HTTP request the SDK makes and the head of its answer."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        request = response.request
+        rpc_method = None
+        if request.method == "POST":
+            try:
+                rpc_method = json.loads(request.content).get("method")
+            except (ValueError, AttributeError):
+                rpc_method = "?"
+        self.seen.append(
+            {
+                "method": request.method,
+                "rpc_method": rpc_method,
+                "status": response.status_code,
+                "content_type": response.headers.get("content-type", ""),
+            }
+        )
+
+
+async def _run(url: str, mode: str, timeout: float, exchanges: Exchanges) -> dict[str, Any]:
+    http = httpx2.AsyncClient(
+        timeout=httpx2.Timeout(timeout),
+        trust_env=False,  # no proxy from the environment between us and 127.0.0.1
+        event_hooks={"response": [exchanges.on_response]},
+    )
+    report: dict[str, Any] = {}
+    transport = streamable_http_client(url, http_client=http)
+    client = Client(transport, mode=mode, read_timeout_seconds=timeout, cache=None)
+    # Each request is bounded by read_timeout_seconds; the whole run by 5 of them.
+    async with http:
+        with anyio.fail_after(timeout * 5):
+            async with client:
+                report["protocol_version"] = client.protocol_version
+                tools = await client.list_tools()
+                report["tools"] = tools.model_dump(mode="json", by_alias=True)
+                calls: dict[str, Any] = {}
+                for name, arguments in CALLS:
+                    started = time.monotonic()
+                    result = await client.call_tool(name, arguments)
+                    calls[name] = {**_call_report(result), "seconds": time.monotonic() - started}
+                report["calls"] = calls
+    return report
+
+
+def _find_mcp_error(error: BaseException) -> MCPError | None:
+    """The MCPError in ``error``, which anyio may have put in an exception group."""
+    if isinstance(error, MCPError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _find_mcp_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _one(url: str, mode: str, timeout: float, expect_error: bool) -> tuple[bool, dict[str, Any]]:
+    """Run against ``url``: (as expected?, the report, or the error and its traceback)."""
+    exchanges = Exchanges()
+    started = time.monotonic()
+    try:
+        report = anyio.run(_run, url, mode, timeout, exchanges)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - reported, then the process fails
+        found = _find_mcp_error(error)
+        if expect_error and found is not None:
+            return True, {
+                "error": {"code": found.code, "message": found.message, "data": found.data},
+                "wrapped": not isinstance(error, MCPError),
+                "seconds": time.monotonic() - started,
+                "exchanges": exchanges.seen,
+            }
+        return False, {
+            "traceback": traceback.format_exc(),
+            "exchanges": exchanges.seen,
+        }
+    report["exchanges"] = exchanges.seen
+    report["seconds"] = time.monotonic() - started
+    if expect_error:
+        return False, {"traceback": "expected a JSON-RPC error, got a report", **report}
+    return True, report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--url", required=True, action="append", help="e.g. http://127.0.0.1:PORT/mcp"
+    )
+    parser.add_argument("--mode", default="legacy", choices=("legacy", "auto"))
+    parser.add_argument("--timeout", type=float, default=30.0, help="bound of every request")
+    parser.add_argument(
+        "--expect-error", action="store_true", help="expect a JSON-RPC error, print it"
+    )
+    args = parser.parse_args()
+    runs = []
+    failed = False
+    for url in args.url:
+        ok, payload = _one(url, args.mode, args.timeout, args.expect_error)
+        if not ok:
+            failed = True
+            print(f"{url}: {payload['traceback']}", file=sys.stderr)
+            print(f"HTTP exchanges: {json.dumps(payload['exchanges'])}", file=sys.stderr)
+        runs.append({"url": url, "ok": ok, **payload})
+    if len(runs) == 1:
+        if not failed:
+            json.dump(runs[0], sys.stdout)
+    else:
+        json.dump({"runs": runs}, sys.stdout)
+    if failed:
+        sys.exit(EXIT_UNEXPECTED if args.expect_error else 1)
+
+
+if __name__ == "__main__":
+    main()
