@@ -417,8 +417,13 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                 candidates.append((start, end, top.message))
             continue
         if top.is_object and key == "type" and end - start < 64:
+            # Recorded for the "data" rule. Any other value is judged below
+            # like every string (it may be longer than a small max_chars), but
+            # "image" and "audio" stay: cut, the block's data would be cut on
+            # a second pass.
             top.type = _decode_key(token.group(1))
-            continue
+            if top.type in BINARY_CONTENT_TYPES:
+                continue
         if not top.eligible or end - start - 2 <= limit:
             continue
         if top.is_object:

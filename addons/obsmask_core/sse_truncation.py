@@ -208,12 +208,11 @@ class SseTruncator:
 
     def _rewritten(self, lines: list[bytes]) -> list[bytes]:
         values: list[bytes] = []
-        first_data = -1
+        data_lines: list[int] = []  # indexes of the data lines in ``lines``
         for index, line in enumerate(lines):
             content = line.rstrip(b"\r\n")
             if content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A):
-                if first_data < 0:
-                    first_data = index
+                data_lines.append(index)
                 value = content[5:]
                 values.append(value[1:] if value.startswith(b" ") else value)
         data = b"\n".join(values)
@@ -226,19 +225,19 @@ class SseTruncator:
         truncation = truncate_jsonrpc_text(text, self.limits, self.marker)
         if truncation.text is None:
             return lines
+        # A cut string is written with escapes, never with a raw line end, so
+        # the new data has one line per data line: each goes where its line
+        # was, with that line's own ending (a "\r" put where a "\n" was would
+        # join the blank line after it into one "\r\n", and the event would
+        # not end).
+        parts = truncation.text.split("\n")
+        if len(parts) != len(data_lines):
+            return lines
         self.cuts.append(EventCut(truncation))
-        first = lines[first_data]
-        eol = first[len(first.rstrip(b"\r\n")) :]
-        new_data = [b"data: " + part.encode("utf-8") + eol
-                    for part in truncation.text.split("\n")]
-        rebuilt: list[bytes] = []
-        for index, line in enumerate(lines):
-            content = line.rstrip(b"\r\n")
-            if content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A):
-                if index == first_data:
-                    rebuilt.extend(new_data)
-                continue
-            rebuilt.append(line)
+        rebuilt = list(lines)
+        for index, part in zip(data_lines, parts, strict=True):
+            line = lines[index]
+            rebuilt[index] = b"data: " + part.encode("utf-8") + line[len(line.rstrip(b"\r\n")):]
         return rebuilt
 
 
