@@ -83,3 +83,27 @@ def test_cache_benchmark_meets_the_issue_targets_with_the_shipped_settings():
             assert recommended[model]["mean"] <= 0.90, (group, model)
             assert recommended[model]["max"] <= 1.05, (group, model)
         assert report["summary"]["no_cache_profile"][group]["no_cache"]["mean"] <= 0.70
+
+
+def test_mcp_benchmark_measures_the_cut_and_the_first_event():
+    """Issue 3: the truncation "is measured by a benchmark script against a
+    plain json.loads + json.dumps round trip of the same message", and the
+    README gives "the extra delay the proxy adds to the first SSE event"."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_mcp_truncation.py"), "--quick"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    cases = {case["name"]: case for case in report["truncation"]["cases"]}
+    text_case = cases["a_tools_call_100k_text"]
+    assert text_case["strings_cut"] == 1 and text_case["chars_after"] == 4071
+    assert text_case["ratio"] > 0 and text_case["output_valid_json"] is True
+    deep = cases["e_nesting_100000"]
+    assert deep["strings_cut"] == 1 and deep["json_roundtrip"].startswith("impossible")
+    first_event = report["first_sse_event"]
+    assert "error" not in first_event, first_event
+    assert first_event["first_event_streamed_through_obsmask"] is True
+    assert first_event["second_event_truncated"] is True
+    assert first_event["second_event_valid_jsonrpc"] is True
+    assert first_event["extra_first_event_ms_median"] is not None
