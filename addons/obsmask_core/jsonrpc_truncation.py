@@ -263,6 +263,12 @@ class _Frame:
         self.data: list[tuple[int, int, int]] = []  # long strings in a "data" member
 
 
+def _after_whitespace(text: str, pos: int) -> int:
+    found = _WHITESPACE.match(text, pos)
+    assert found is not None  # the pattern matches the empty string
+    return found.end()
+
+
 def _decode_key(raw: str) -> str:
     return raw[1:-1] if "\\" not in raw else str(json.loads(raw))
 
@@ -302,7 +308,7 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                     pos, state = run.end(), _VALUE
         token = match(text, pos)
         if token is None:
-            if _WHITESPACE.match(text, pos).end() == end_of_text:  # type: ignore[union-attr]
+            if _after_whitespace(text, pos) == end_of_text:
                 scan.problem = "not valid JSON (the text ends early)"
             else:
                 scan.problem = f"not valid JSON (unexpected text at character {pos})"
@@ -445,7 +451,7 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                 continue
         candidates.append((start, end, top.message))
 
-    if _WHITESPACE.match(text, pos).end() != end_of_text:  # type: ignore[union-attr]
+    if _after_whitespace(text, pos) != end_of_text:
         scan.problem = f"not valid JSON (extra data at character {pos})"
         return scan
     invalid = [m for m in messages if m.kind == "invalid"]

@@ -396,7 +396,7 @@ class McpTruncation:
         flow.backup()
         response.raw_content = changed.raw_content
         response.headers = changed.headers
-        self._report(flow, transport, truncations)
+        self.record_cuts(flow, transport, truncations)
 
     def _decoded(self, flow: http.HTTPFlow, response: http.Response,
                  known_mcp: bool) -> bytes | None:
@@ -409,43 +409,46 @@ class McpTruncation:
                                "content-encoding %r (%s)", where(flow), encoding, e)
             return None
 
-    def _report(self, flow: http.HTTPFlow, transport: str,
-                truncations: list[TextTruncation]) -> None:
-        """Metadata, comment, mark and one log line per truncated message."""
+    def record_cuts(self, flow: http.HTTPFlow, transport: str,
+                    truncations: list[TextTruncation]) -> None:
+        """Metadata, comment, mark and one log line per truncated message.
+
+        Called once for a buffered answer and once per rewritten event of a
+        stream, so the figures add up over the flow.
+        """
         summary = flow.metadata.setdefault(METADATA_KEY, {})
         summary["action"] = "truncated"
         summary["transport"] = transport
         for truncation in truncations:
-            by_message: dict[int, list[int]] = {}
+            by_message: dict[int, tuple[int, int, int]] = {}
             for cut in truncation.cuts:
-                entry = by_message.setdefault(cut.message, [0, 0, 0])
-                entry[0] += 1
-                entry[1] += cut.chars_before
-                entry[2] += cut.chars_after
+                strings, before, after = by_message.get(cut.message, (0, 0, 0))
+                by_message[cut.message] = (
+                    strings + 1, before + cut.chars_before, after + cut.chars_after)
             for index, (strings, before, after) in by_message.items():
-                message_id = truncation.scan.messages[index].id_text
                 logger.info(
                     "obsmask: MCP response id=%s (%s): cut %d string%s, %s -> %s chars",
-                    message_id, where(flow), strings, "" if strings == 1 else "s",
-                    f"{before:,}", f"{after:,}")
-            summary["messages_truncated"] = int(summary.get("messages_truncated", 0)) + len(
-                by_message)
-            summary["strings_cut"] = int(summary.get("strings_cut", 0)) + len(truncation.cuts)
-            summary["chars_before"] = int(summary.get("chars_before", 0)) + truncation.chars_before
-            summary["chars_after"] = int(summary.get("chars_after", 0)) + truncation.chars_after
+                    truncation.scan.messages[index].id_text, where(flow), strings,
+                    "" if strings == 1 else "s", f"{before:,}", f"{after:,}")
+            _add(summary, "messages_truncated", len(by_message))
+            _add(summary, "strings_cut", len(truncation.cuts))
+            _add(summary, "chars_before", truncation.chars_before)
+            _add(summary, "chars_after", truncation.chars_after)
             saved = self._tokens_saved(truncation)
-            previous = summary.get("tokens_saved", 0)
-            summary["tokens_saved"] = (
-                None if saved is None or previous is None else int(previous) + saved  # type: ignore[call-overload]
-            )
+            # Unknown for one event: unknown for the flow.
+            if saved is None or summary.get("tokens_saved", 0) is None:
+                summary["tokens_saved"] = None
+            else:
+                _add(summary, "tokens_saved", saved)
         summary["token_encoding"] = self.tokens.encoding_name or (
             "unavailable" if self.tokens.failure else "loading")
+        saved_total = summary["tokens_saved"]
         line = (
             f"obsmask: cut {summary['strings_cut']} long string(s) in "
             f"{summary['messages_truncated']} MCP response(s): "
-            f"{int(summary['chars_before']):,} -> {int(summary['chars_after']):,} chars"  # type: ignore[call-overload]
-            + (f", {summary['tokens_saved']:,} tokens saved ({summary['token_encoding']})"
-               if isinstance(summary.get("tokens_saved"), int) else "")
+            f"{_count(summary, 'chars_before')} -> {_count(summary, 'chars_after')} chars"
+            + (f", {saved_total:,} tokens saved ({summary['token_encoding']})"
+               if isinstance(saved_total, int) else "")
         )
         comments = [c for c in (flow.comment or "").split("\n")
                     if c and not c.startswith("obsmask: cut ")]
@@ -465,6 +468,16 @@ class McpTruncation:
                                         self.limits.tail_chars)
             saved += counted - (self.tokens.count(marker) or 0)
         return saved
+
+
+def _add(summary: dict[str, object], key: str, amount: int) -> None:
+    previous = summary.get(key, 0)
+    summary[key] = (previous if isinstance(previous, int) else 0) + amount
+
+
+def _count(summary: dict[str, object], key: str) -> str:
+    value = summary.get(key)
+    return f"{value:,}" if isinstance(value, int) else "n/a"
 
 
 def _not_jsonrpc_answer(response: http.Response) -> str | None:
@@ -508,7 +521,7 @@ class _SseTap:
             pieces = self.truncator.feed(chunk) if chunk else self.truncator.finish()
             cuts = self.truncator.take_cuts()
             if cuts:
-                self.addon._report(self.flow, "sse", [cut.truncation for cut in cuts])
+                self.addon.record_cuts(self.flow, "sse", [cut.truncation for cut in cuts])
             if self.truncator.problem and not chunk:
                 logger.warning("obsmask: MCP stream %s: %s", where(self.flow),
                                self.truncator.problem)
