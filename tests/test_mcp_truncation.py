@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import time
 import zlib
 
@@ -33,6 +32,7 @@ from obsmask_core.jsonrpc_truncation import (
 from obsmask_core.policy import PolicyError
 from obsmask_core.sse_truncation import SseTruncator, can_rewrite, truncate_sse_body
 from obsmask_core.truncation import DEFAULT_MARKER_TEMPLATE, TRUNCATION_MARK
+from support.sse import sse_events
 
 DEFAULTS = TruncationLimits()
 ISSUE_TEMPLATE = (
@@ -582,33 +582,6 @@ def run_sse(chunks: list[bytes], limits: TruncationLimits = DEFAULTS,
     assert all(isinstance(piece, bytes) and piece for piece in pieces), pieces
     out.extend(pieces)
     return b"".join(out), truncator
-
-
-def sse_events(stream: bytes) -> list[tuple[str, str, str]]:
-    """(type, data, last id) of each dispatched event, by the WHATWG rules."""
-    text = stream.decode("utf-8", errors="replace")
-    text = text.removeprefix("\ufeff")
-    lines = re.split(r"\r\n|\r|\n", text)[:-1]  # the last piece is an unended line
-    events: list[tuple[str, str, str]] = []
-    data: list[str] = []
-    event_type, last_id = "", ""
-    for line in lines:
-        if not line:
-            if data:
-                events.append((event_type or "message", "\n".join(data), last_id))
-            data, event_type = [], ""
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event_type = value
-        elif name == "id" and "\0" not in value:
-            last_id = value
-    return events
 
 
 LONG_SSE = "é" * 3000 + numbered(3000) + "😀" * 50

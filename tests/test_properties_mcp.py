@@ -23,6 +23,7 @@ from obsmask_core.jsonrpc_truncation import (
 )
 from obsmask_core.sse_truncation import SseTruncator, truncate_sse_body
 from obsmask_core.truncation import DEFAULT_MARKER_TEMPLATE
+from support.sse import sse_events
 
 TEMPLATES = [
     DEFAULT_MARKER_TEMPLATE,
@@ -295,29 +296,6 @@ def run_sse(chunks: list[bytes], limits: TruncationLimits, encoding: str | None 
         out.extend(pieces)
     assert truncator.problem is None
     return b"".join(out)
-
-
-def sse_events(stream: bytes) -> list[tuple[str, str, str]]:
-    """(type, data, last id) of each dispatched event, by the WHATWG rules."""
-    text = stream.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    events: list[tuple[str, str, str]] = []
-    data: list[str] = []
-    event_type, last_id = "", ""
-    for line in re.split(r"\r\n|\r|\n", text)[:-1]:
-        if not line:
-            if data:
-                events.append((event_type or "message", "\n".join(data), last_id))
-            data, event_type = [], ""
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "data":
-                data.append(value)
-            elif name == "event":
-                event_type = value
-            elif name == "id" and "\0" not in value:
-                last_id = value
-    return events
 
 
 SSE_LIMITS = st.sampled_from([
