@@ -8,7 +8,6 @@ import gzip
 import json
 import logging
 import zlib
-from pathlib import Path
 
 import brotli
 import pytest
@@ -34,16 +33,6 @@ def chat_flow(content: bytes, path: str = "/v1/chat/completions", method: str = 
         request.headers[name] = value
     request.headers["content-length"] = str(len(content))
     return tflow.tflow(req=request)
-
-
-@pytest.fixture
-def toml_file(tmp_path: Path):
-    def write(text: str) -> str:
-        path = tmp_path / "mitm.toml"
-        path.write_text(text, encoding="utf-8")
-        return str(path)
-
-    return write
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import asyncio
 import gzip
 import json
 import logging
-from pathlib import Path
 
 import pytest
 from mitmproxy import exceptions, http
@@ -41,16 +40,6 @@ def mcp_flow(
     response.raw_content = answer
     response.headers["content-length"] = str(len(answer))
     return tflow.tflow(req=request, resp=response)
-
-
-@pytest.fixture
-def toml_file(tmp_path: Path):
-    def write(text: str) -> str:
-        path = tmp_path / "mitm.toml"
-        path.write_text(text, encoding="utf-8")
-        return str(path)
-
-    return write
 
 
 @pytest.fixture
