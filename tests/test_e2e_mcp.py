@@ -26,6 +26,18 @@ The client uses the initialize handshake (``mode="legacy"``): with the SDK's
 own default (``mode="auto"``, protocol 2026-07-28) the SDK's server answers a
 quick request with ``application/json`` even when it runs in SSE mode, so the
 SSE path would not be tested. One test runs the default mode on top.
+
+A third server runs the legacy HTTP+SSE transport (MCP 2024-11-05;
+``MCPServer.sse_app``, the client's ``sse_client``): the client opens a GET
+stream on ``/sse`` that never ends, its first event (``event: endpoint``)
+names the URL to POST to, every POST is answered ``202 Accepted`` and every
+result arrives as an ``event: message`` on the GET stream (the SDK still
+negotiates protocol 2025-11-25 over it). The issue: such streams are
+"rewritten while streaming, event by event, without buffering the whole
+stream"; the response hook would only see one once it ends. It goes through
+mitmdump in reverse mode only: the gateway route cannot carry it (the
+endpoint event sends the client's POSTs to ``/messages/`` on the proxy, off
+the route).
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ import http.server
 import json
 import os
 import queue
+import re
 import socket
 import subprocess
 import threading
@@ -61,9 +74,16 @@ pytestmark = [pytest.mark.e2e, needs_clients]
 
 SERVER = CLIENTS / "mcp_server.py"
 CLIENT = CLIENTS / "mcp_client.py"
+# The streamable HTTP server, answering with SSE or with JSON.
 VARIANTS = ("sse", "json")
+# The legacy HTTP+SSE transport: every result on a GET stream that never ends.
+LEGACY = "legacy-sse"
+SERVER_VARIANTS = (*VARIANTS, LEGACY)
 ROUTES = ("reverse", "gateway", "gateway-toml")
-ROUTE_VARIANTS = [pytest.param(r, v, id=f"{r}-{v}") for r in ROUTES for v in VARIANTS]
+ROUTE_VARIANTS = [
+    *(pytest.param(r, v, id=f"{r}-{v}") for r in ROUTES for v in VARIANTS),
+    pytest.param("reverse", LEGACY, id=f"reverse-{LEGACY}"),
+]
 BIG_CHARS = 100_000
 MARKER_TEMPLATE = (
     "\n... [OBSMASK_TRUNCATED original_chars={original_chars} head={head} tail={tail}] ...\n"
@@ -94,11 +114,12 @@ class McpServer:
     process: subprocess.Popen[str]
     log: Path
     port: int = 0
+    path: str = "/mcp"  # /sse for the legacy transport
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     def wait_until_listening(self) -> int:
         try:
@@ -109,7 +130,8 @@ class McpServer:
             raise AssertionError(
                 f"the {self.variant} MCP server did not start: {first!r}\n{self.log.read_text()}"
             )
-        self.port = int(json.loads(first)["port"])
+        announced = json.loads(first)
+        self.port, self.path = int(announced["port"]), announced["path"]
         return self.port
 
     def stop(self) -> None:
@@ -128,6 +150,8 @@ def start_mcp_server(variant: str, log: Path) -> McpServer:
     command = [CLIENTS_PYTHON, str(SERVER), "--port", "0"]
     if variant == "json":
         command.append("--json-response")
+    elif variant == LEGACY:
+        command += ["--transport", "sse"]
     with log.open("w", encoding="utf-8") as errors:
         process = subprocess.Popen(
             command,
@@ -303,7 +327,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, McpS
     logs = tmp_path_factory.mktemp("mcp-servers")
     with ExitStack() as stack:
         started: dict[str, McpServer] = {}
-        for variant in VARIANTS:
+        for variant in SERVER_VARIANTS:
             started[variant] = server = start_mcp_server(variant, logs / f"{variant}.log")
             stack.callback(server.stop)
         for server in started.values():
@@ -332,9 +356,9 @@ def routes(
     servers: dict[str, McpServer], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Route]]:
     """One mitmdump per server in reverse mode, one gateway with its servers
-    given by --set, one with them given in a TOML file, and, for the
-    counter-test, one per server in reverse mode with mcpmask_enabled=false;
-    all started at once."""
+    (the streamable HTTP ones) given by --set, one with them given in a TOML
+    file, and, for the counter-test, one per server in reverse mode with
+    mcpmask_enabled=false; all started at once."""
     work = tmp_path_factory.mktemp("mcp-routes")
     empty = _empty_config(work)
     toml = work / "gateway.toml"
@@ -348,7 +372,7 @@ def routes(
         encoding="utf-8",
     )
     commands: dict[str, tuple[list[str], Path]] = {}
-    for variant in VARIANTS:
+    for variant in SERVER_VARIANTS:
         commands[f"reverse-{variant}"] = (
             [
                 "--mode", f"reverse:http://127.0.0.1:{servers[variant].port}",
@@ -376,10 +400,11 @@ def routes(
         proxies = start_mitmdumps(stack, commands)
         out = {
             f"{kind}-{v}": Route(
-                proxies[f"{kind}-{v}"], {v: f"http://127.0.0.1:{proxies[f'{kind}-{v}'].port}/mcp"}
+                proxies[f"{kind}-{v}"],
+                {v: f"http://127.0.0.1:{proxies[f'{kind}-{v}'].port}{servers[v].path}"},
             )
             for kind in ("reverse", "disabled")
-            for v in VARIANTS
+            for v in SERVER_VARIANTS
         }
         out["gateway"] = Route(proxies["gateway"], _gateway_urls(proxies["gateway"]))
         out["gateway-toml"] = Route(
@@ -436,6 +461,8 @@ def batch(
         for variant in VARIANTS:
             name = f"{route}-{variant}" if route in ("reverse", "disabled") else route
             through[route, variant] = routes[name]
+    for route in ("reverse", "disabled"):
+        through[route, LEGACY] = routes[f"{route}-{LEGACY}"]
     starts = {id(route.proxy): len(route.proxy.lines) for route in routes.values()}
     outcomes = run_clients(
         [*direct_urls.values(), *(route.urls[v] for (_, v), route in through.items())],
@@ -471,9 +498,16 @@ def direct(
         assert len(big) == BIG_CHARS and big.startswith("HEAD-") and big.endswith("-TAIL")
         image = report["calls"]["image"]["content"][0]
         assert image["data_length"] >= 8000, "the image must be longer than max_chars"
-        answers = {e["content_type"].split(";")[0] for e in _tool_calls(report)}
-        expected = EVENT_STREAM if variant == "sse" else "application/json"
-        assert answers == {expected}, f"the {variant} server answers {answers}"
+        if variant == LEGACY:
+            # The GET stream first, then POSTs answered 202 with no content type.
+            assert report["transport"] == "sse"
+            stream, *posts = report["exchanges"]
+            assert (stream["method"], stream["path"]) == ("GET", "/sse"), stream
+            assert {e["method"] for e in posts} == {"POST"}, posts
+            assert {e["status"] for e in posts} == {202}, posts
+        expected = {"sse": EVENT_STREAM, "json": "application/json", LEGACY: EVENT_STREAM}
+        answers = {t.split(";")[0] for t in _answer_types(report)}
+        assert answers == {expected[variant]}, f"the {variant} server answers {answers}"
         reports[variant] = report
     return reports
 
@@ -494,6 +528,16 @@ def _run(runs: Runs, route: str, variant: str) -> Run:
 
 def _tool_calls(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in report["exchanges"] if e["rpc_method"] == "tools/call"]
+
+
+def _answer_types(report: dict[str, Any]) -> list[str]:
+    """The Content-Types the tool results came with: of the tools/call POSTs,
+    or, on the legacy transport, of the GET stream (its POSTs are answered
+    202 with no content type, and the last 202 may still be on its way when
+    the client, its result in hand, leaves)."""
+    if report["transport"] == "sse":
+        return [e["content_type"] for e in report["exchanges"] if e["method"] == "GET"]
+    return [e["content_type"] for e in _tool_calls(report)]
 
 
 def _expected_cut(original: str, head: int, tail: int) -> str:
@@ -524,9 +568,7 @@ def test_a_tool_returning_100000_chars_arrives_truncated_with_the_marker(
     assert len(run.cut_lines) == 1, run.route.proxy.output()[-5000:]
     if route == "reverse":
         # The answers came through as the server wrote them: SSE stayed SSE.
-        assert [e["content_type"] for e in _tool_calls(run.report)] == [
-            e["content_type"] for e in _tool_calls(direct[variant])
-        ]
+        assert _answer_types(run.report) == _answer_types(direct[variant])
 
 
 @pytest.mark.parametrize(("route", "variant"), ROUTE_VARIANTS)
@@ -591,14 +633,61 @@ def test_the_sdk_default_mode_through_the_reverse_proxy(
     assert len(_cut_lines(route.proxy, start)) == 1
 
 
+# The legacy HTTP+SSE transport -----------------------------------------------
+
+# obsmask's line per cut message: "obsmask: MCP response id=3 (GET /sse): cut
+# 1 string, 100,000 -> 4,071 chars".
+CUT_LINE = re.compile(
+    r"obsmask: MCP response id=(\S+) \((\S+) ([^)]*)\): cut (\d+) strings?, "
+    r"([\d,]+) -> ([\d,]+) chars"
+)
+# mitmdump's own line for a flow, printed when it ends.
+GET_SSE_FLOW = re.compile(r"GET http://127\.0\.0\.1:\d+/sse\b")
+
+
+def test_the_legacy_transport_result_is_cut_on_its_never_ending_get_stream(
+    runs: Runs, direct: dict[str, Any]
+) -> None:
+    """The 100,000 chars come back as an ``event: message`` on GET /sse, a
+    stream that ends only when the client leaves, its POSTs answered 202:
+    mitmdump logs the cut for the GET /sse flow, with the id of the
+    big_text call, while that stream is still open."""
+    run = _run(runs, "reverse", LEGACY)
+    stream, *posts = run.report["exchanges"]
+    assert (stream["method"], stream["path"], stream["status"]) == ("GET", "/sse", 200)
+    assert stream["content_type"].startswith(EVENT_STREAM)
+    assert {(e["method"], e["path"], e["status"]) for e in posts} == {
+        ("POST", "/messages/", 202)
+    }, posts
+    lines = list(run.route.proxy.lines)
+    output = "\n".join(lines)
+    cuts = [(index, CUT_LINE.search(line)) for index, line in enumerate(lines)]
+    cuts = [(index, match) for index, match in cuts if match is not None]
+    assert len(cuts) == 1, output  # one line for the one message cut
+    ((index, cut),) = cuts
+    (big_call,) = [e for e in _tool_calls(run.report) if e["tool"] == "big_text"]
+    original = direct[LEGACY]["calls"]["big_text"]["content"][0]["text"]
+    after = len(_expected_cut(original, DEFAULT_HEAD, DEFAULT_TAIL))
+    assert cut.groups() == (
+        str(big_call["rpc_id"]), "GET", "/sse", "1", f"{BIG_CHARS:,}", f"{after:,}"
+    ), output
+    # mitmdump prints a flow when it ends: the GET stream's line, if it is
+    # there yet, comes after the cut. Buffered, the stream would have had
+    # to end first, and the client would have had no result.
+    ends = [i for i, line in enumerate(lines) if GET_SSE_FLOW.search(line)]
+    assert all(end > index for end in ends), output
+
+
 # The counter-test ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", SERVER_VARIANTS)
 def test_with_mcpmask_disabled_the_100000_chars_arrive_whole(
     variant: str, runs: Runs, direct: dict[str, Any]
 ) -> None:
-    """``--set mcpmask_enabled=false``, in reverse mode: everything as sent."""
+    """``--set mcpmask_enabled=false``, in reverse mode: everything as sent
+    (and the legacy transport's GET stream still streams: held whole, it would
+    never reach the client)."""
     run = _run(runs, "disabled", variant)
     calls = run.report["calls"]
     text = calls["big_text"]["content"][0]["text"]

@@ -7,7 +7,13 @@ the tools and calls ``big_text(100000)``, ``image()`` and ``small()`` of
 tests/clients/mcp_server.py:
 
     mcp_client.py --url http://127.0.0.1:PORT/mcp [--url ...] [--mode legacy|auto]
-                  [--timeout 30] [--expect-error]
+                  [--transport auto|streamable-http|sse] [--timeout 30] [--expect-error]
+
+``--transport auto`` (the default) takes a URL whose path ends in ``/sse``
+for the legacy HTTP+SSE transport (protocol 2024-11-05, the SDK's
+``mcp.client.sse.sse_client``: a GET stream that never ends carries every
+result, the POSTs are answered ``202 Accepted``), any other for streamable
+HTTP; ``streamable-http`` and ``sse`` force one for every URL.
 
 ``--mode legacy`` (the default) is the initialize handshake of the
 2025-era protocol, on which the SDK's stateful server answers every request
@@ -15,12 +21,14 @@ with ``text/event-stream`` (unless it runs with ``--json-response``).
 ``--mode auto`` is the SDK's own default: it probes ``server/discover`` first
 and falls back to ``initialize``.
 
-Prints one JSON document on stdout: the negotiated protocol version, the
-``tools/list`` result as JSON, every call's content (text, or data length,
-SHA-256 and MIME type), ``isError``, and every HTTP exchange the SDK made
-(method, JSON-RPC method, status, Content-Type). Any exception, a pydantic
-``ValidationError`` in the SDK included, ends the process with a traceback
-on stderr and a non-zero status.
+Prints one JSON document on stdout: the transport, the negotiated protocol
+version, the ``tools/list`` result as JSON, every call's content (text, or
+data length, SHA-256 and MIME type), ``isError``, and every HTTP exchange the
+SDK made (method, path, JSON-RPC method, id and tool name, status,
+Content-Type; on the legacy transport, a POST whose ``202`` has not arrived
+when the client leaves, its result already in hand, is not listed). Any
+exception, a pydantic ``ValidationError`` in the SDK included, ends the
+process with a traceback on stderr and a non-zero status.
 
 With ``--expect-error`` the connection is expected to fail with a JSON-RPC
 error (the SDK's ``MCPError``): its code, message and data are printed
@@ -43,17 +51,21 @@ import json
 import sys
 import time
 import traceback
+from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any
 
 import anyio
 import httpx2
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 BIG_CHARS = 100_000
 EXIT_UNEXPECTED = 3
 CALLS = (("big_text", {"chars": BIG_CHARS}), ("image", {}), ("small", {}))
+TRANSPORTS = ("auto", "streamable-http", "sse")
 
 
 def _content(block: Any) -> dict[str, Any]:
@@ -87,33 +99,73 @@ class Exchanges:
 
     async def on_response(self, response: httpx2.Response) -> None:
         request = response.request
-        rpc_method = None
+        rpc_method = rpc_id = tool = None
         if request.method == "POST":
             try:
-                rpc_method = json.loads(request.content).get("method")
-            except (ValueError, AttributeError):
+                message = json.loads(request.content)
+                rpc_method, rpc_id = message.get("method"), message.get("id")
+                if rpc_method == "tools/call":
+                    tool = message["params"]["name"]
+            except (ValueError, AttributeError, KeyError, TypeError):
                 rpc_method = "?"
         self.seen.append(
             {
                 "method": request.method,
+                "path": request.url.path,
                 "rpc_method": rpc_method,
+                "rpc_id": rpc_id,
+                "tool": tool,
                 "status": response.status_code,
                 "content_type": response.headers.get("content-type", ""),
             }
         )
 
 
-async def _run(url: str, mode: str, timeout: float, exchanges: Exchanges) -> dict[str, Any]:
-    http = httpx2.AsyncClient(
-        timeout=httpx2.Timeout(timeout),
+def _http_client(
+    exchanges: Exchanges,
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+) -> httpx2.AsyncClient:
+    """The HTTP client of either transport (the legacy one makes its own with this)."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout,
+        auth=auth,
         trust_env=False,  # no proxy from the environment between us and 127.0.0.1
         event_hooks={"response": [exchanges.on_response]},
     )
+
+
+def _is_legacy_sse(url: str, transport: str) -> bool:
+    if transport == "auto":
+        return httpx2.URL(url).path.rstrip("/").endswith("/sse")
+    return transport == "sse"
+
+
+async def _run(
+    url: str, mode: str, transport_name: str, timeout: float, exchanges: Exchanges
+) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    transport = streamable_http_client(url, http_client=http)
-    client = Client(transport, mode=mode, read_timeout_seconds=timeout, cache=None)
-    # Each request is bounded by read_timeout_seconds; the whole run by 5 of them.
-    async with http:
+    async with AsyncExitStack() as stack:
+        if _is_legacy_sse(url, transport_name):
+            report["transport"] = "sse"
+            # sse_client builds its HTTP client itself, from the factory; its
+            # GET stream is bounded by sse_read_timeout between two events.
+            transport: Any = sse_client(
+                url,
+                timeout=timeout,
+                sse_read_timeout=timeout,
+                httpx_client_factory=partial(_http_client, exchanges),
+            )
+        else:
+            report["transport"] = "streamable-http"
+            http = await stack.enter_async_context(
+                _http_client(exchanges, timeout=httpx2.Timeout(timeout))
+            )
+            transport = streamable_http_client(url, http_client=http)
+        client = Client(transport, mode=mode, read_timeout_seconds=timeout, cache=None)
+        # Each request is bounded by read_timeout_seconds; the whole run by 5 of them.
         with anyio.fail_after(timeout * 5):
             async with client:
                 report["protocol_version"] = client.protocol_version
@@ -140,12 +192,14 @@ def _find_mcp_error(error: BaseException) -> MCPError | None:
     return None
 
 
-def _one(url: str, mode: str, timeout: float, expect_error: bool) -> tuple[bool, dict[str, Any]]:
+def _one(
+    url: str, mode: str, transport: str, timeout: float, expect_error: bool
+) -> tuple[bool, dict[str, Any]]:
     """Run against ``url``: (as expected?, the report, or the error and its traceback)."""
     exchanges = Exchanges()
     started = time.monotonic()
     try:
-        report = anyio.run(_run, url, mode, timeout, exchanges)
+        report = anyio.run(_run, url, mode, transport, timeout, exchanges)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # noqa: BLE001 - reported, then the process fails
@@ -174,6 +228,12 @@ def main() -> None:
         "--url", required=True, action="append", help="e.g. http://127.0.0.1:PORT/mcp"
     )
     parser.add_argument("--mode", default="legacy", choices=("legacy", "auto"))
+    parser.add_argument(
+        "--transport",
+        default="auto",
+        choices=TRANSPORTS,
+        help="auto: the legacy HTTP+SSE transport for a URL ending in /sse, else streamable HTTP",
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="bound of every request")
     parser.add_argument(
         "--expect-error", action="store_true", help="expect a JSON-RPC error, print it"
@@ -182,7 +242,7 @@ def main() -> None:
     runs = []
     failed = False
     for url in args.url:
-        ok, payload = _one(url, args.mode, args.timeout, args.expect_error)
+        ok, payload = _one(url, args.mode, args.transport, args.timeout, args.expect_error)
         if not ok:
             failed = True
             print(f"{url}: {payload['traceback']}", file=sys.stderr)

@@ -1,14 +1,21 @@
 """An MCP server on the official ``mcp`` SDK (``MCPServer``), for the end-to-end tests.
 
 Runs under the clients' Python (``OBSMASK_CLIENTS_PYTHON``), like the agents.
-It serves the streamable HTTP transport on 127.0.0.1 at ``/mcp``:
+It serves the streamable HTTP transport on 127.0.0.1 at ``/mcp``, or the
+legacy HTTP+SSE transport (protocol 2024-11-05) at ``/sse``:
 
-    mcp_server.py [--port 0] [--json-response]
+    mcp_server.py [--port 0] [--json-response] [--transport streamable-http|sse]
 
 ``--port 0`` (the default) lets the system choose; the server binds its socket
-before anything else and prints one line ``{"port": N}`` on stdout once it
-accepts connections. Without ``--json-response`` the SDK answers each request
-with ``text/event-stream``; with it, with ``application/json``.
+before anything else and prints one line ``{"port": N, "path": "/mcp"}`` on
+stdout once it accepts connections. Without ``--json-response`` the SDK answers
+each request with ``text/event-stream``; with it, with ``application/json``.
+
+``--transport sse`` is the SDK's legacy transport (``MCPServer.sse_app``): the
+client opens a GET stream on ``/sse`` that never ends, whose first event
+(``event: endpoint``) names the URL to POST to (``/messages/?session_id=...``);
+every POST is answered ``202 Accepted`` and every result comes as an
+``event: message`` on the GET stream. ``--json-response`` does not apply.
 
 Three tools, all unstructured (``structured_output=False``: the long string is
 only in ``content``), with short descriptions so that ``tools/list`` stays
@@ -38,6 +45,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ImageContent
 
 PATH = "/mcp"
+SSE_PATH = "/sse"
+TRANSPORTS = ("streamable-http", "sse")
 SMALL_TEXT = "small result: ok"
 IMAGE_SIDE = 64
 
@@ -106,10 +115,15 @@ def build_server() -> MCPServer:
     return server
 
 
-async def serve(port: int, json_response: bool) -> None:
-    app = build_server().streamable_http_app(
-        streamable_http_path=PATH, json_response=json_response, host="127.0.0.1"
-    )
+async def serve(port: int, json_response: bool, transport: str) -> None:
+    if transport == "sse":
+        path = SSE_PATH
+        app = build_server().sse_app(sse_path=SSE_PATH, host="127.0.0.1")
+    else:
+        path = PATH
+        app = build_server().streamable_http_app(
+            streamable_http_path=PATH, json_response=json_response, host="127.0.0.1"
+        )
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -121,7 +135,7 @@ async def serve(port: int, json_response: bool) -> None:
     async def announce() -> None:
         while not server.started:
             await anyio.sleep(0.02)
-        print(json.dumps({"port": chosen, "path": PATH}), flush=True)
+        print(json.dumps({"port": chosen, "path": path}), flush=True)
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(announce)
@@ -135,9 +149,17 @@ def main() -> None:
     parser.add_argument(
         "--json-response", action="store_true", help="answer application/json, not SSE"
     )
+    parser.add_argument(
+        "--transport",
+        default="streamable-http",
+        choices=TRANSPORTS,
+        help="sse: the legacy HTTP+SSE transport (GET /sse, POST /messages/)",
+    )
     args = parser.parse_args()
+    if args.json_response and args.transport == "sse":
+        parser.error("--json-response applies to the streamable HTTP transport only")
     try:
-        anyio.run(serve, args.port, args.json_response)
+        anyio.run(serve, args.port, args.json_response, args.transport)
     except KeyboardInterrupt:
         sys.exit(0)
 
