@@ -95,6 +95,25 @@ def test_invalid_options_are_refused(context, options, message):
         tctx.configure(addon, **options)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[mcp_gateway.masking]\nmax_chars = 100\n", "must not exceed max_chars (100)"),
+        ("[mcp_gateway.masking]\nmarker = 'x'\n", "[mcp_gateway.masking] marker: unknown key"),
+        ("[mcp_gateway]\ntimeout = 3\n", "[mcp_gateway] timeout: unknown key"),
+        ("[mcp_gateway]\ntimeout_seconds = 0\n", "timeout_seconds: must be a whole number"),
+        ("[mcp_gateway.servers]\n'a b' = 'http://127.0.0.1:1'\n", "a server name may hold"),
+        ("[mcp_gateway.servers]\nfs = 8004\n", "fs: must be a URL string"),
+    ],
+)
+def test_invalid_settings_files_are_refused_naming_the_file(context, toml_file, text, message):
+    addon, tctx = context
+    path = toml_file(text)
+    with pytest.raises(exceptions.OptionsError) as refused:
+        tctx.configure(addon, obsmask_config=path)
+    assert message in str(refused.value) and path in str(refused.value)
+
+
 # Buffered answers ---------------------------------------------------------------
 
 

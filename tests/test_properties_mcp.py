@@ -165,7 +165,7 @@ FORMATS = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=bodies(), limits=limits_strategy(), json_format=FORMATS)
 def test_any_json_value_keeps_its_structure(body, limits, json_format):
     """Issue 3: "each string longer than max_chars inside result, and inside
@@ -305,7 +305,7 @@ SSE_LIMITS = st.sampled_from([
 ])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), stream=sse_streams(), limits=SSE_LIMITS)
 def test_any_split_of_an_sse_stream_gives_the_unsplit_output(data, stream, limits):
     """Issue 3: "an event split across any number of transport chunks, and a
@@ -333,7 +333,7 @@ def test_any_split_of_an_sse_stream_gives_the_unsplit_output(data, stream, limit
     assert other_lines(whole) == other_lines(stream)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), stream=sse_streams(), limits=SSE_LIMITS,
        encoding=st.sampled_from(["gzip", "deflate"]))
 def test_any_split_of_a_compressed_sse_stream_gives_the_plain_output(
@@ -350,7 +350,7 @@ def test_any_split_of_a_compressed_sse_stream_gives_the_plain_output(
 # Idempotence ---------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=bodies(), limits=limits_strategy(), indent=st.sampled_from([None, 1]))
 def test_truncating_twice_is_truncating_once(body, limits, indent):
     """Issue 3: "Idempotent: a string that already carries our marker is not
@@ -364,7 +364,7 @@ def test_truncating_twice_is_truncating_once(body, limits, indent):
     assert twice.text is None and twice.cuts == []
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=sse_streams(), limits=SSE_LIMITS)
 def test_truncating_an_sse_stream_twice_is_truncating_it_once(stream, limits):
     """Idempotence of the stream form: a stream already cut is not cut again."""
