@@ -176,6 +176,21 @@ def test_answers_that_are_not_cut_stay_byte_for_byte(context, answer, request_bo
     assert not flow.marked
 
 
+def test_a_broken_json_answer_is_logged_once_and_a_text_202_not_at_all(context, caplog):
+    """"A body obsmask cannot understand passes through byte for byte, with one
+    clear log line saying why"; the legacy transport's 202 "Accepted" to a
+    POST is not an answer to read, and logs nothing."""
+    addon, _ = context
+    broken = mcp_flow(response_message()[:-1])
+    accepted = mcp_flow(b"Accepted", content_type="text/plain")
+    with caplog.at_level(logging.WARNING):
+        run_hooks(addon, broken)
+        run_hooks(addon, accepted)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "forwarded unchanged: not valid JSON" in lines[0]
+    assert accepted.response.raw_content == b"Accepted"
+
+
 def test_disabled_leaves_mcp_answers_alone(context):
     addon, tctx = context
     tctx.configure(addon, mcpmask_enabled=False)

@@ -379,7 +379,9 @@ class McpTruncation:
                 return
             body_outcome = truncate_jsonrpc_body(content, self.limits, self.marker)
             if body_outcome.body is None:
-                if body_outcome.reason != "no string to cut" and known_mcp:
+                # A 202 "Accepted" (text) to a notification is no answer to read.
+                is_json = "json" in response.headers.get("content-type", "").lower()
+                if body_outcome.reason != "no string to cut" and known_mcp and is_json:
                     logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
                                    where(flow), body_outcome.reason)
                 return
