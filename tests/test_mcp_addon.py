@@ -327,3 +327,51 @@ def test_hooks_never_raise_into_mitmproxy(context, caplog, monkeypatch):
         run_hooks(addon, flow)
     assert flow.response.raw_content == response_message()
     assert any("internal error" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cut_stream_announces_no_length(context):
+    """An SSE answer sent with Content-Length gets shorter when an event is
+    cut: the header must go, or the client waits for bytes that never come."""
+    addon, _ = context
+    flow = mcp_flow(b"", content_type="text/event-stream")
+    flow.response.headers["content-length"] = "20160"
+    flow.response.stream = False
+    flow.response.raw_content = None
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+    assert callable(flow.response.stream) and "content-length" not in flow.response.headers
+
+
+def test_a_stream_that_fails_mid_way_goes_on_decoded(context, monkeypatch):
+    """After an internal error the rest of a gzip stream still goes out
+    decoded (its Content-Encoding is already gone), never as compressed bytes."""
+    addon, _ = context
+    flow = mcp_flow(b"", content_type="text/event-stream")
+    flow.response.headers["content-encoding"] = "gzip"
+    flow.response.stream = False
+    flow.response.raw_content = None
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+
+    def broken(*_args: object) -> list[bytes]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("obsmask_core.sse_truncation.SseTruncator._rewritten", broken)
+    plain = b": ping\n\n" + sse(response_message()) + b": after\n\n"
+    compressed = gzip.compress(plain)
+    out = [piece for start in range(0, len(compressed), 512)
+           for piece in flow.response.stream(compressed[start : start + 512])]
+    out += flow.response.stream(b"")
+    assert b"".join(out) == plain
+
+
+def test_a_replayed_gateway_flow_is_not_sent_again(context):
+    """mitmdump -nr fires the request hook for flows that carry their answer:
+    the gateway must not run a recorded tool call again."""
+    addon, tctx = context
+    tctx.configure(addon, mcpmask_gateway_servers=["dead=http://127.0.0.1:1/"])
+    flow = mcp_flow(response_message(), path="/api/mcp-gateway/dead/rpc")
+    recorded = flow.response
+    run_hooks(addon, flow)
+    assert flow.response is recorded and METADATA_KEY in flow.metadata
+    assert TRUNCATION_MARK.encode() in flow.response.content

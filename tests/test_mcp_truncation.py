@@ -763,3 +763,15 @@ def test_sse_whole_body_form():
     assert outcome.problem is None
     assert truncate_sse_body(outcome.body, DEFAULTS).body is None  # idempotent
     assert truncate_sse_body(b"data: {}\n\n", DEFAULTS).body is None
+
+
+def test_sse_gzip_stream_of_several_members():
+    """A gzip stream may hold several members (RFC 1952 2.2), one per flush:
+    every member is read, not only the first."""
+    first = b": ping\n\n"
+    second = b"data: " + json.dumps(SSE_RESPONSE).encode() + b"\n\n"
+    compressed = gzip.compress(first) + gzip.compress(second)
+    truncator = SseTruncator(DEFAULTS, "gzip")
+    out = b"".join(truncator.feed(compressed) + truncator.finish())
+    assert out.startswith(first + b"data: ") and TRUNCATION_MARK.encode() in out
+    assert truncator.problem is None

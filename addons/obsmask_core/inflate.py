@@ -47,8 +47,15 @@ class Inflater:
             # A full step may leave output pending inside zlib even with no
             # unconsumed input left: ask again until a short step.
             if len(out) < _INFLATE_STEP and not self._decompressor.unconsumed_tail:
-                return pieces
+                break
             out = self._decompressor.decompress(self._decompressor.unconsumed_tail, _INFLATE_STEP)
+        if self._gzip and self._decompressor.eof and self._decompressor.unused_data:
+            # Several gzip members one after the other (RFC 1952 2.2): a
+            # stream may start a new one for each flush.
+            rest = self._decompressor.unused_data
+            self._decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            pieces.extend(self.decompress(rest))
+        return pieces
 
     def flush(self) -> list[bytes]:
         """What zlib still holds at the end of the body."""

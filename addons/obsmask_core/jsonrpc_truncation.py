@@ -41,7 +41,7 @@ PROTECTED_KEYS: frozenset[str] = frozenset({
 BINARY_CONTENT_TYPES: frozenset[str] = frozenset({"image", "audio"})
 
 MARKER_FIELDS = ("original_chars", "head", "tail")
-JSONRPC_VERSION = "2.0"
+KEEP_REMOVED_CHARS = 1_000_000
 
 _STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -226,7 +226,10 @@ class StringCut:
     message: int  # index in JsonRpcScan.messages
     chars_before: int
     chars_after: int
-    removed: str  # the middle that is gone (for counting the tokens saved)
+    # The middle that is gone, for counting the tokens saved; None when
+    # longer than KEEP_REMOVED_CHARS (counting it would hold the proxy up,
+    # and keeping it would double the memory of a huge answer).
+    removed: str | None
 
 
 @dataclass
@@ -292,7 +295,9 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
     end_of_text = len(text)
     match = _TOKEN.match
     limit = max_chars if max_chars is not None else end_of_text + 1
-    array_run, object_run = _runs(min(limit, 1 << 16))
+    # One compiled pair per max_chars (and one for "find none"), not one per
+    # text length: compiling costs tens of milliseconds.
+    array_run, object_run = _runs(min(max_chars, 1 << 16) if max_chars is not None else 1 << 16)
     top: _Frame | None = None
 
     while True:
@@ -509,8 +514,11 @@ def truncate_jsonrpc_text(
         pieces.append(encoded)
         pos = end
         tail = limits.tail_chars
-        cuts.append(StringCut(message, len(value), len(cut),
-                              value[limits.head_chars: len(value) - tail]))
+        removed = len(value) - limits.head_chars - tail
+        cuts.append(StringCut(
+            message, len(value), len(cut),
+            value[limits.head_chars : len(value) - tail] if removed <= KEEP_REMOVED_CHARS
+            else None))
     if not cuts:
         return TextTruncation(scan, None, [])
     pieces.append(text[pos:])

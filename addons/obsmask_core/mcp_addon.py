@@ -60,7 +60,7 @@ GATEWAY_OPTIONS = {"mcpmask_gateway_servers", "mcpmask_gateway_timeout"}
 METADATA_KEY = "obsmask_mcp"
 EVENT_STREAM = "text/event-stream"
 # Tokens saved are counted on the text that was cut away, up to this many
-# characters per flow; beyond, counting would hold the proxy up for long.
+# characters per answer (or event); beyond, counting would hold the proxy up.
 MAX_COUNTED_CHARS = 1_000_000
 
 
@@ -218,7 +218,9 @@ class McpTruncation:
     async def request(self, flow: http.HTTPFlow) -> None:
         try:
             name = gateway_server_name(flow.request.path)
-            if name is not None:
+            # A flow read from a file (mitmdump -nr) already has its answer:
+            # sending it again would run the tool call again.
+            if name is not None and flow.response is None:
                 await self._gateway(flow, name)
                 return
             if flow.request.method == "POST":
@@ -335,10 +337,12 @@ class McpTruncation:
                     "on the fly", where(flow), encoding)
                 return
             truncator = SseTruncator(self.limits, encoding, self.marker)
+            # Cut events make the body shorter than any announced length (the
+            # client would wait for the rest); a compressed stream goes out
+            # decoded. Without a length, mitmproxy ends the body by closing.
+            response.headers.pop("content-length", None)
             if encoding:
-                # The rewritten stream goes out decoded.
                 del response.headers["content-encoding"]
-                response.headers.pop("content-length", None)
             response.stream = _SseTap(self, flow, truncator)
         except Exception as e:  # noqa: BLE001
             logger.error("obsmask: internal error on %s: %s: %s", where(flow),
@@ -363,6 +367,9 @@ class McpTruncation:
         if response.raw_content is None or not response.raw_content:
             return
         known_mcp = METADATA_KEY in flow.metadata
+        if not (known_mcp or _is_event_stream(response)
+                or "json" in response.headers.get("content-type", "").lower()):
+            return  # not worth decoding: neither MCP nor JSON
         if _is_event_stream(response):
             if not self._may_be_mcp(flow):
                 return
@@ -458,17 +465,23 @@ class McpTruncation:
         flow.marked = MARK
 
     def _tokens_saved(self, truncation: TextTruncation) -> int | None:
-        removed = sum(len(cut.removed) for cut in truncation.cuts)
-        if not self.tokens.ready or removed > MAX_COUNTED_CHARS:
+        """Tokens of the text cut away, minus the markers; None while the
+        encoding loads, or when the text is too long to count on the spot."""
+        removed = [cut.removed for cut in truncation.cuts]
+        if not self.tokens.ready or any(text is None for text in removed):
+            return None
+        if sum(len(text) for text in removed if text is not None) > MAX_COUNTED_CHARS:
             return None
         saved = 0
         for cut in truncation.cuts:
+            assert cut.removed is not None
             counted = self.tokens.count(cut.removed)
-            if counted is None:
-                return None
             marker = self.marker.render(cut.chars_before, self.limits.head_chars,
                                         self.limits.tail_chars)
-            saved += counted - (self.tokens.count(marker) or 0)
+            marker_tokens = self.tokens.count(marker)
+            if counted is None or marker_tokens is None:
+                return None
+            saved += counted - marker_tokens
         return saved
 
 
@@ -517,8 +530,7 @@ class _SseTap:
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         if self.failed:
-            # A decoded stream cannot go back to compressed chunks: it ends here.
-            return [chunk] if chunk and not self.truncator.decodes else []
+            return self.truncator.decode_only(chunk)
         try:
             pieces = self.truncator.feed(chunk) if chunk else self.truncator.finish()
             cuts = self.truncator.take_cuts()
@@ -532,4 +544,5 @@ class _SseTap:
             self.failed = True
             logger.error("obsmask: internal error in the MCP stream %s, passed on uncut "
                          "from here: %s: %s", where(self.flow), type(e).__name__, e)
-            return [piece for piece in (self.truncator.release(), chunk) if piece]
+            held = self.truncator.release()
+            return ([held] if held else []) + self.truncator.decode_only(chunk)

@@ -109,10 +109,16 @@ class SseTruncator:
         self._held, self._line = [], bytearray()
         return self._emit(out)
 
-    @property
-    def decodes(self) -> bool:
-        """Whether the output is a decoded (decompressed) form of the input."""
-        return self._inflater is not None
+    def decode_only(self, chunk: bytes) -> list[bytes]:
+        """``chunk`` decoded but not read (after a failure, for the rest of a
+        stream whose Content-Encoding is already gone)."""
+        if self._inflater is None:
+            return [chunk] if chunk else []
+        try:
+            pieces = self._inflater.decompress(chunk) if chunk else self._inflater.flush()
+        except zlib.error:
+            return []
+        return self._emit(pieces)
 
     def release(self) -> bytes:
         """Everything held back, as it came (after a failure, to lose nothing)."""
