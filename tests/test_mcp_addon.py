@@ -13,7 +13,7 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.gateway import UNKNOWN_SERVER, UPSTREAM_UNREACHABLE
+from obsmask_core.gateway import UNKNOWN_SERVER
 from obsmask_core.mcp_addon import METADATA_KEY, McpTruncation
 from obsmask_core.truncation import TRUNCATION_MARK
 
@@ -301,17 +301,24 @@ def test_unknown_server_gets_a_jsonrpc_error_with_the_request_id(context):
     assert "'nowhere'" in answer["error"]["message"]
 
 
-def test_a_notification_to_a_dead_server_gets_an_http_error_with_null_id(context):
+def test_a_known_server_is_sent_through_the_relay(context):
+    """mitmproxy forwards a gateway flow to obsmask's relay on 127.0.0.1,
+    which talks to the server (tests/test_gateway.py)."""
     addon, tctx = context
-    tctx.configure(addon, mcpmask_gateway_servers=["dead=http://127.0.0.1:1/"],
-                   mcpmask_gateway_timeout=5)
+    tctx.configure(addon, mcpmask_gateway_servers=["fs=http://127.0.0.1:8004/mcp"])
     flow = tflow.tflow(req=tutils.treq(
-        method=b"POST", path=b"/api/mcp-gateway/dead/rpc",
-        content=b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'))
-    asyncio.run(addon.request(flow))
-    assert flow.response.status_code == 502
-    answer = json.loads(flow.response.content)
-    assert answer["id"] is None and answer["error"]["code"] == UPSTREAM_UNREACHABLE
+        method=b"POST", path=b"/api/mcp-gateway/fs/rpc",
+        content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'))
+
+    async def route() -> None:
+        await addon.request(flow)
+        addon.relay.close()
+
+    asyncio.run(route())
+    assert flow.response is None
+    assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
+    assert flow.request.headers["x-obsmask-gateway-server"] == "fs"
+    assert flow.metadata[METADATA_KEY]["gateway_upstream"] == "http://127.0.0.1:8004/mcp"
 
 
 def test_hooks_never_raise_into_mitmproxy(context, caplog, monkeypatch):

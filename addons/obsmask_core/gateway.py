@@ -17,6 +17,7 @@ import asyncio
 import json
 import re
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -33,7 +34,9 @@ UNKNOWN_SERVER = -32051  # no server of that name in [mcp_gateway.servers]
 UPSTREAM_UNREACHABLE = -32052  # connection refused, unknown host, TLS failure
 UPSTREAM_TIMEOUT = -32053  # no byte from the server for timeout_seconds
 UPSTREAM_INVALID = -32054  # the answer is not HTTP, or not JSON-RPC
+GATEWAY_INTERNAL = -32055  # a bug of ours; the log has the details
 ERROR_HTTP_STATUS = {
+    GATEWAY_INTERNAL: 500,
     UNKNOWN_SERVER: 404,
     UPSTREAM_UNREACHABLE: 502,
     UPSTREAM_TIMEOUT: 504,
@@ -91,9 +94,22 @@ def parse_upstream(name: str, url: str) -> Upstream:
         raise PolicyError(name, f"{url!r} is not an http:// or https:// URL with a host")
     if not re.fullmatch(r"[A-Za-z0-9._~-]+", name):
         raise PolicyError(name, "a server name may hold letters, digits and . _ ~ - only")
+    if parts.username is not None or parts.password is not None:
+        raise PolicyError(name, "no user:password@ in the URL (it would show in logs and "
+                                "errors); put credentials in headers the client sends")
+    if port == 0:
+        raise PolicyError(name, f"{url!r} has port 0")
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if not re.fullmatch(r"[\x21-\x7e]+", target):
+        raise PolicyError(name, f"{url!r}: the path must be ASCII without spaces "
+                                "(percent-encode the rest)")
     default = 443 if parts.scheme == "https" else 80
-    return Upstream(name, url, parts.scheme, parts.hostname, port or default, target)
+    upstream = Upstream(name, url, parts.scheme, parts.hostname, port or default, target)
+    try:
+        upstream.authority.encode("idna")
+    except UnicodeError as e:
+        raise PolicyError(name, f"{url!r}: not a valid host name ({e})") from None
+    return upstream
 
 
 def check_server_url(name: str, value: object) -> None:
@@ -140,14 +156,6 @@ class GatewayFailure(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class UpstreamAnswer:
-    status: int
-    reason: bytes
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
-
-
 def _ssl_context(upstream: Upstream) -> ssl.SSLContext | None:
     return ssl.create_default_context() if upstream.scheme == "https" else None
 
@@ -172,93 +180,238 @@ async def _connect(
         ) from None
 
 
-async def check_reachable(upstream: Upstream, timeout: float) -> None:
-    """Raise GatewayFailure unless the upstream accepts a connection."""
-    _reader, writer = await _connect(upstream, timeout)
-    writer.close()
+RELAY_HEADER = "x-obsmask-gateway-server"  # request: which server (mitmproxy -> relay)
+ERROR_HEADER = "x-obsmask-gateway-error"  # answer: the code of a failure (relay -> addon)
 
 
-async def exchange(
-    upstream: Upstream,
-    method: str,
-    headers: list[tuple[bytes, bytes]],
-    body: bytes,
-    timeout: float,
-) -> UpstreamAnswer:
-    """Send one request to the upstream and read its whole answer.
+def answer_problem(status: int, content_type: str, body: bytes) -> str | None:
+    """Why an answer to a JSON-RPC POST cannot go to the client, or None.
 
-    ``timeout`` bounds the connection and every wait for the next bytes of
-    the answer: a server that stays silent that long is given up on, a slow
-    one that keeps sending (SSE pings, say) is not.
+    An empty answer (202 to a notification), a JSON-RPC body (errors with
+    4xx statuses included: the client needs a 404 to see its session end)
+    and an event stream are fine; an HTML error page is not.
     """
-    reader, writer = await _connect(upstream, timeout)
+    if not body.strip():
+        return None if status < 400 else f"HTTP {status} with no body"
     try:
-        connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=1 << 20)
-        sent = [
-            (name, value) for name, value in headers
-            if name.lower().decode("latin-1") not in _NOT_FORWARDED
-        ]
-        sent.insert(0, (b"host", upstream.authority.encode("idna")))
-        sent.append((b"content-length", str(len(body)).encode()))
-        # The gateway holds the answer to check it: no need to compress it.
-        sent.append((b"accept-encoding", b"identity"))
-        data = connection.send(h11.Request(method=method, target=upstream.target, headers=sent))
-        if body:
-            data += connection.send(h11.Data(data=body))
-        data += connection.send(h11.EndOfMessage())
-        writer.write(data)
-        await writer.drain()
+        scan = scan_jsonrpc(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        scan = None
+    if scan is not None and scan.problem is None:
+        return None
+    return f"HTTP {status} with {content_type or 'no content type'}, not JSON-RPC"
 
-        response: h11.Response | None = None
-        pieces: list[bytes] = []
-        size = 0
-        while True:
-            try:
-                event = connection.next_event()
-            except h11.RemoteProtocolError as e:
-                raise GatewayFailure(
-                    UPSTREAM_INVALID, f"{upstream.url} did not answer with valid HTTP ({e})"
-                ) from None
-            if event is h11.NEED_DATA:
-                try:
-                    received = await asyncio.wait_for(reader.read(_READ_SIZE), timeout)
-                except TimeoutError:
-                    waited = "to answer" if response is None else "to finish its answer"
-                    raise GatewayFailure(
-                        UPSTREAM_TIMEOUT,
-                        f"{upstream.url} took more than {timeout:g} s {waited}",
-                    ) from None
-                except OSError as e:
-                    raise GatewayFailure(
-                        UPSTREAM_UNREACHABLE,
-                        f"the connection to {upstream.url} broke: {e.strerror or e}",
-                    ) from None
-                connection.receive_data(received)
-            elif isinstance(event, h11.Response):
-                response = event
-            elif isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > MAX_ANSWER_BYTES:
-                    raise GatewayFailure(
-                        UPSTREAM_INVALID,
-                        f"{upstream.url} answered more than {MAX_ANSWER_BYTES:,} bytes",
-                    )
-                pieces.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-                break
-            # InformationalResponse (1xx): wait for the final answer.
-        if response is None:
-            raise GatewayFailure(
-                UPSTREAM_INVALID, f"{upstream.url} closed the connection without answering"
-            )
-        kept = [
-            (name, value) for name, value in response.headers
-            if name.decode("latin-1") not in ("connection", "keep-alive", "transfer-encoding",
-                                               "content-length")
-        ]
-        return UpstreamAnswer(response.status_code, bytes(response.reason), kept,
-                              b"".join(pieces))
-    finally:
-        writer.close()
+
+class GatewayRelay:
+    """A local HTTP/1.1 server that mitmproxy forwards the gateway's flows to.
+
+    mitmproxy answers an unreachable upstream with an HTML 502 page and waits
+    for a silent one for ever, and an addon cannot stream a body it makes
+    itself. So the relay, on 127.0.0.1, talks to the real server: a failure
+    becomes a JSON-RPC error (seed 004's "code dédié"), an event stream is
+    passed on as it arrives (a server's elicitation or sampling request in
+    the middle of a tool call must reach the client before the call ends),
+    and mitmproxy sees an ordinary answer that the addon cuts as usual.
+    """
+
+    def __init__(self, servers: Callable[[], dict[str, Upstream]],
+                 timeout: Callable[[], float]) -> None:
+        self._servers = servers
+        self._timeout = timeout
+        self._server: asyncio.Server | None = None
+        self._starting = asyncio.Lock()
+        self.port = 0
+
+    async def ensure_started(self) -> int:
+        async with self._starting:
+            if self._server is None:
+                self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+                self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        client = h11.Connection(h11.SERVER)
+        id_text: str | None = None
+        try:
+            request, body = await _read_request(client, reader, self._timeout())
+            if request.method == b"POST":
+                id_text = request_id_text(body)
+            name = _header(request.headers, RELAY_HEADER)
+            upstream = self._servers().get(name)
+            if upstream is None:
+                raise GatewayFailure(UNKNOWN_SERVER, f"no MCP server named {name!r}")
+            await self._relay(client, writer, request, body, upstream, id_text)
+        except GatewayFailure as failure:
+            await _send_error(client, writer, id_text, failure)
+        except Exception as e:  # noqa: BLE001 - the client gets an answer whatever happens
+            if client.our_state is h11.SEND_RESPONSE:
+                await _send_error(client, writer, id_text, GatewayFailure(
+                    GATEWAY_INTERNAL, f"internal error: {type(e).__name__}: {e}"))
+        finally:
+            writer.close()
+
+    async def _relay(
+        self, client: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request,
+        body: bytes, upstream: Upstream, id_text: str | None,
+    ) -> None:
+        timeout = self._timeout()
+        up_reader, up_writer = await _connect(upstream, timeout)
+        try:
+            server = h11.Connection(h11.CLIENT, max_incomplete_event_size=1 << 20)
+            # The client's query string (an API key, say) goes on too.
+            target = upstream.target.encode("ascii")
+            query = request.target.partition(b"?")[2]
+            if query:
+                target += (b"&" if b"?" in target else b"?") + query
+            headers = [(n, v) for n, v in request.headers
+                       if n.decode("latin-1") not in _NOT_FORWARDED and n != RELAY_HEADER.encode()]
+            headers.insert(0, (b"host", upstream.authority.encode("idna")))
+            headers.append((b"content-length", str(len(body)).encode()))
+            # The relay reads buffered answers to check them: no compression.
+            headers.append((b"accept-encoding", b"identity"))
+            data = server.send(h11.Request(method=request.method, target=target,
+                                           headers=headers))
+            data += server.send(h11.Data(data=body)) if body else b""
+            data += server.send(h11.EndOfMessage())
+            up_writer.write(data)
+            await _bounded(up_writer.drain(), timeout, upstream, "to take the request")
+
+            response: h11.Response | None = None
+            while response is None:
+                event = await _next_event(server, up_reader, timeout, upstream, "to answer")
+                if isinstance(event, h11.Response):
+                    response = event
+                elif not isinstance(event, h11.InformationalResponse):
+                    raise GatewayFailure(UPSTREAM_INVALID,
+                                         f"{upstream.url} closed the connection without answering")
+            kept = [(n, v) for n, v in response.headers
+                    if n.decode("latin-1") not in ("connection", "keep-alive",
+                                                   "transfer-encoding", "content-length")]
+            content_type = _header(response.headers, "content-type")
+            if content_type.lower().startswith("text/event-stream") and response.status_code < 400:
+                # Passed on as it comes; a stream may stay quiet for long (the
+                # client is answering an elicitation, say): no timeout here.
+                writer.write(client.send(h11.Response(status_code=response.status_code,
+                                                      headers=kept, reason=response.reason)))
+                while True:
+                    event = await _next_event(server, up_reader, None, upstream, "")
+                    if isinstance(event, h11.Data):
+                        writer.write(client.send(h11.Data(data=bytes(event.data))))
+                        await writer.drain()
+                    elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                        break
+                writer.write(client.send(h11.EndOfMessage()))
+                await writer.drain()
+                return
+            pieces: list[bytes] = []
+            size = 0
+            while True:
+                event = await _next_event(server, up_reader, timeout, upstream,
+                                          "to finish its answer")
+                if isinstance(event, h11.Data):
+                    size += len(event.data)
+                    if size > MAX_ANSWER_BYTES:
+                        raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered more "
+                                             f"than {MAX_ANSWER_BYTES:,} bytes")
+                    pieces.append(bytes(event.data))
+                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                    break
+            answer = b"".join(pieces)
+            if request.method == b"POST":
+                problem = answer_problem(response.status_code, content_type, answer)
+                if problem is not None:
+                    raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered {problem}")
+            kept.append((b"content-length", str(len(answer)).encode()))
+            writer.write(client.send(h11.Response(status_code=response.status_code,
+                                                  headers=kept, reason=response.reason)))
+            writer.write(client.send(h11.Data(data=answer)) if answer else b"")
+            writer.write(client.send(h11.EndOfMessage()))
+            await writer.drain()
+        finally:
+            up_writer.close()
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: str) -> str:
+    wanted = name.encode()
+    for key, value in headers:
+        if key.lower() == wanted:
+            return value.decode("latin-1")
+    return ""
+
+
+async def _bounded(step: Awaitable[None], timeout: float, upstream: Upstream,
+                   waited: str) -> None:
+    try:
+        await asyncio.wait_for(step, timeout)
+    except TimeoutError:
+        raise GatewayFailure(UPSTREAM_TIMEOUT,
+                             f"{upstream.url} took more than {timeout:g} s {waited}") from None
+    except OSError as e:
+        raise GatewayFailure(UPSTREAM_UNREACHABLE,
+                             f"the connection to {upstream.url} broke: {e.strerror or e}") from None
+
+
+async def _next_event(connection: h11.Connection, reader: asyncio.StreamReader,
+                      timeout: float | None, upstream: Upstream, waited: str) -> object:
+    """The next h11 event of an upstream answer, reading as needed."""
+    while True:
+        try:
+            event = connection.next_event()
+        except h11.RemoteProtocolError as e:
+            raise GatewayFailure(UPSTREAM_INVALID,
+                                 f"{upstream.url} did not answer with valid HTTP ({e})") from None
+        if event is not h11.NEED_DATA:
+            return event
+        read = reader.read(_READ_SIZE)
+        try:
+            received = await (asyncio.wait_for(read, timeout) if timeout is not None else read)
+        except TimeoutError:
+            raise GatewayFailure(UPSTREAM_TIMEOUT,
+                                 f"{upstream.url} took more than {timeout:g} s {waited}") from None
+        except OSError as e:
+            raise GatewayFailure(UPSTREAM_UNREACHABLE,
+                                 f"the connection to {upstream.url} broke: "
+                                 f"{e.strerror or e}") from None
+        connection.receive_data(received)
+
+
+async def _read_request(connection: h11.Connection, reader: asyncio.StreamReader,
+                        timeout: float) -> tuple[h11.Request, bytes]:
+    """The request mitmproxy forwards (on 127.0.0.1: it comes at once)."""
+    request: h11.Request | None = None
+    pieces: list[bytes] = []
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            connection.receive_data(await asyncio.wait_for(reader.read(_READ_SIZE), timeout))
+        elif isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.Data):
+            pieces.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage) and request is not None:
+            return request, b"".join(pieces)
+        else:
+            raise ValueError(f"unexpected request event {event!r}")
+
+
+async def _send_error(connection: h11.Connection, writer: asyncio.StreamWriter,
+                      id_text: str | None, failure: GatewayFailure) -> None:
+    if connection.our_state is not h11.SEND_RESPONSE:
+        return  # the answer has begun: all that is left is to end the stream
+    body = error_body(id_text, failure.code, f"obsmask gateway: {failure.message}", {})
+    status = 200 if id_text is not None else ERROR_HTTP_STATUS[failure.code]
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode()),
+               (ERROR_HEADER.encode(), str(failure.code).encode())]
+    try:
+        writer.write(connection.send(h11.Response(status_code=status, headers=headers)))
+        writer.write(connection.send(h11.Data(data=body)))
+        writer.write(connection.send(h11.EndOfMessage()))
+        await writer.drain()
+    except (OSError, h11.LocalProtocolError):
+        pass  # mitmproxy went away: nobody to tell

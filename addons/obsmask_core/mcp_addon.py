@@ -9,6 +9,7 @@ event that is not one goes on byte for byte.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 
@@ -18,15 +19,14 @@ from mitmproxy.addonmanager import Loader
 from obsmask_core.conversation_addon import MARK, check_pending_values, set_explicitly, where
 from obsmask_core.gateway import (
     DEFAULT_TIMEOUT_SECONDS,
+    ERROR_HEADER,
     ERROR_HTTP_STATUS,
+    RELAY_HEADER,
     UNKNOWN_SERVER,
-    UPSTREAM_INVALID,
     GatewayFailure,
+    GatewayRelay,
     Upstream,
-    UpstreamAnswer,
-    check_reachable,
     error_body,
-    exchange,
     gateway_server_name,
     parse_upstream,
     request_id_text,
@@ -85,6 +85,7 @@ class McpTruncation:
         self.servers: dict[str, Upstream] = {}
         self.timeout = float(DEFAULT_TIMEOUT_SECONDS)
         self.tokens = tokens or TokenCounter()
+        self.relay = GatewayRelay(lambda: self.servers, lambda: self.timeout)
 
     def load(self, loader: Loader) -> None:
         loader.add_option(
@@ -213,6 +214,9 @@ class McpTruncation:
     def running(self) -> None:
         self.tokens.start_loading()
 
+    def done(self) -> None:
+        self.relay.close()
+
     # --- requests: recognise MCP flows, serve the gateway routes ---
 
     async def request(self, flow: http.HTTPFlow) -> None:
@@ -241,12 +245,12 @@ class McpTruncation:
             flow.metadata[METADATA_KEY] = {"request": sorted(scan.kinds())}
 
     async def _gateway(self, flow: http.HTTPFlow, name: str) -> None:
-        body = flow.request.get_content(strict=False) or b""
-        id_text = request_id_text(body) if flow.request.method == "POST" else None
         summary: dict[str, object] = {"gateway_server": name}
         flow.metadata[METADATA_KEY] = summary
         upstream = self.servers.get(name)
         if upstream is None:
+            body = flow.request.get_content(strict=False) or b""
+            id_text = request_id_text(body) if flow.request.method == "POST" else None
             known = ", ".join(sorted(self.servers)) or "none configured"
             self._gateway_error(flow, id_text, GatewayFailure(
                 UNKNOWN_SERVER,
@@ -254,44 +258,29 @@ class McpTruncation:
             ), name)
             return
         summary["gateway_upstream"] = upstream.url
-        try:
-            if flow.request.method in ("POST", "DELETE"):
-                answer = await exchange(
-                    upstream, flow.request.method, list(flow.request.headers.fields),
-                    body, self.timeout,
-                )
-                self._gateway_answer(flow, upstream, answer, id_text)
-                return
-            # GET (a stream the server may keep open for ever) and anything
-            # else go through mitmproxy, which streams; only a refused
-            # connection is caught here.
-            await check_reachable(upstream, self.timeout)
-        except GatewayFailure as failure:
-            self._gateway_error(flow, id_text, failure, name)
-            return
-        flow.request.scheme = upstream.scheme
-        flow.request.host = upstream.host
-        flow.request.port = upstream.port
-        flow.request.path = upstream.target
-        flow.request.headers["host"] = upstream.authority
+        # mitmproxy forwards the flow to the relay, which talks to the server
+        # (see GatewayRelay for why); the answer comes back as any other.
+        port = await self.relay.ensure_started()
+        flow.request.headers[RELAY_HEADER] = name
+        flow.request.scheme = "http"
+        flow.request.host = "127.0.0.1"
+        flow.request.port = port
         logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
 
-    def _gateway_answer(
-        self, flow: http.HTTPFlow, upstream: Upstream, answer: UpstreamAnswer,
-        id_text: str | None,
-    ) -> None:
-        response = http.Response.make(answer.status, b"", answer.headers)
-        response.reason = answer.reason.decode("latin-1")
-        response.raw_content = answer.body
-        response.headers["content-length"] = str(len(answer.body))
-        problem = _not_jsonrpc_answer(response)
-        if problem is not None and flow.request.method == "POST":
-            self._gateway_error(flow, id_text, GatewayFailure(
-                UPSTREAM_INVALID, f"{upstream.url} answered {problem}"), upstream.name)
-            return
-        flow.response = response
-        logger.info("obsmask: gateway %s %s -> %s: HTTP %d", flow.request.method,
-                    upstream.name, upstream.url, answer.status)
+    def _relay_failure(self, flow: http.HTTPFlow, response: http.Response) -> None:
+        """The relay answered with an error of its own: say so, like the
+        gateway's other errors, and keep the internal header from the client."""
+        code = response.headers.pop(ERROR_HEADER)
+        if flow.metadata.get(METADATA_KEY, {}).get("gateway_server") is None:
+            return  # not from our relay: some server's header, left alone
+        summary = flow.metadata[METADATA_KEY]
+        summary["gateway_error"] = int(code) if code.lstrip("-").isdigit() else code
+        try:
+            message = str(json.loads(response.content or b"{}")["error"]["message"])
+        except (ValueError, KeyError, TypeError):
+            message = f"obsmask gateway: error {code}"
+        flow.comment = f"{flow.comment}\n{message}" if flow.comment else message
+        logger.warning("obsmask: %s: %s (JSON-RPC error %s)", where(flow), message, code)
 
     def _gateway_error(
         self, flow: http.HTTPFlow, id_text: str | None, failure: GatewayFailure, name: str
@@ -313,6 +302,8 @@ class McpTruncation:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
+        if response is not None and ERROR_HEADER in response.headers:
+            self._relay_failure(flow, response)
         if (
             response is None
             or response.stream
@@ -493,28 +484,6 @@ def _add(summary: dict[str, object], key: str, amount: int) -> None:
 def _count(summary: dict[str, object], key: str) -> str:
     value = summary.get(key)
     return f"{value:,}" if isinstance(value, int) else "n/a"
-
-
-def _not_jsonrpc_answer(response: http.Response) -> str | None:
-    """Why a gateway answer to a JSON-RPC POST cannot go to the client, or None.
-
-    An empty answer (202 to a notification), a JSON-RPC body (errors with
-    4xx statuses included: the client needs a 404 to see its session end)
-    and an event stream are fine; an HTML error page is not.
-    """
-    content = response.get_content(strict=False) or b""
-    if not content.strip():
-        return None if response.status_code < 400 else f"HTTP {response.status_code} with no body"
-    if _is_event_stream(response) and response.status_code < 400:
-        return None
-    try:
-        scan = scan_jsonrpc(content.decode("utf-8"))
-    except UnicodeDecodeError:
-        scan = None
-    if scan is not None and scan.problem is None:
-        return None
-    content_type = response.headers.get("content-type", "no content type")
-    return f"HTTP {response.status_code} with {content_type}, not JSON-RPC"
 
 
 class _SseTap:

@@ -1,0 +1,225 @@
+"""The gateway's relay, in-process: failures become JSON-RPC errors with the
+request's id and a dedicated code (seed 004: "Si serveur MCP
+indisponible/timeout -> réponse JSON-RPC error (code dédié) + message clair";
+"Si réponse non-JSON ou invalide -> error JSON-RPC"), and event streams pass
+as they come. Everything on 127.0.0.1, each server stopped by its test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from obsmask_core.gateway import (
+    ERROR_HEADER,
+    RELAY_HEADER,
+    UPSTREAM_INVALID,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNREACHABLE,
+    GatewayRelay,
+    Upstream,
+    parse_upstream,
+)
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+REQUEST = b'{"jsonrpc": "2.0", "id": "r-1", "method": "tools/call"}'
+NOTIFICATION = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """The request head and its body (Content-Length bodies only)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return head, await reader.readexactly(length)
+
+
+async def ask(relay: GatewayRelay, body: bytes, server: str = "up",
+              target: bytes = b"/api/mcp-gateway/up/rpc",
+              extra: bytes = b"") -> tuple[int, dict[bytes, bytes], bytes]:
+    """One request to the relay, as mitmproxy sends it; status, headers, body."""
+    port = await relay.ensure_started()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"POST " + target + b" HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        + RELAY_HEADER.encode() + b": " + server.encode() + b"\r\n" + extra
+        + b"content-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode() + b"\r\n\r\n" + body)
+    await writer.drain()
+    raw = await asyncio.wait_for(reader.read(), 20)
+    writer.close()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    headers = dict(line.lower().split(b": ", 1) for line in lines[1:])
+    if headers.get(b"transfer-encoding") == b"chunked":
+        rest = dechunk(rest)
+    return int(lines[0].split()[1]), headers, rest
+
+
+def dechunk(data: bytes) -> bytes:
+    out = b""
+    while True:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return out
+        out, data = out + data[:size], data[size + 2:]
+
+
+def relay_to(port: int, timeout: float = 5.0) -> GatewayRelay:
+    upstream = parse_upstream("up", f"http://127.0.0.1:{port}/mcp")
+    return GatewayRelay(lambda: {"up": upstream}, lambda: timeout)
+
+
+async def with_server(handler: Handler, test: Callable[[int], Awaitable[None]]) -> None:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    try:
+        await test(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_refused_connection_answers_the_request_id_with_status_200():
+    async def main() -> None:
+        relay = relay_to(free_port())
+        status, headers, body = await ask(relay, REQUEST)
+        relay.close()
+        answer = json.loads(body)
+        assert status == 200 and headers[b"content-type"] == b"application/json"
+        assert answer["id"] == "r-1" and answer["error"]["code"] == UPSTREAM_UNREACHABLE
+        assert answer["error"]["message"].startswith("obsmask gateway: cannot connect to")
+        assert headers[ERROR_HEADER.encode()] == str(UPSTREAM_UNREACHABLE).encode()
+
+    asyncio.run(main())
+
+
+def test_a_notification_gets_an_http_error_and_a_null_id():
+    async def main() -> None:
+        relay = relay_to(free_port())
+        status, _, body = await ask(relay, NOTIFICATION)
+        relay.close()
+        assert status == 502 and json.loads(body)["id"] is None
+
+    asyncio.run(main())
+
+
+def test_a_silent_server_times_out():
+    async def silent(reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # never answers
+
+    async def check(port: int) -> None:
+        relay = relay_to(port, timeout=1)
+        status, _, body = await ask(relay, REQUEST)
+        relay.close()
+        error = json.loads(body)["error"]
+        assert status == 200 and error["code"] == UPSTREAM_TIMEOUT
+        assert "took more than 1 s to answer" in error["message"]
+
+    asyncio.run(with_server(silent, check))
+
+
+@pytest.mark.parametrize("status", [200, 502])
+def test_an_html_answer_is_not_jsonrpc(status):
+    async def html(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_head(reader)
+        page = b"<html><body>Bad Gateway</body></html>"
+        writer.write(b"HTTP/1.1 %d X\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%s"
+                     % (status, len(page), page))
+        await writer.drain()
+        writer.close()
+
+    async def check(port: int) -> None:
+        relay = relay_to(port)
+        answered, _, body = await ask(relay, REQUEST)
+        relay.close()
+        error = json.loads(body)["error"]
+        assert answered == 200 and error["code"] == UPSTREAM_INVALID
+        assert f"answered HTTP {status} with text/html, not JSON-RPC" in error["message"]
+
+    asyncio.run(with_server(html, check))
+
+
+def test_a_jsonrpc_error_with_an_error_status_passes_unchanged():
+    """The client needs the server's 404 to see that its session ended."""
+    gone = b'{"jsonrpc": "2.0", "id": "r-1", "error": {"code": -32001, "message": "gone"}}'
+
+    async def expired(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_head(reader)
+        writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (len(gone), gone))
+        await writer.drain()
+        writer.close()
+
+    async def check(port: int) -> None:
+        relay = relay_to(port)
+        status, headers, body = await ask(relay, REQUEST)
+        relay.close()
+        assert (status, body) == (404, gone) and ERROR_HEADER.encode() not in headers
+
+    asyncio.run(with_server(expired, check))
+
+
+def test_an_event_stream_passes_event_by_event():
+    """A server's request in the middle of a tool call (elicitation, sampling)
+    must reach the client before the call ends: the client's answer is what
+    the server waits for. Here the server sends its second event only once
+    the first one has come out of the relay."""
+    first_seen = asyncio.Event()
+    received: dict[str, bytes] = {}
+
+    async def streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, body = await read_head(reader)
+        received["head"], received["body"] = head, body
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
+        event = b'data: {"jsonrpc": "2.0", "id": 0, "method": "elicitation/create"}\n\n'
+        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        await writer.drain()
+        await asyncio.wait_for(first_seen.wait(), 10)
+        event = b'data: {"jsonrpc": "2.0", "id": "r-1", "result": {}}\n\n'
+        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+        await writer.drain()
+        writer.close()
+
+    async def check(port: int) -> None:
+        relay = relay_to(port)
+        relay_port = await relay.ensure_started()
+        reader, writer = await asyncio.open_connection("127.0.0.1", relay_port)
+        writer.write(b"POST /api/mcp-gateway/up/rpc?key=k1 HTTP/1.1\r\nhost: x\r\n"
+                     + RELAY_HEADER.encode() + b": up\r\ncontent-encoding: gzip\r\n"
+                     b"content-length: 4\r\n\r\nGZIP")
+        await writer.drain()
+        seen = b""
+        while b"elicitation/create" not in seen:
+            seen += await asyncio.wait_for(reader.read(4096), 10)
+        first_seen.set()
+        seen += await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        relay.close()
+        assert b"text/event-stream" in seen and b'"result"' in seen
+        head = received["head"].lower()
+        assert head.startswith(b"post /mcp?key=k1 http/1.1")  # the query goes on
+        assert RELAY_HEADER.encode() not in head
+        # The body goes as the client sent it, with its own encoding.
+        assert b"content-encoding: gzip" in head and received["body"] == b"GZIP"
+
+    asyncio.run(with_server(streaming, check))
+
+
+def test_upstream_urls_that_cannot_work_are_refused():
+    for url in ("http://127.0.0.1:8004/a b", "http://user:secret@127.0.0.1/",
+                "http://127.0.0.1:0/", "ftp://127.0.0.1/"):
+        with pytest.raises(ValueError):
+            parse_upstream("up", url)
+    assert isinstance(parse_upstream("up", "http://127.0.0.1:8004"), Upstream)
