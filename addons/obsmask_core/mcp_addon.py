@@ -135,9 +135,10 @@ class McpTruncation:
             int,
             DEFAULT_TIMEOUT_SECONDS,
             """
-            Seconds the gateway waits for a server to accept a connection or to
-            send the next bytes of its answer before it answers the client with
-            a JSON-RPC timeout error (-32053).
+            Seconds the gateway waits for a server to accept a connection, to
+            take the request, to begin its answer, and for each next bytes of
+            an answer that is not an event stream, before it answers the
+            client with a JSON-RPC timeout error (-32053).
             """,
         )
         check_pending_values(loader.master.options, "mcpmask_")
