@@ -16,11 +16,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-import string
 from dataclasses import dataclass, field
 
 from obsmask_core.policy import PolicyError
-from obsmask_core.truncation import DEFAULT_MARKER_TEMPLATE
+from obsmask_core.truncation import (
+    DEFAULT_MARKER_TEMPLATE,
+    TruncationMarker,
+    truncate_text,
+)
 
 # Values under these member names are never cut, whatever they contain,
 # because the protocol needs them whole (modelcontextprotocol schema):
@@ -40,7 +43,6 @@ PROTECTED_KEYS: frozenset[str] = frozenset({
 # AudioContent); in an error it is free text and is cut like the rest.
 BINARY_CONTENT_TYPES: frozenset[str] = frozenset({"image", "audio"})
 
-MARKER_FIELDS = ("original_chars", "head", "tail")
 KEEP_REMOVED_CHARS = 1_000_000
 
 _STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
@@ -148,52 +150,13 @@ def check_truncation_value(key: str, value: object) -> None:
         raise PolicyError(key, f"unknown key (the keys are {known})")
 
 
-class TruncationMarker:
-    """The marker of one template: rendered between head and tail, and
-    recognised in a string so that a string cut once is never cut again."""
-
-    def __init__(self, template: str) -> None:
-        try:
-            parts = list(string.Formatter().parse(template))
-        except ValueError as e:
-            raise PolicyError("marker_template", f"not a valid template ({e})") from None
-        pattern = []
-        for literal, name, spec, conversion in parts:
-            pattern.append(re.escape(literal))
-            if name is None:
-                continue
-            if name not in MARKER_FIELDS or spec or conversion:
-                known = ", ".join("{" + f + "}" for f in MARKER_FIELDS)
-                raise PolicyError(
-                    "marker_template", f"unknown field {{{name}}}; the fields are {known}"
-                )
-            pattern.append(r"[0-9]+")
-        if not any(ch.isalpha() for literal, *_ in parts for ch in literal):
-            raise PolicyError(
-                "marker_template",
-                "needs some words besides its fields, so that a cut string can be "
-                "recognised and is never cut twice",
-            )
-        self.template = template
-        self._found = re.compile("".join(pattern))
-
-    def render(self, original_chars: int, head: int, tail: int) -> str:
-        return self.template.format(original_chars=original_chars, head=head, tail=tail)
-
-    def found_in(self, text: str) -> bool:
-        return self._found.search(text) is not None
-
-
 def cut_string(text: str, limits: TruncationLimits, marker: TruncationMarker) -> str | None:
     """``text`` as head + marker + tail, or None when it stays whole: not
     longer than ``max_chars``, already cut, or not shortened by cutting."""
-    if len(text) <= limits.max_chars or marker.found_in(text):
+    if len(text) <= limits.max_chars:
         return None
-    head, tail = limits.head_chars, limits.tail_chars
-    rendered = marker.render(len(text), head, tail)
-    if head + len(rendered) + tail >= len(text):
-        return None
-    return text[:head] + rendered + (text[len(text) - tail :] if tail else "")
+    cut = truncate_text(text, limits.head_chars, limits.tail_chars, marker)
+    return None if cut is text else cut
 
 
 @dataclass
