@@ -234,7 +234,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     members=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
     message_list=st.lists(json_values, max_size=5),

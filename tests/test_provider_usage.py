@@ -461,7 +461,7 @@ def test_long_comments_do_not_count():
     assert reader.usage == CHAT_USAGE
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     piece=st.sampled_from([b"x", b"data: x\n", b"data\r", b"\xe2\x82", b"data: {\"usage\"", b":c"]),
     sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=40),
