@@ -269,6 +269,22 @@ def test_a_whole_event_stream_body_is_cut_in_the_response_hook(context):
     assert flow.response.content.startswith(b"event: message\r\nid: 1\r\ndata: ")
 
 
+def test_a_compressed_get_stream_is_taken_only_when_it_is_mcp(context):
+    """Any GET event stream may carry MCP (the legacy transport sends no MCP
+    header), but decoding a compressed one of some other site would change
+    its headers for nothing."""
+    addon, _ = context
+    for headers, taken in (({}, False), ({"mcp-session-id": "s1"}, True)):
+        flow = mcp_flow(b"", content_type="text/event-stream", method="GET", request_body=b"")
+        flow.request.headers.update(headers)
+        flow.response.headers["content-encoding"] = "gzip"
+        flow.response.stream = False
+        flow.response.raw_content = None
+        addon.responseheaders(flow)
+        assert callable(flow.response.stream) is taken
+        assert ("content-encoding" in flow.response.headers) is not taken
+
+
 def test_event_stream_of_a_non_mcp_post_is_not_taken(context):
     """An LLM provider's stream (a POST that is not JSON-RPC) is not MCP."""
     addon, _ = context

@@ -58,6 +58,8 @@ MASKING_OPTIONS = {
 }
 GATEWAY_OPTIONS = {"mcpmask_gateway_servers", "mcpmask_gateway_timeout"}
 METADATA_KEY = "obsmask_mcp"
+# Sent by Streamable HTTP clients after initialisation (MCP 2025-03-26 and later).
+MCP_REQUEST_HEADERS = ("mcp-session-id", "mcp-protocol-version")
 EVENT_STREAM = "text/event-stream"
 # Tokens saved are counted on the text that was cut away, up to this many
 # characters per answer (or event); beyond, counting would hold the proxy up.
@@ -322,6 +324,10 @@ class McpTruncation:
             return
         try:
             encoding = response.headers.get("content-encoding")
+            if encoding and not self._known_mcp(flow):
+                # A compressed GET stream of some site: decoding it to look
+                # for JSON-RPC would change its headers for nothing.
+                return
             if not can_rewrite(encoding):
                 response.stream = True
                 logger.warning(
@@ -342,8 +348,16 @@ class McpTruncation:
 
     def _may_be_mcp(self, flow: http.HTTPFlow) -> bool:
         """A JSON-RPC request, or a GET stream (where MCP servers send their
-        own messages, and the legacy transport sends every result)."""
+        own messages, and the legacy transport sends every result). In a
+        stream only JSON-RPC responses are ever changed."""
         return METADATA_KEY in flow.metadata or flow.request.method == "GET"
+
+    @staticmethod
+    def _known_mcp(flow: http.HTTPFlow) -> bool:
+        """MCP for sure: a JSON-RPC request, a gateway flow, or a request
+        with the headers of the Streamable HTTP transport."""
+        return METADATA_KEY in flow.metadata or any(
+            name in flow.request.headers for name in MCP_REQUEST_HEADERS)
 
     def response(self, flow: http.HTTPFlow) -> None:
         response = flow.response
