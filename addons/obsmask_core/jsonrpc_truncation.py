@@ -62,9 +62,17 @@ def _runs(limit: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
     not a Python step per token.
     """
     ws = r"[ \t\n\r]*"
-    # Strings without escapes only: a character class repeats at C speed,
-    # and the bound is then exactly the length. Others go through the loop.
-    short = r'"[^"\\\x00-\x1f]' + f"{{0,{limit}}}" + '"'
+    # A character class repeats at C speed. A string without escapes is one
+    # run of at most ``limit``; one with up to 7 escapes (a path, a line
+    # end) is at most 8 runs of ``segment``, so that it never exceeds
+    # ``limit`` characters either. Others go through the loop.
+    plain = r'[^"\\\x00-\x1f]'
+    escape = r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
+    short = f'"{plain}{{0,{limit}}}"'
+    if limit >= 15:
+        segment = (limit - 7) // 8
+        short = (f'(?:{short}|"{plain}{{0,{segment}}}'
+                 f'(?:{escape}{plain}{{0,{segment}}}){{1,7}}")')
     scalar = f"(?:{short}|{_NUMBER}|true|false|null)"
 
     def containers(value: str) -> tuple[str, str]:
