@@ -38,6 +38,15 @@ stream"; the response hook would only see one once it ends. It goes through
 mitmdump in reverse mode only: the gateway route cannot carry it (the
 endpoint event sends the client's POSTs to ``/messages/`` on the proxy, off
 the route).
+
+A tool may ask the client a question in the middle of its call (the SDK's
+``ctx.elicit``): on the SSE server, the ``elicitation/create`` request comes
+as an event on the pending ``tools/call`` stream, and the tool goes on only
+once the client has POSTed its answer. The gateway route used to hold that
+stream until it ended, which it never did: the client never saw the
+question. One run through the gateway (to the SSE server, under a name of
+its own, ``elicit``, so that its cut line is told from the shared runs')
+checks it, against the same run without proxy.
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from obsmask_core.gateway import (
+    DEFAULT_TIMEOUT_SECONDS,
     UNKNOWN_SERVER,
     UPSTREAM_INVALID,
     UPSTREAM_TIMEOUT,
@@ -96,6 +106,16 @@ GATEWAY_TIMEOUT = 2
 CLIENT_TIMEOUT = 20.0  # the client's bound of every request (the run: 5 of them)
 PROCESS_TIMEOUT = 120.0
 EVENT_STREAM = "text/event-stream"
+# The elicitation run (tests/clients/mcp_server.py's confirm(), the client's
+# --elicit-url): the gateway's name of the SSE server for it, the question,
+# the client's fixed answer, the long string after it, and the bound of the
+# call (a few tens of milliseconds without proxy; the gateway's own timeout
+# is DEFAULT_TIMEOUT_SECONDS, the client's CLIENT_TIMEOUT).
+ELICIT_SERVER = "elicit"
+CONFIRM_MESSAGE = "obsmask e2e: confirm the long answer?"
+ELICIT_ANSWER = "yes, obsmask-elicited-answer-42"
+CONFIRM_CHARS = 10_000
+ELICIT_SECONDS = 5.0
 
 
 # Processes -------------------------------------------------------------------
@@ -192,16 +212,21 @@ def run_clients(
     expect_error: bool = False,
     mode: str = "legacy",
     proxies: Sequence[MitmdumpProcess] = (),
+    elicit_urls: Sequence[str] = (),
 ) -> list[dict[str, Any] | AssertionError]:
-    """tests/clients/mcp_client.py on ``urls``, one after the other in one
-    process: each run's JSON report, or a failure holding its traceback (a
-    pydantic ValidationError would show there) and mitmdump's output."""
+    """tests/clients/mcp_client.py on ``urls``, then (``--elicit-url``) the
+    elicitation run on ``elicit_urls``, one after the other in one process:
+    each run's JSON report, or a failure holding its traceback (a pydantic
+    ValidationError would show there) and mitmdump's output."""
     assert CLIENTS_PYTHON is not None
     command = [CLIENTS_PYTHON, str(CLIENT), "--mode", mode, "--timeout", str(CLIENT_TIMEOUT)]
     for url in urls:
         command += ["--url", url]
+    for url in elicit_urls:
+        command += ["--elicit-url", url]
     if expect_error:
         command.append("--expect-error")
+    count = len(urls) + len(elicit_urls)
     done = subprocess.run(
         command,
         cwd=REPO,
@@ -209,13 +234,13 @@ def run_clients(
         capture_output=True,
         text=True,
         encoding="utf-8",
-        timeout=PROCESS_TIMEOUT * len(urls),
+        timeout=PROCESS_TIMEOUT * count,
         check=False,
     )
     outputs = "".join(f"\nmitmdump's output:\n{proxy.output()}" for proxy in proxies)
     try:
         printed = json.loads(done.stdout)
-        runs = printed["runs"] if len(urls) > 1 else [printed]
+        runs = printed["runs"] if count > 1 else [printed]
     except (ValueError, KeyError):
         raise AssertionError(
             f"the MCP client failed ({done.returncode}) on {urls}:\n{done.stderr}{outputs}"
@@ -356,9 +381,10 @@ def routes(
     servers: dict[str, McpServer], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Route]]:
     """One mitmdump per server in reverse mode, one gateway with its servers
-    (the streamable HTTP ones) given by --set, one with them given in a TOML
-    file, and, for the counter-test, one per server in reverse mode with
-    mcpmask_enabled=false; all started at once."""
+    (the streamable HTTP ones, and the SSE one once more as ``elicit``) given
+    by --set, one with them given in a TOML file, and, for the counter-test,
+    one per server in reverse mode with mcpmask_enabled=false; all started at
+    once."""
     work = tmp_path_factory.mktemp("mcp-routes")
     empty = _empty_config(work)
     toml = work / "gateway.toml"
@@ -392,6 +418,7 @@ def routes(
     for variant in VARIANTS:
         named = f"{variant}={servers[variant].url}"
         gateway_servers += ["--set", f"mcpmask_gateway_servers={named}"]
+    gateway_servers += ["--set", f"mcpmask_gateway_servers={ELICIT_SERVER}={servers['sse'].url}"]
     commands["gateway"] = (
         ["--set", f"obsmask_config={empty}", *gateway_servers], work / "confdir-gateway"
     )
@@ -449,12 +476,23 @@ def _cut_lines(
 Runs = dict[tuple[str, str], Run | AssertionError]
 
 
+@dataclass
+class ElicitRuns:
+    """The elicitation run (confirm()) directly to the SSE server, and
+    through the gateway under the name ``elicit``."""
+
+    direct: dict[str, Any] | AssertionError
+    gateway: Run | AssertionError
+
+
+Batch = tuple[dict[str, dict[str, Any] | AssertionError], Runs, ElicitRuns]
+
+
 @pytest.fixture(scope="module")
-def batch(
-    servers: dict[str, McpServer], routes: dict[str, Route]
-) -> tuple[dict[str, dict[str, Any] | AssertionError], Runs]:
+def batch(servers: dict[str, McpServer], routes: dict[str, Route]) -> Batch:
     """One client process for every run the shared tests read: directly to
-    each server, and through every route to every server."""
+    each server, and through every route to every server; then the
+    elicitation run, directly and through the gateway."""
     direct_urls = {variant: server.url for variant, server in servers.items()}
     through: dict[tuple[str, str], Route] = {}
     for route in (*ROUTES, "disabled"):
@@ -463,11 +501,16 @@ def batch(
             through[route, variant] = routes[name]
     for route in ("reverse", "disabled"):
         through[route, LEGACY] = routes[f"{route}-{LEGACY}"]
+    gateway = routes["gateway"]
+    elicit_path = f"/api/mcp-gateway/{ELICIT_SERVER}/rpc"
+    elicit_urls = [servers["sse"].url, f"http://127.0.0.1:{gateway.proxy.port}{elicit_path}"]
     starts = {id(route.proxy): len(route.proxy.lines) for route in routes.values()}
     outcomes = run_clients(
         [*direct_urls.values(), *(route.urls[v] for (_, v), route in through.items())],
         proxies=list({id(r.proxy): r.proxy for r in routes.values()}.values()),
+        elicit_urls=elicit_urls,
     )
+    outcomes, (elicit_direct, elicit_gateway) = outcomes[:-2], outcomes[-2:]
     direct = dict(zip(direct_urls, outcomes[: len(direct_urls)], strict=True))
     runs: Runs = {}
     # Every run is over: a missing line has had the client's exit to come,
@@ -482,13 +525,15 @@ def batch(
         wait = 0.5 if name == "disabled" else max(0.0, deadline - time.monotonic())
         cut_lines = _cut_lines(route.proxy, starts[id(route.proxy)], path, wait)
         runs[name, variant] = Run(outcome, cut_lines, route)
-    return direct, runs
+    if not isinstance(elicit_gateway, AssertionError):
+        wait = max(0.0, deadline - time.monotonic())
+        cut_lines = _cut_lines(gateway.proxy, starts[id(gateway.proxy)], elicit_path, wait)
+        elicit_gateway = Run(elicit_gateway, cut_lines, gateway)
+    return direct, runs, ElicitRuns(elicit_direct, elicit_gateway)
 
 
 @pytest.fixture(scope="module")
-def direct(
-    batch: tuple[dict[str, dict[str, Any] | AssertionError], Runs],
-) -> dict[str, dict[str, Any]]:
+def direct(batch: Batch) -> dict[str, dict[str, Any]]:
     """What the client gets from each server without any proxy: the expected values."""
     reports: dict[str, dict[str, Any]] = {}
     for variant, report in batch[0].items():
@@ -513,9 +558,15 @@ def direct(
 
 
 @pytest.fixture(scope="module")
-def runs(batch: tuple[dict[str, dict[str, Any] | AssertionError], Runs]) -> Runs:
+def runs(batch: Batch) -> Runs:
     """The client's runs through every route to every server, by (route, variant)."""
     return batch[1]
+
+
+@pytest.fixture(scope="module")
+def elicit_runs(batch: Batch) -> ElicitRuns:
+    """The elicitation run, directly and through the gateway."""
+    return batch[2]
 
 
 def _run(runs: Runs, route: str, variant: str) -> Run:
@@ -591,7 +642,8 @@ def test_tools_list_is_unchanged(
 ) -> None:
     report = _run(runs, route, variant).report
     assert report["tools"] == direct[variant]["tools"]
-    assert [t["name"] for t in report["tools"]["tools"]] == ["big_text", "image", "small"]
+    names = [t["name"] for t in report["tools"]["tools"]]
+    assert names == ["big_text", "image", "small", "confirm"]
     assert report["protocol_version"] == direct[variant]["protocol_version"]
 
 
@@ -676,6 +728,84 @@ def test_the_legacy_transport_result_is_cut_on_its_never_ending_get_stream(
     # to end first, and the client would have had no result.
     ends = [i for i, line in enumerate(lines) if GET_SSE_FLOW.search(line)]
     assert all(end > index for end in ends), output
+
+
+# A tool that asks the client mid-call, through the gateway ---------------------
+
+
+def test_a_tool_eliciting_an_answer_mid_call_gets_it_through_the_gateway(
+    elicit_runs: ElicitRuns,
+) -> None:
+    """Issue: "text/event-stream responses ... rewritten while streaming,
+    event by event, without buffering the whole stream and without delaying
+    events".
+
+    confirm() asks the client (``ctx.elicit``) in the middle of its call: the
+    ``elicitation/create`` request is an event of the ``tools/call`` stream,
+    and the tool ends only once the client has POSTed its answer. Held
+    whole by the gateway, that stream never gave the client the question:
+    the call hung until a timeout. Through ``/api/mcp-gateway/elicit/rpc``
+    (the SSE server), as directly: the callback ran once, with the server's
+    question; its answer was POSTed (202) after the call's stream had
+    begun; the result carries the accepted answer; the long string after it
+    arrived cut with the marker (one cut line in mitmdump's output, for that
+    call on that path); and the call took well under the gateway's timeout."""
+    direct = elicit_runs.direct
+    if isinstance(direct, AssertionError):
+        raise direct
+    run = elicit_runs.gateway
+    if isinstance(run, AssertionError):
+        raise run
+    assert ELICIT_SECONDS < CLIENT_TIMEOUT < DEFAULT_TIMEOUT_SECONDS
+    for report in (direct, run.report):
+        (asked,) = report["elicitations"]  # the callback ran, once
+        assert asked["mode"] == "form", asked
+        assert asked["message"] == CONFIRM_MESSAGE, asked
+        assert asked["requested_schema"]["properties"]["answer"]["type"] == "string", asked
+        call = report["calls"]["confirm"]
+        assert call["isError"] is False, call
+        (block,) = call["content"]
+        assert block["type"] == "text"
+        assert block["text"].startswith(f"confirmed: {ELICIT_ANSWER}\n"), block["text"][:200]
+        # The question reached the client while the call's stream was open,
+        # and its answer went back as a POST of its own.
+        exchanges = report["exchanges"]
+        (tool_call,) = _tool_calls(report)
+        assert tool_call["status"] == 200, exchanges
+        assert tool_call["content_type"].startswith(EVENT_STREAM), exchanges
+        answers = [
+            e for e in exchanges
+            if e["method"] == "POST" and e["rpc_method"] is None
+            and e["rpc_id"] == asked["request_id"]
+        ]
+        assert [e["status"] for e in answers] == [202], exchanges
+        assert exchanges.index(tool_call) < exchanges.index(answers[0]), exchanges
+        assert 0 <= asked["after"] < call["seconds"] < ELICIT_SECONDS, (asked, call["seconds"])
+    # Through the gateway, the same question and the answer, its long part cut.
+    original = direct["calls"]["confirm"]["content"][0]["text"]
+    assert len(original) == len(f"confirmed: {ELICIT_ANSWER}\n") + CONFIRM_CHARS
+    assert original.endswith("-TAIL") and "OBSMASK_TRUNCATED" not in original
+    ignored = ("after", "request_id")
+    (through,), (expected,) = run.report["elicitations"], direct["elicitations"]
+    assert {k: v for k, v in through.items() if k not in ignored} == {
+        k: v for k, v in expected.items() if k not in ignored
+    }
+    text = run.report["calls"]["confirm"]["content"][0]["text"]
+    marker = MARKER_TEMPLATE.format(
+        original_chars=len(original), head=DEFAULT_HEAD, tail=DEFAULT_TAIL
+    )
+    assert marker in text, text[DEFAULT_HEAD - 50 : DEFAULT_HEAD + 200]
+    assert text == _expected_cut(original, DEFAULT_HEAD, DEFAULT_TAIL)
+    output = run.route.proxy.output()
+    assert len(run.cut_lines) == 1, output[-5000:]
+    cut = CUT_LINE.search(run.cut_lines[0])
+    assert cut is not None, run.cut_lines
+    (tool_call,) = _tool_calls(run.report)
+    assert cut.groups() == (
+        str(tool_call["rpc_id"]), "POST", f"/api/mcp-gateway/{ELICIT_SERVER}/rpc", "1",
+        f"{len(original):,}", f"{len(text):,}",
+    ), run.cut_lines
+    assert "Traceback" not in output
 
 
 # The counter-test ------------------------------------------------------------

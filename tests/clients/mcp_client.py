@@ -6,8 +6,21 @@ reverse mode in front of it, or obsmask's gateway route), initializes, lists
 the tools and calls ``big_text(100000)``, ``image()`` and ``small()`` of
 tests/clients/mcp_server.py:
 
-    mcp_client.py --url http://127.0.0.1:PORT/mcp [--url ...] [--mode legacy|auto]
-                  [--transport auto|streamable-http|sse] [--timeout 30] [--expect-error]
+    mcp_client.py --url http://127.0.0.1:PORT/mcp [--url ...] [--elicit-url ...]
+                  [--mode legacy|auto] [--transport auto|streamable-http|sse]
+                  [--timeout 30] [--expect-error]
+
+``--elicit-url URL`` (repeatable; run after every ``--url``) is an
+elicitation run instead: the client installs an elicitation callback that
+answers every ``elicitation/create`` request with ``accept`` and the content
+``{"answer": ELICIT_ANSWER}``, initializes and calls ``confirm()`` only, whose
+tool asks that question in the middle of the call. The report then has the
+``confirm`` call (with its ``seconds``) and ``elicitations``: every request
+the callback got (its JSON-RPC id, mode, message, requested schema, and
+``after``: seconds since the call began); the client's answer to it is the
+POST listed with that ``rpc_id`` and no ``rpc_method``. Give it ``--mode
+legacy`` (the default) so that, on a server answering with SSE, the request
+comes on the call's event stream.
 
 ``--transport auto`` (the default) takes a URL whose path ends in ``/sse``
 for the legacy HTTP+SSE transport (protocol 2024-11-05, the SDK's
@@ -39,8 +52,9 @@ times that.
 Several ``--url`` (one Python start-up instead of several: importing the SDK
 takes more than a second of CPU) are run one after the other, each in its
 own event loop and HTTP client; the document is then ``{"runs": [...]}``,
-one entry per URL with ``url``, ``ok`` and the report, or ``traceback``
-when it failed (the process then fails too, after printing it).
+one entry per URL (the ``--url`` ones, then the ``--elicit-url`` ones) with
+``url``, ``elicit``, ``ok`` and the report, or ``traceback`` when it failed
+(the process then fails too, after printing it).
 """
 
 from __future__ import annotations
@@ -58,13 +72,17 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client
+from mcp.client.context import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import ElicitRequestParams, ElicitResult
 
 BIG_CHARS = 100_000
 EXIT_UNEXPECTED = 3
 CALLS = (("big_text", {"chars": BIG_CHARS}), ("image", {}), ("small", {}))
+ELICIT_CALLS = (("confirm", {}),)
+ELICIT_ANSWER = "yes, obsmask-elicited-answer-42"
 TRANSPORTS = ("auto", "streamable-http", "sse")
 
 
@@ -137,6 +155,28 @@ def _http_client(
     )
 
 
+class Elicitations:
+    """The elicitation callback: accepts with ``ELICIT_ANSWER``, records each request."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.call_started = time.monotonic()
+
+    async def __call__(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult:
+        self.seen.append(
+            {
+                "request_id": context.request_id,
+                "mode": params.mode,
+                "message": params.message,
+                "requested_schema": getattr(params, "requested_schema", None),
+                "after": time.monotonic() - self.call_started,
+            }
+        )
+        return ElicitResult(action="accept", content={"answer": ELICIT_ANSWER})
+
+
 def _is_legacy_sse(url: str, transport: str) -> bool:
     if transport == "auto":
         return httpx2.URL(url).path.rstrip("/").endswith("/sse")
@@ -144,9 +184,15 @@ def _is_legacy_sse(url: str, transport: str) -> bool:
 
 
 async def _run(
-    url: str, mode: str, transport_name: str, timeout: float, exchanges: Exchanges
+    url: str,
+    mode: str,
+    transport_name: str,
+    timeout: float,
+    exchanges: Exchanges,
+    elicit: bool = False,
 ) -> dict[str, Any]:
     report: dict[str, Any] = {}
+    elicitations = Elicitations() if elicit else None
     async with AsyncExitStack() as stack:
         if _is_legacy_sse(url, transport_name):
             report["transport"] = "sse"
@@ -164,19 +210,30 @@ async def _run(
                 _http_client(exchanges, timeout=httpx2.Timeout(timeout))
             )
             transport = streamable_http_client(url, http_client=http)
-        client = Client(transport, mode=mode, read_timeout_seconds=timeout, cache=None)
+        client = Client(
+            transport,
+            mode=mode,
+            read_timeout_seconds=timeout,
+            cache=None,
+            elicitation_callback=elicitations,
+        )
         # Each request is bounded by read_timeout_seconds; the whole run by 5 of them.
         with anyio.fail_after(timeout * 5):
             async with client:
                 report["protocol_version"] = client.protocol_version
-                tools = await client.list_tools()
-                report["tools"] = tools.model_dump(mode="json", by_alias=True)
+                if elicitations is None:
+                    tools = await client.list_tools()
+                    report["tools"] = tools.model_dump(mode="json", by_alias=True)
                 calls: dict[str, Any] = {}
-                for name, arguments in CALLS:
+                for name, arguments in ELICIT_CALLS if elicitations else CALLS:
                     started = time.monotonic()
+                    if elicitations is not None:
+                        elicitations.call_started = started
                     result = await client.call_tool(name, arguments)
                     calls[name] = {**_call_report(result), "seconds": time.monotonic() - started}
                 report["calls"] = calls
+    if elicitations is not None:
+        report["elicitations"] = elicitations.seen
     return report
 
 
@@ -193,13 +250,13 @@ def _find_mcp_error(error: BaseException) -> MCPError | None:
 
 
 def _one(
-    url: str, mode: str, transport: str, timeout: float, expect_error: bool
+    url: str, mode: str, transport: str, timeout: float, expect_error: bool, elicit: bool
 ) -> tuple[bool, dict[str, Any]]:
     """Run against ``url``: (as expected?, the report, or the error and its traceback)."""
     exchanges = Exchanges()
     started = time.monotonic()
     try:
-        report = anyio.run(_run, url, mode, transport, timeout, exchanges)
+        report = anyio.run(_run, url, mode, transport, timeout, exchanges, elicit)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # noqa: BLE001 - reported, then the process fails
@@ -225,7 +282,13 @@ def _one(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--url", required=True, action="append", help="e.g. http://127.0.0.1:PORT/mcp"
+        "--url", action="append", default=[], help="e.g. http://127.0.0.1:PORT/mcp"
+    )
+    parser.add_argument(
+        "--elicit-url",
+        action="append",
+        default=[],
+        help="an elicitation run: answer the server's elicitation, call confirm() only",
     )
     parser.add_argument("--mode", default="legacy", choices=("legacy", "auto"))
     parser.add_argument(
@@ -239,15 +302,20 @@ def main() -> None:
         "--expect-error", action="store_true", help="expect a JSON-RPC error, print it"
     )
     args = parser.parse_args()
+    if not args.url and not args.elicit_url:
+        parser.error("give at least one --url or --elicit-url")
     runs = []
     failed = False
-    for url in args.url:
-        ok, payload = _one(url, args.mode, args.transport, args.timeout, args.expect_error)
+    targets = [(url, False) for url in args.url] + [(url, True) for url in args.elicit_url]
+    for url, elicit in targets:
+        ok, payload = _one(
+            url, args.mode, args.transport, args.timeout, args.expect_error, elicit
+        )
         if not ok:
             failed = True
             print(f"{url}: {payload['traceback']}", file=sys.stderr)
             print(f"HTTP exchanges: {json.dumps(payload['exchanges'])}", file=sys.stderr)
-        runs.append({"url": url, "ok": ok, **payload})
+        runs.append({"url": url, "elicit": elicit, "ok": ok, **payload})
     if len(runs) == 1:
         if not failed:
             json.dump(runs[0], sys.stdout)

@@ -17,7 +17,7 @@ client opens a GET stream on ``/sse`` that never ends, whose first event
 every POST is answered ``202 Accepted`` and every result comes as an
 ``event: message`` on the GET stream. ``--json-response`` does not apply.
 
-Three tools, all unstructured (``structured_output=False``: the long string is
+Four tools, all unstructured (``structured_output=False``: the long string is
 only in ``content``), with short descriptions so that ``tools/list`` stays
 small:
 
@@ -25,7 +25,14 @@ small:
   ending with ``-TAIL``, every position recognisable (see ``big_text``);
 - ``image()``: one PNG image block whose base64 is longer than 8000
   characters, the same bytes on every call;
-- ``small()``: a short text.
+- ``small()``: a short text;
+- ``confirm()``: asks the client for an answer in the middle of the call
+  (``ctx.elicit``, an ``elicitation/create`` request, form mode, schema
+  ``{"answer": string}``) and, once it has one, returns one text:
+  ``confirmed: <answer>`` (or ``not confirmed: <action>``), a newline and
+  ``big_text_of(CONFIRM_CHARS)``, long enough to be cut. On streamable HTTP
+  the request travels on the event stream of the pending ``tools/call``
+  POST, which must reach the client before the call can end.
 """
 
 from __future__ import annotations
@@ -41,14 +48,23 @@ import zlib
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ImageContent
+from pydantic import BaseModel, Field
 
 PATH = "/mcp"
 SSE_PATH = "/sse"
 TRANSPORTS = ("streamable-http", "sse")
 SMALL_TEXT = "small result: ok"
 IMAGE_SIDE = 64
+CONFIRM_MESSAGE = "obsmask e2e: confirm the long answer?"
+CONFIRM_CHARS = 10_000
+
+
+class Confirmation(BaseModel):
+    """The form confirm() asks the client to fill in."""
+
+    answer: str = Field(description="The answer to return.")
 
 
 def big_text_of(chars: int) -> str:
@@ -111,6 +127,16 @@ def build_server() -> MCPServer:
     @server.tool(description="Return a short text.", structured_output=False)
     def small() -> str:
         return SMALL_TEXT
+
+    @server.tool(description="Ask for an answer, return it and a long text.",
+                 structured_output=False)
+    async def confirm(ctx: Context) -> str:
+        result = await ctx.elicit(message=CONFIRM_MESSAGE, schema=Confirmation)
+        if result.action == "accept":
+            head = f"confirmed: {result.data.answer}"
+        else:
+            head = f"not confirmed: {result.action}"
+        return head + "\n" + big_text_of(CONFIRM_CHARS)
 
     return server
 
