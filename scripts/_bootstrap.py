@@ -58,10 +58,7 @@ def ensure_venv(name: str, *groups: str) -> Path:
         flush=True,
     )
     subprocess.run(
-        # --no-compile: the SDKs hold thousands of modules the tests never
-        # import; compiling them all at install costs a third of the time.
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-         "--no-compile", *wanted],
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *wanted],
         check=True,
     )
     stamp.write_text("\n".join(sorted(installed | set(wanted))) + "\n")
