@@ -78,7 +78,7 @@ from obsmask_core.gateway import (
     UPSTREAM_UNREACHABLE,
 )
 from support.agents import CLIENTS, CLIENTS_PYTHON, needs_clients
-from support.processes import REPO, MitmdumpProcess, running_mitmdump
+from support.processes import REPO, MitmdumpProcess, running_mitmdump, stop_process
 
 pytestmark = [pytest.mark.e2e, needs_clients]
 
@@ -155,13 +155,7 @@ class McpServer:
         return self.port
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 def start_mcp_server(variant: str, log: Path) -> McpServer:

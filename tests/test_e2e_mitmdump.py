@@ -76,16 +76,7 @@ def test_bad_configuration_stops_start_up(tmp_path, config, options, message):
     TOML syntax error, a wrong type) stop start-up with one clear message
     naming the key and the file"."""
     path = str(tmp_path / "nope.toml") if config is None else write_config(tmp_path, config)
-    proxy = MitmdumpProcess(["--set", f"obsmask_config={path}", *options], tmp_path, tmp_path)
-    try:
-        code = proxy.wait_for_exit()
-    finally:
-        proxy.stop()
-    output = proxy.output()
-    assert code != 0, output
-    assert message in output, output
-    if config is not None and not options:
-        assert path in output
+    assert_start_up_fails(tmp_path, path, options, message, names_file=config is not None)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +95,14 @@ def test_bad_mcp_configuration_stops_start_up(tmp_path, config, options, message
     (e.g. head_chars + tail_chars > max_chars is an error)". The other
     invalid values are refused by the same configure (tests/test_mcp_addon.py)."""
     path = write_config(tmp_path, config)
+    assert_start_up_fails(tmp_path, path, options, message, names_file=bool(config))
+
+
+def assert_start_up_fails(
+    tmp_path: Path, path: str, options: list[str], message: str, names_file: bool
+) -> None:
+    """mitmdump with this settings file and these options exits non-zero,
+    saying ``message`` (and the file's path, for an error in the file)."""
     proxy = MitmdumpProcess(["--set", f"obsmask_config={path}", *options], tmp_path, tmp_path)
     try:
         code = proxy.wait_for_exit()
@@ -112,7 +111,7 @@ def test_bad_mcp_configuration_stops_start_up(tmp_path, config, options, message
     output = proxy.output()
     assert code != 0, output
     assert message in output, output
-    if config and not options:
+    if names_file and not options:
         assert path in output
 
 

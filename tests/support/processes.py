@@ -95,14 +95,19 @@ class MitmdumpProcess:
         return "\n".join(self.lines)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
         self._reader.join(5)
+
+
+def stop_process(process: subprocess.Popen[str]) -> None:
+    """Terminate ``process`` (kill it after 10 s) and reap it."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 @contextmanager
