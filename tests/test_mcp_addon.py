@@ -398,3 +398,21 @@ def test_a_replayed_gateway_flow_is_not_sent_again(context):
     run_hooks(addon, flow)
     assert flow.response is recorded and METADATA_KEY in flow.metadata
     assert TRUNCATION_MARK.encode() in flow.response.content
+
+
+def test_a_relay_failure_is_recorded_and_its_header_kept_from_the_client(context):
+    addon, _ = context
+    body = (b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32052, "message": '
+            b'"obsmask gateway: cannot connect to http://127.0.0.1:1/"}}')
+    flow = mcp_flow(body, path="/api/mcp-gateway/fs/rpc")
+    flow.metadata[METADATA_KEY] = {"gateway_server": "fs"}
+    flow.response.headers["x-obsmask-gateway-error"] = "-32052"
+    addon.response(flow)
+    assert "x-obsmask-gateway-error" not in flow.response.headers
+    assert flow.metadata[METADATA_KEY]["gateway_error"] == -32052
+    assert "cannot connect to http://127.0.0.1:1/" in flow.comment
+    # The same header from some other server is none of obsmask's business.
+    other = mcp_flow(body)
+    other.response.headers["x-obsmask-gateway-error"] = "-32052"
+    addon.response(other)
+    assert other.response.headers["x-obsmask-gateway-error"] == "-32052"

@@ -273,10 +273,10 @@ class McpTruncation:
     def _relay_failure(self, flow: http.HTTPFlow, response: http.Response) -> None:
         """The relay answered with an error of its own: say so, like the
         gateway's other errors, and keep the internal header from the client."""
-        code = response.headers.pop(ERROR_HEADER)
-        if flow.metadata.get(METADATA_KEY, {}).get("gateway_server") is None:
+        summary = flow.metadata.get(METADATA_KEY, {})
+        if summary.get("gateway_server") is None:
             return  # not from our relay: some server's header, left alone
-        summary = flow.metadata[METADATA_KEY]
+        code = response.headers.pop(ERROR_HEADER)
         summary["gateway_error"] = int(code) if code.lstrip("-").isdigit() else code
         try:
             message = str(json.loads(response.content or b"{}")["error"]["message"])
@@ -305,8 +305,6 @@ class McpTruncation:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
-        if response is not None and ERROR_HEADER in response.headers:
-            self._relay_failure(flow, response)
         if (
             response is None
             or response.stream
@@ -361,10 +359,15 @@ class McpTruncation:
 
     def response(self, flow: http.HTTPFlow) -> None:
         response = flow.response
-        if response is None or response.stream or not self.enabled:
+        if response is None:
             return
         try:
-            self._truncate_buffered(flow, response)
+            # The relay's error answers are small JSON bodies, never streamed:
+            # their headers go to the client after this hook.
+            if ERROR_HEADER in response.headers:
+                self._relay_failure(flow, response)
+            if not response.stream and self.enabled:
+                self._truncate_buffered(flow, response)
         except Exception as e:  # noqa: BLE001 - never let a bug break the user's traffic
             logger.error("obsmask: internal error, %s answered unchanged: %s: %s",
                          where(flow), type(e).__name__, e)
