@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import ssl
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,8 @@ import h11
 
 from obsmask_core.jsonrpc_truncation import scan_jsonrpc
 from obsmask_core.policy import PolicyError
+
+logger = logging.getLogger(__name__)
 
 # JSON-RPC error codes of the gateway: in the -32000..-32099 range that
 # JSON-RPC leaves to implementations, clear of the codes MCP and its SDKs use
@@ -248,7 +251,8 @@ class GatewayRelay:
             await self._relay(client, writer, request, body, upstream, id_text)
         except GatewayFailure as failure:
             await _send_error(client, writer, id_text, failure)
-        except Exception as e:  # noqa: BLE001 - the client gets an answer whatever happens
+        except Exception as e:  # the client gets an answer whatever happens
+            logger.exception("obsmask: gateway relay: internal error")
             if client.our_state is h11.SEND_RESPONSE:
                 await _send_error(client, writer, id_text, GatewayFailure(
                     GATEWAY_INTERNAL, f"internal error: {type(e).__name__}: {e}"))
@@ -289,9 +293,11 @@ class GatewayRelay:
                 elif not isinstance(event, h11.InformationalResponse):
                     raise GatewayFailure(UPSTREAM_INVALID,
                                          f"{upstream.url} closed the connection without answering")
+            # One request per relay connection: mitmproxy must not reuse it.
             kept = [(n, v) for n, v in response.headers
                     if n.decode("latin-1") not in ("connection", "keep-alive",
                                                    "transfer-encoding", "content-length")]
+            kept.append((b"connection", b"close"))
             content_type = _header(response.headers, "content-type")
             if content_type.lower().startswith("text/event-stream") and response.status_code < 400:
                 # Passed on as it comes; a stream may stay quiet for long (the
@@ -407,6 +413,7 @@ async def _send_error(connection: h11.Connection, writer: asyncio.StreamWriter,
     status = 200 if id_text is not None else ERROR_HTTP_STATUS[failure.code]
     headers = [(b"content-type", b"application/json"),
                (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close"),
                (ERROR_HEADER.encode(), str(failure.code).encode())]
     try:
         writer.write(connection.send(h11.Response(status_code=status, headers=headers)))
