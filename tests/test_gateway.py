@@ -99,6 +99,7 @@ def test_refused_connection_answers_the_request_id_with_status_200():
         assert status == 200 and headers[b"content-type"] == b"application/json"
         assert answer["id"] == "r-1" and answer["error"]["code"] == UPSTREAM_UNREACHABLE
         assert answer["error"]["message"].startswith("obsmask gateway: cannot connect to")
+        assert answer["error"]["data"] == {"server": "up"}
         assert headers[ERROR_HEADER.encode()] == str(UPSTREAM_UNREACHABLE).encode()
 
     asyncio.run(main())

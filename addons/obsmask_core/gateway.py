@@ -240,6 +240,7 @@ class GatewayRelay:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = h11.Connection(h11.SERVER)
         id_text: str | None = None
+        name = ""
         try:
             request, body = await _read_request(client, reader, self._timeout())
             if request.method == b"POST":
@@ -250,12 +251,12 @@ class GatewayRelay:
                 raise GatewayFailure(UNKNOWN_SERVER, f"no MCP server named {name!r}")
             await self._relay(client, writer, request, body, upstream, id_text)
         except GatewayFailure as failure:
-            await _send_error(client, writer, id_text, failure)
+            await _send_error(client, writer, id_text, failure, name)
         except Exception as e:  # the client gets an answer whatever happens
             logger.exception("obsmask: gateway relay: internal error")
             if client.our_state is h11.SEND_RESPONSE:
                 await _send_error(client, writer, id_text, GatewayFailure(
-                    GATEWAY_INTERNAL, f"internal error: {type(e).__name__}: {e}"))
+                    GATEWAY_INTERNAL, f"internal error: {type(e).__name__}: {e}"), name)
         finally:
             writer.close()
 
@@ -406,10 +407,11 @@ async def _read_request(connection: h11.Connection, reader: asyncio.StreamReader
 
 
 async def _send_error(connection: h11.Connection, writer: asyncio.StreamWriter,
-                      id_text: str | None, failure: GatewayFailure) -> None:
+                      id_text: str | None, failure: GatewayFailure, name: str) -> None:
     if connection.our_state is not h11.SEND_RESPONSE:
         return  # the answer has begun: all that is left is to end the stream
-    body = error_body(id_text, failure.code, f"obsmask gateway: {failure.message}", {})
+    body = error_body(id_text, failure.code, f"obsmask gateway: {failure.message}",
+                      {"server": name})
     status = 200 if id_text is not None else ERROR_HTTP_STATUS[failure.code]
     headers = [(b"content-type", b"application/json"),
                (b"content-length", str(len(body)).encode()),
