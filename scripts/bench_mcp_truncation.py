@@ -281,7 +281,7 @@ def measure_case(case: Case, limits: TruncationLimits, repeat: int | None,
     if case.sse_chunk:
         body = sse_event(case.text)
         output, truncator = sse_run(body, case.sse_chunk, limits)
-        cuts = [cut for event in truncator.take_cuts() for cut in event.truncation.cuts]
+        cuts = [cut for event in truncator.take_cuts() for cut in event.cuts]
         events_out = [e for e in output.split(b"\n\n") if e]
         data = b"\n".join(line[6:] for line in events_out[0].split(b"\n")
                           if line.startswith(b"data: ")) if events_out else b""

@@ -608,7 +608,7 @@ def test_sse_response_event_is_cut_and_other_lines_pass(eol):
                                             id_=7), eol) + after
     assert out == expected.encode()
     [event_cut] = truncator.take_cuts()
-    assert event_cut.truncation.cuts[0].chars_before == len(LONG_SSE)
+    assert event_cut.cuts[0].chars_before == len(LONG_SSE)
     assert truncator.take_cuts() == [] and truncator.problem is None
 
 

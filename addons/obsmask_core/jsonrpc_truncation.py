@@ -216,10 +216,6 @@ class JsonRpcScan:
     # (start, end, message index) of the string tokens to cut
     spans: list[tuple[int, int, int]] = field(default_factory=list)
 
-    @property
-    def is_jsonrpc(self) -> bool:
-        return self.problem is None
-
     def kinds(self) -> set[str]:
         return {message.kind for message in self.messages}
 

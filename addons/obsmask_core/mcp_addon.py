@@ -376,27 +376,26 @@ class McpTruncation:
         if response.raw_content is None or not response.raw_content:
             return
         known_mcp = METADATA_KEY in flow.metadata
-        if not (known_mcp or _is_event_stream(response)
-                or "json" in response.headers.get("content-type", "").lower()):
+        is_sse = _is_event_stream(response)
+        is_json = "json" in response.headers.get("content-type", "").lower()
+        if not (known_mcp or is_sse or is_json):
             return  # not worth decoding: neither MCP nor JSON
-        if _is_event_stream(response):
-            if not self._may_be_mcp(flow):
-                return
-            content = self._decoded(flow, response, known_mcp)
-            if content is None:
-                return
+        if is_sse and not self._may_be_mcp(flow):
+            return
+        content = self._decoded(flow, response, known_mcp)
+        if content is None:
+            return
+        if is_sse:
             outcome = truncate_sse_body(content, self.limits, self.marker)
-            truncations = [cut.truncation for cut in outcome.cuts]
+            truncations = outcome.cuts
             new_body = outcome.body
             transport = "sse"
         else:
-            content = self._decoded(flow, response, known_mcp)
-            if content is None or not (known_mcp or _looks_like_jsonrpc(content)):
+            if not (known_mcp or _looks_like_jsonrpc(content)):
                 return
             body_outcome = truncate_jsonrpc_body(content, self.limits, self.marker)
             if body_outcome.body is None:
                 # A 202 "Accepted" (text) to a notification is no answer to read.
-                is_json = "json" in response.headers.get("content-type", "").lower()
                 if body_outcome.reason != "no string to cut" and known_mcp and is_json:
                     logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
                                    where(flow), body_outcome.reason)
@@ -522,7 +521,7 @@ class _SseTap:
             pieces = self.truncator.feed(chunk) if chunk else self.truncator.finish()
             cuts = self.truncator.take_cuts()
             if cuts:
-                self.addon.record_cuts(self.flow, "sse", [cut.truncation for cut in cuts])
+                self.addon.record_cuts(self.flow, "sse", cuts)
             if self.truncator.problem and not chunk:
                 logger.warning("obsmask: MCP stream %s: %s", where(self.flow),
                                self.truncator.problem)

@@ -43,13 +43,6 @@ def can_rewrite(content_encoding: str | None) -> bool:
     return encoding in ("", "identity") or encoding in INFLATABLE
 
 
-@dataclass
-class EventCut:
-    """One event that was rewritten, and what was cut in it."""
-
-    truncation: TextTruncation
-
-
 class SseTruncator:
     """Feed the transport chunks of one stream in order; each call returns the
     bytes to send on now (a list, possibly empty: an empty byte string in the
@@ -78,7 +71,7 @@ class SseTruncator:
         self._held: list[bytes] = []  # lines of the current event, from its first data line
         self._held_bytes = 0
         self._oversized = False  # the current event is too big: it passes uncut
-        self.cuts: list[EventCut] = []  # rewritten events not yet taken by the caller
+        self.cuts: list[TextTruncation] = []  # rewritten events not yet taken by the caller
         self.problem: str | None = None
         self.events = 0
 
@@ -126,7 +119,7 @@ class SseTruncator:
         self._held, self._line = [], bytearray()
         return held
 
-    def take_cuts(self) -> list[EventCut]:
+    def take_cuts(self) -> list[TextTruncation]:
         cuts, self.cuts = self.cuts, []
         return cuts
 
@@ -239,7 +232,7 @@ class SseTruncator:
         parts = truncation.text.split("\n")
         if len(parts) != len(data_lines):
             return lines
-        self.cuts.append(EventCut(truncation))
+        self.cuts.append(truncation)
         rebuilt = list(lines)
         for index, part in zip(data_lines, parts, strict=True):
             line = lines[index]
@@ -250,7 +243,7 @@ class SseTruncator:
 @dataclass
 class SseBodyTruncation:
     body: bytes | None  # None: nothing was cut, the original goes out
-    cuts: list[EventCut]
+    cuts: list[TextTruncation]  # one per rewritten event
     problem: str | None
 
 
