@@ -37,6 +37,12 @@ _BOM = b"\xef\xbb\xbf"
 _CR = 0x0D
 
 
+def _is_data_line(content: bytes) -> bool:
+    """``data`` or ``data:...`` (a line without its end): the field name is
+    everything before the first colon."""
+    return content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A)
+
+
 def can_rewrite(content_encoding: str | None) -> bool:
     """Whether a stream with this Content-Encoding can be read here."""
     encoding = (content_encoding or "").strip().lower()
@@ -180,7 +186,7 @@ class SseTruncator:
         if not content:
             self._event_done(line, out)
             return
-        is_data = content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A)
+        is_data = _is_data_line(content)
         if not self._held and not is_data:
             out.append(line)  # comments, event:, id:, retry: lines go on at once
             return
@@ -210,7 +216,7 @@ class SseTruncator:
         data_lines: list[int] = []  # indexes of the data lines in ``lines``
         for index, line in enumerate(lines):
             content = line.rstrip(b"\r\n")
-            if content.startswith(b"data") and (len(content) == 4 or content[4] == 0x3A):
+            if _is_data_line(content):
                 data_lines.append(index)
                 value = content[5:]
                 values.append(value[1:] if value.startswith(b" ") else value)
