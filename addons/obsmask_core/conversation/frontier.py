@@ -2,44 +2,96 @@
 
 Results older than the frontier are masked. The frontier only moves forward,
 and the rules that hold it back (``batch_turns``, ``trigger_tokens``,
-``min_free_percent``) are judged on the conversation as it was at each
-earlier request, which the current request holds as a prefix. So every
-request of a conversation finds the same frontier for its past, from the
-request alone: retries, replays and several proxies agree, with no state.
+``min_free_percent``, and the ledger of ``price_model``) are judged on the
+conversation as it was at each earlier request, which the current request
+holds as a prefix. So every request of a conversation finds the same
+frontier for its past, from the request alone: retries, replays and several
+proxies agree, with no state.
+
+With a price model that has a cache, the turns the frontier passes are
+either masked or kept for good (a result whose masking the bill could not
+pay for when it left the window); see ``ledger``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from obsmask_core.conversation.ledger import FRAMING_TOKENS, Ledger, prefix_tokens
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.price_models import PRICE_MODELS
 from obsmask_core.conversation.turn_model import ToolTurnIndex
 from obsmask_core.shared.tokens import message_strings
 
-# Token estimates for the budget rules: about 4 characters a token, plus
-# the framing of each item and of the reply (OpenAI's cookbook: 3 each).
-CHARS_PER_TOKEN = 4
-FRAMING_TOKENS = 3
-
 
 def estimate_tokens(chars: int, items: int) -> int:
-    """A cheap, deterministic estimate of a request's input tokens."""
-    return chars // CHARS_PER_TOKEN + FRAMING_TOKENS * (items + 1)
+    """A cheap, deterministic estimate of a request's input tokens: its
+    items, and the framing of the reply (OpenAI's cookbook: 3)."""
+    return prefix_tokens(chars, items) + FRAMING_TOKENS
 
 
 def _item_chars(item: object) -> int:
     return sum(len(text) for text in message_strings(item))
 
 
+# Characters a placeholder counts for, in tenths of its length (4 / 2.5).
+PLACEHOLDER_WEIGHT_TENTHS = 16
+# And what masking frees counts for this percentage of it: the tokens of
+# real tool output run sparser than 4 characters a token as often as denser
+# (paths, listings), and the ledger must not count savings it may not get.
+FREED_PERCENT = 90
+# With a price model, how many undecided turns behind the target a move may
+# still reach back to (the work per request stays bounded).
+LOOKBACK_TURNS = 16
+
+
+@dataclass
+class TurnSavings:
+    """Per turn: the characters its maskable results would free, as they
+    are (``freed``) and as the ledger counts them (``counted``), and the
+    position of the first of them."""
+
+    freed: list[int]
+    counted: list[int]
+    first: list[int | None]
+
+    @classmethod
+    def of(cls, index: ToolTurnIndex, maskable: dict[int, str]) -> TurnSavings:
+        turns = len(index.turns)
+        savings = cls([0] * turns, [0] * turns, [None] * turns)
+        for number, masked_text in maskable.items():
+            result = index.results[number]
+            freed = len(result.text or "") - len(masked_text)
+            savings.freed[result.turn] += freed
+            # A placeholder is ids and numbers, about 2.5 characters a token:
+            # counted heavier, so the estimate never flatters masking.
+            heavier = len(masked_text) * (PLACEHOLDER_WEIGHT_TENTHS - 10) // 10
+            savings.counted[result.turn] += (freed - heavier) * FREED_PERCENT // 100
+            position = result.location[0]
+            first = savings.first[result.turn]
+            savings.first[result.turn] = position if first is None else min(first, position)
+        return savings
+
+
+def _request_ends(index: ToolTurnIndex, items: int) -> list[int]:
+    """Where each request of the conversation ended: just before each of the
+    model's answers, and this request at the end of the list."""
+    ends = [start for start in index.answer_starts if 0 < start < items]
+    ends.append(items)
+    return ends
+
+
 class Frontier:
     """Where the masking frontier stands for this request.
 
-    The frontier is replayed over the conversation's own history, turn by
-    turn, from the request alone: the request at an earlier turn is a prefix
-    of this one, so every request of a conversation finds the same frontier
-    for its past (retries, replays and several proxies agree), and it only
-    ever moves forward. One pass over the turns: what a move would free is
-    summed as the candidate target advances, not recounted for each target.
+    The frontier is replayed over the conversation's own history, request
+    by request, from the request alone: the request at an earlier turn is a
+    prefix of this one, so every request of a conversation finds the same
+    frontier for its past (retries, replays and several proxies agree), and
+    it only ever moves forward. One pass: what a move would free is summed
+    as the candidate target advances, not recounted for each target, and
+    the ledger bills each request once.
     """
 
     def __init__(
@@ -51,49 +103,138 @@ class Frontier:
     ) -> None:
         self.turn = 0
         self.request_end = 0  # items in the request at the last move
-        measures = policy.trigger_tokens or policy.min_free_percent or policy.max_input_tokens
+        model = PRICE_MODELS[policy.price_model]
+        self.ledger: Ledger | None = (
+            Ledger(model, policy.allowance_percent) if model.has_cache else None
+        )
+        measures = (policy.trigger_tokens or policy.min_free_percent
+                    or policy.max_input_tokens or self.ledger)
         # chars_before[i]: characters of the items before item i. Only the
         # rules that measure the request need it; the plain window does not.
         self.chars_before = [0]
         if measures:
             for item in items:
                 self.chars_before.append(self.chars_before[-1] + _item_chars(item))
-        turns = index.turns
-        # Per turn: characters its maskable results would free, and where the
-        # first of them sits.
-        freed_by_turn = [0] * len(turns)
-        first_by_turn: list[int | None] = [None] * len(turns)
-        for number, masked_text in maskable.items():
-            result = index.results[number]
-            freed_by_turn[result.turn] += len(result.text or "") - len(masked_text)
-            position = result.location[0]
-            first = first_by_turn[result.turn]
-            first_by_turn[result.turn] = position if first is None else min(first, position)
-        # Turns [self.turn, covered) are summed into freed / first.
-        covered, freed, first_position = 0, 0, None
-        for number in range(len(turns)):
-            target = max(0, number + 1 - policy.window_turns)
-            target -= target % policy.batch_turns
-            if target <= self.turn:
-                continue
+        self._index = index
+        self._items = len(items)
+        self._policy = policy
+        self._savings = TurnSavings.of(index, maskable)
+        # What the masked turns before the frontier free, as the ledger counts it.
+        self._counted_before_frontier = 0
+        # Without a price model, turns [self.turn, self._covered) are summed
+        # into _pending / _first.
+        self._covered = 0
+        self._pending = 0
+        self._first: int | None = None
+        # Per turn before the frontier: masked (True) or kept for good.
+        self._masked_turns = [False] * len(index.turns)
+        self._replay()
+
+    def masks(self, turn: int) -> bool:
+        """Are the results of ``turn`` past the frontier and masked?"""
+        return turn < self.turn and self._masked_turns[turn]
+
+    def _replay(self) -> None:
+        index, turns = self._index, len(self._index.turns)
+        number = 0
+        for end in _request_ends(index, self._items):
+            plain_tokens = plain_cost = common = 0
+            if self.ledger is not None:
+                plain_tokens = prefix_tokens(self.chars_before[end], end)
+                plain_cost = self.ledger.plain_cost(plain_tokens)
+                common = self.ledger.previous_masked
             # Each turn is judged in the first request that holds it and its
             # results: a prefix of every later request, which all judge it alike.
-            end = index.request_end_after(number, len(items))
-            if (
-                policy.trigger_tokens
-                and estimate_tokens(self.chars_before[end], end) < policy.trigger_tokens
-            ):
+            while number < turns and index.request_end_after(number, self._items) <= end:
+                if self.ledger is None:
+                    self._judge(number, end)
+                else:
+                    common = self._judge_with_ledger(self.ledger, number, end, plain_cost, common)
+                number += 1
+            if self.ledger is not None:
+                masked_tokens = prefix_tokens(
+                    self.chars_before[end] - self._counted_before_frontier, end)
+                self.ledger.record(plain_tokens, plain_cost, masked_tokens,
+                                   self.ledger.masked_cost(masked_tokens, common))
+
+    def _target(self, number: int, end: int) -> int | None:
+        """Where turn ``number`` would move the frontier; None when it stays."""
+        policy = self._policy
+        target = max(0, number + 1 - policy.window_turns)
+        target -= target % policy.batch_turns
+        if target <= self.turn:
+            return None
+        if (
+            policy.trigger_tokens
+            and estimate_tokens(self.chars_before[end], end) < policy.trigger_tokens
+        ):
+            return None
+        return target
+
+    def _move(self, start: int, target: int, end: int, counted: int) -> None:
+        """Mask turns [start, target), keep [self.turn, start) for good."""
+        for turn in range(start, target):
+            self._masked_turns[turn] = True
+        self.turn, self.request_end = target, end
+        self._counted_before_frontier += counted
+
+    def _judge(self, number: int, end: int) -> None:
+        """Without a price model: move the frontier over every turn up to
+        the target when ``min_free_percent`` allows it, or wait."""
+        if (target := self._target(number, end)) is None:
+            return
+        for turn in range(self._covered, target):
+            self._pending += self._savings.freed[turn]
+            first = self._savings.first[turn]
+            if first is not None and (self._first is None or first < self._first):
+                self._first = first
+        self._covered = target
+        freed, first_position = self._pending, self._first
+        if first_position is not None and self._policy.min_free_percent:
+            # A move re-bills everything after the first newly masked result.
+            rebilled = self.chars_before[end] - self.chars_before[first_position] - freed
+            if freed * 100 < self._policy.min_free_percent * max(rebilled, 1):
+                return
+        self._move(self.turn, target, end, 0)
+        self._pending, self._first = 0, None
+
+    def _judge_with_ledger(self, ledger: Ledger, number: int, end: int, plain_cost: int,
+                           common: int) -> int:
+        """With a price model: mask the longest run of the undecided turns
+        that ends at the target and that the ledger can pay for (and that
+        ``min_free_percent`` allows); the undecided turns before that run
+        are kept for good, and so are those more than ``LOOKBACK_TURNS``
+        behind the target (a result that was not worth masking when it left
+        the window is worth less every turn: what masking it re-bills only
+        grows). Returns the prefix this request shares with the previous one."""
+        if (target := self._target(number, end)) is None:
+            return common
+        low = max(self.turn, target - LOOKBACK_TURNS)
+        masked_before = self.chars_before[end] - self._counted_before_frontier
+        freed = counted = 0
+        first: int | None = None
+        chosen: tuple[int, int, int] | None = None  # start, counted, shared prefix
+        for start in range(target - 1, low - 1, -1):
+            freed += self._savings.freed[start]
+            counted += self._savings.counted[start]
+            turn_first = self._savings.first[start]
+            if turn_first is not None:
+                first = turn_first if first is None else min(first, turn_first)
+            if first is None:
+                chosen = (start, 0, common)  # nothing to mask: free
                 continue
-            for turn in range(covered, target):
-                freed += freed_by_turn[turn]
-                first = first_by_turn[turn]
-                if first is not None and (first_position is None or first < first_position):
-                    first_position = first
-            covered = target
-            if policy.min_free_percent and first_position is not None:
-                # A move re-bills everything after the first newly masked result.
-                rebilled = self.chars_before[end] - self.chars_before[first_position] - freed
-                if freed * 100 < policy.min_free_percent * max(rebilled, 1):
-                    continue
-            self.turn, self.request_end = target, end
-            freed, first_position = 0, None
+            rebilled = self.chars_before[end] - self.chars_before[first] - freed
+            if freed * 100 < self._policy.min_free_percent * max(rebilled, 1):
+                continue
+            # The forwarded history changes at the first newly masked result.
+            shared = min(common, prefix_tokens(
+                self.chars_before[first] - self._counted_before_frontier, first))
+            cost = ledger.masked_cost(prefix_tokens(masked_before - counted, end), shared)
+            if ledger.affordable(cost, plain_cost):
+                chosen = (start, counted, shared)
+        if chosen is None:
+            self.turn = low
+            return common
+        start, counted, shared = chosen
+        self._move(start, target, end, counted)
+        return shared

@@ -16,6 +16,8 @@ from typing import Literal
 
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
+from obsmask_core.conversation.holdout import held_out
+from obsmask_core.conversation.ledger import BillSoFar
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
 from obsmask_core.shared.truncation import truncate_text
@@ -29,8 +31,9 @@ Stage = Literal["none", "masking", "clipping"]
 # Why a result was kept: inside the window; older than the window but not
 # yet past the frontier; reads as an error; among the last K of its tool;
 # its tool is excluded; shorter than min_chars; already the placeholder;
-# the placeholder would not be shorter; no text to replace; no call names it.
-KeptReason = Literal["in_window", "pending", "error", "per_tool", "excluded", "min_chars",
+# the placeholder would not be shorter; no text to replace; no call names it;
+# masking it would have cost more than the bill allowed when it was judged.
+KeptReason = Literal["in_window", "pending", "cache", "error", "per_tool", "excluded", "min_chars",
                      "already_masked", "short", "not_text", "orphan"]
 
 
@@ -60,6 +63,10 @@ class MaskPlan:
     frontier_turn: int = 0
     stage: Stage = "none"
     kept: Counter[KeptReason] = field(default_factory=Counter)
+    # The bill so far (None when the price model has no cache, or nothing
+    # was planned); True when the conversation is in the holdout group.
+    bill: BillSoFar | None = None
+    held_out: bool = False
 
     @property
     def masked(self) -> int:
@@ -115,6 +122,9 @@ def plan_masking(
     plan.kept["orphan"] = len(index.orphans)
     if not policy.enabled or policy.window_turns <= 0:
         return plan
+    if held_out(items, policy.holdout_percent):
+        plan.held_out = True
+        return plan
 
     # Only results older than the window can ever be masked; for them the
     # rules that depend on the result alone (the error heuristic reads the
@@ -142,6 +152,8 @@ def plan_masking(
 
     frontier = Frontier(index, items, policy, maskable)
     plan.frontier_turn = frontier.turn
+    if frontier.ledger is not None:
+        plan.bill = frontier.ledger.so_far()
 
     # The K most recent results of each tool stay. Counted in the
     # request as it was when the frontier last moved, so the masked prefix
@@ -162,6 +174,8 @@ def plan_masking(
             plan.kept["in_window"] += 1
         elif result.turn >= frontier.turn:
             plan.kept["pending"] += 1
+        elif not frontier.masks(result.turn):
+            plan.kept["cache"] += 1
         elif number in kept_by_tool:
             plan.kept["per_tool"] += 1
         elif number in reasons:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from obsmask_core.conversation.price_models import PRICE_MODELS
 from obsmask_core.shared.config_file import ConfigFile
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.settings import check_fields, setting
@@ -45,6 +46,11 @@ def check_placeholder_template(key: str, value: object) -> None:
         render_placeholder(value, "call_0", "tool", 12345)
     except (ValueError, TypeError, KeyError, IndexError) as e:
         raise SettingError(key, f"does not render ({e})") from e
+
+
+def check_price_model(key: str, value: object) -> None:
+    if isinstance(value, str) and value not in PRICE_MODELS:
+        raise SettingError(key, f"must be one of {', '.join(PRICE_MODELS)}, got {value!r}")
 
 
 def _any_text(part: TemplatePart) -> str:
@@ -136,6 +142,22 @@ class MaskPolicy:
         Move the frontier only when the results it masks free at least this
         percentage of what the move makes the provider bill again (everything
         after the first newly masked result). 0: always.""", minimum=0)
+    price_model: str = setting("none", """
+        The provider's prices, for the bill the frontier keeps: "anthropic"
+        (cache reads 0.1, writes 1.25), "openai" (cached input 0.1), "openai_50"
+        (cached input 0.5) or "none" (no cache). With a cache, the frontier
+        moves only when the bill of the conversation so far, replayed from the
+        request with obsmask's past decisions, stays within allowance_percent
+        of the bill without masking. "none": every move is free (the plain
+        window).""", check=check_price_model)
+    allowance_percent: int = setting(0, """
+        How far above the bill without masking the bill so far may go when
+        the frontier moves (price_model with a cache), in percent of the bill
+        without masking.""", minimum=0, maximum=100)
+    holdout_percent: int = setting(0, """
+        Leave this share of conversations unmasked, chosen by a hash of their
+        first message (the same conversations every time), so that real bills
+        can be compared between the two groups. 0: none.""", minimum=0, maximum=100)
     max_input_tokens: int = setting(0, """
         If a request is still estimated above this many tokens after masking,
         clip the results inside the window to head + marker + tail, oldest

@@ -66,6 +66,7 @@ class Refused:
 
 RewriteOutcome = Masked | Unchanged | Unreadable | Refused
 DISABLED = "masking is disabled"
+HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
 
 
 def mask_request_body(
@@ -85,6 +86,8 @@ def mask_request_body(
 
     index = fmt.index(request.items)
     plan = plan_masking(index, policy, request.items)
+    if plan.held_out:
+        return Unchanged(HELD_OUT, plan)
     if not plan.decisions:
         return Unchanged("nothing to mask", plan)
     chars = sum(len(result.text) for result in index.results if result.text is not None)

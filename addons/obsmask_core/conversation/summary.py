@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from obsmask_core.conversation.planner import MaskPlan
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.rewrite import Masked
 from obsmask_core.shared.tokens import TokenCounter
@@ -36,6 +37,8 @@ class MaskSummary:
     body_bytes_before: int
     body_bytes_after: int
     window_turns: int
+    # The ledger's bill so far (estimates), when a price model with a cache is set.
+    bill: dict[str, object] | None = None
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
@@ -58,6 +61,7 @@ class MaskSummary:
             body_bytes_before=body_bytes_before,
             body_bytes_after=body_bytes_after,
             window_turns=window_turns,
+            bill=plan.bill.as_metadata() if plan.bill is not None else None,
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -84,9 +88,22 @@ class LeftAlone:
     action: Literal["passed_through", "unchanged"]
     format: str
     reason: str
+    bill: dict[str, object] | None = None
+    # The conversation is in the holdout group (holdout_percent): never masked.
+    holdout: bool = False
+
+    @classmethod
+    def unchanged(cls, fmt: str, reason: str, plan: MaskPlan | None) -> LeftAlone:
+        bill = plan.bill.as_metadata() if plan is not None and plan.bill is not None else None
+        return cls("unchanged", fmt, reason, bill, plan is not None and plan.held_out)
 
     def as_metadata(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        if self.bill is None:
+            del out["bill"]
+        if not self.holdout:
+            del out["holdout"]
+        return out
 
 
 def describe_policy(policy: MaskPolicy, source: str) -> str:
@@ -102,6 +119,9 @@ def describe_policy(policy: MaskPolicy, source: str) -> str:
             ("min_chars", p.min_chars, 0),
             ("min_free_percent", p.min_free_percent, 0),
             ("max_input_tokens", p.max_input_tokens, 0),
+            ("price_model", p.price_model, "none"),
+            ("allowance_percent", p.allowance_percent, 0),
+            ("holdout_percent", p.holdout_percent, 0),
             ("exclude_tools", ",".join(p.exclude_tools), ""),
         )
         if value != neutral

@@ -114,9 +114,9 @@ class ConversationMasking:
                     "passed_through", fmt.name, violation).as_metadata()
                 logger.error("obsmask: %s forwarded unchanged: the masked body broke an "
                              "invariant (%s)", where(flow), violation)
-            case Unchanged(reason=reason):
-                flow.metadata[CONVERSATION_METADATA] = LeftAlone(
-                    "unchanged", fmt.name, reason).as_metadata()
+            case Unchanged(reason=reason, plan=plan):
+                flow.metadata[CONVERSATION_METADATA] = LeftAlone.unchanged(
+                    fmt.name, reason, plan).as_metadata()
                 logger.debug("obsmask: %s unchanged: %s", where(flow), reason)
 
     def _apply(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: Masked) -> None:

@@ -49,6 +49,7 @@ class SettingInfo:
 
     help: str
     minimum: int | None = None
+    maximum: int | None = None
     check: Callable[[str, object], None] | None = None
     in_file: bool = True
     option: str | None = None
@@ -59,12 +60,13 @@ def setting(
     help: str,
     *,
     minimum: int | None = None,
+    maximum: int | None = None,
     check: Callable[[str, object], None] | None = None,
     in_file: bool = True,
     option: str | None = None,
 ) -> _T:
     """A dataclass field that is a setting (see the module's docstring)."""
-    info = SettingInfo(" ".join(help.split()), minimum, check, in_file, option)
+    info = SettingInfo(" ".join(help.split()), minimum, maximum, check, in_file, option)
     declared_field: _T = dataclasses.field(default=default, metadata={_METADATA_KEY: info})
     return declared_field
 
@@ -122,6 +124,9 @@ def typed_value(item: Setting, value: object) -> object:
             lowest = item.info.minimum
             if lowest is not None and value < lowest:
                 raise SettingError(key, f"must be {lowest} or more, got {value}")
+            highest = item.info.maximum
+            if highest is not None and value > highest:
+                raise SettingError(key, f"must be {highest} or less, got {value}")
     elif item.kind == "strings":
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise SettingError(key, f"must be an array of strings, got {value!r}")

@@ -1,0 +1,43 @@
+"""The holdout: a stable share of conversations that obsmask leaves unmasked,
+so that a user can compare the provider's real bills between the two groups.
+
+A conversation is known by its first item, the one every request of it
+begins with: the hash of that item's text decides, so every request of a
+conversation (on any proxy, after any restart) lands in the same group. Only
+string values count, and none under ``cache_control``: clients move their
+cache breakpoints from request to request, and a moved breakpoint must not
+move the conversation to the other group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+IGNORED_KEYS = frozenset({"cache_control"})
+BUCKETS = 100
+
+
+def conversation_bucket(items: Sequence[object]) -> int | None:
+    """0 to 99 from the first item's text; None for an empty conversation."""
+    if not items:
+        return None
+    digest = hashlib.blake2b(digest_size=8)
+    pending: list[object] = [items[0]]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            digest.update(value.encode("utf-8", "surrogatepass") + b"\x00")
+        elif isinstance(value, dict):
+            pending.extend(reversed([v for k, v in value.items() if k not in IGNORED_KEYS]))
+        elif isinstance(value, list):
+            pending.extend(reversed(value))
+    return int.from_bytes(digest.digest(), "big") % BUCKETS
+
+
+def held_out(items: Sequence[object], holdout_percent: int) -> bool:
+    """Is this conversation in the holdout group (never masked)?"""
+    if holdout_percent <= 0:
+        return False
+    bucket = conversation_bucket(items)
+    return bucket is not None and bucket < holdout_percent
