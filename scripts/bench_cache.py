@@ -4,60 +4,104 @@
     python3 scripts/bench_cache.py                  # Markdown table for the README
     python3 scripts/bench_cache.py --json           # everything, as one JSON document
     python3 scripts/bench_cache.py --policy w4=window_turns=4 --policy w12=window_turns=12
-    python3 scripts/bench_cache.py --input flows.mitm --synthetic 0
-    python3 scripts/bench_cache.py --only-real --per-session
+    python3 scripts/bench_cache.py --input flows.mitm --synthetic 0 --no-adversarial
+    python3 scripts/bench_cache.py --only-real --formats chat --per-session
 
 Masking shortens every request, but it rewrites the history, and a provider
 only serves from its cache the prefix a request shares with the previous one.
 This replays sessions request by request and bills each request under four
-price models, for several policies in the same run.
+price models, for several policies in the same run: the bill of each whole
+session, and the bill so far after every request.
 
 Sessions:
 
-- real: every ``*.json`` of --sessions (default fixtures/sessions/chat/, ten
-  mini-swe-agent sessions). A file is the last request body of a session;
-  every prefix of its ``messages`` that ends just before an assistant
-  message is a request the agent sent, and the whole body is the last one.
-- synthetic (--synthetic N, default 10): generated with fixed seeds
-  (``random.Random(SYNTHETIC_SEED + n)`` for session n); their distribution
-  is described in scripts/benchlib/cache/synthetic.py and in the JSON
-  output ("synthetic_distribution").
-- --input FILE (repeatable): a Chat Completions request body (replayed by its
-  prefixes, like a real session), or a mitmproxy flow file (.mitm): its POST
-  bodies to ``.../chat/completions``; a body whose messages continue in a later
-  body is one of that body's prefixes and is dropped, every other body is
+- real: the sessions of --sessions (default fixtures/sessions/, ten
+  mini-swe-agent sessions in each of its chat/, anthropic/ and responses/
+  folders: the same sessions in Chat Completions, Anthropic Messages and
+  OpenAI Responses), for each format of --formats (default all three); a
+  session is named ``<format>/<file stem>``. A folder without such
+  subfolders is read as ``*.json`` bodies, each of the format its shape
+  says. A file is the last request body of a session; each format is
+  replayed with its own wire format: every prefix of its list
+  (``messages``, ``input``) that ends just before an answer of the model is
+  a request the agent sent (chat and anthropic: before each message with
+  role "assistant"; responses: before the first item of each run of items
+  the model produced, call items such as ``function_call``, ``reasoning``
+  and messages with role "assistant"), and the whole body is the last one.
+- synthetic (--synthetic N, default 10): Chat Completions, generated with
+  fixed seeds (``random.Random(SYNTHETIC_SEED + n)`` for session n); their
+  distribution is described in scripts/benchlib/cache/synthetic.py and in
+  the JSON output ("synthetic_distribution").
+- adversarial (default on; --no-adversarial): eight Chat Completions
+  sessions of five families whose result sizes are chosen to make masking
+  cost more than no masking at some point (200 tool turns of uniform 2,000,
+  8,000 or 32,000-character results; a burst of eight 30,000-character
+  results at the end or in the middle; 150 small results; tiny and huge
+  results alternating; results that tokenise at about 8 and about 2
+  characters per token alternating), fixed seeds; described in
+  scripts/benchlib/cache/adversarial.py and in the JSON output
+  ("adversarial_families"). Masking is a pure function of the request, so
+  the first k tool turns of a uniform session are the k-turn session: its
+  worst bill so far covers every length from 5 to 200 tool turns, and the
+  output also gives the bill so far after k tool turns for k = 5, 10, 12,
+  16, 20, 30, 50, 100 and 200.
+- --input FILE (repeatable): a request body, Chat Completions, Anthropic
+  Messages or Responses (told by its members: a list ``input`` is
+  Responses; ``messages`` with a top-level ``system`` or with
+  ``tool_use``/``tool_result`` blocks is Anthropic, other ``messages``
+  Chat Completions), replayed by its prefixes like a real session; or a
+  mitmproxy flow file (.mitm): its POST bodies to ``.../chat/completions``,
+  ``.../v1/messages`` and ``.../v1/responses`` (the route gives the
+  format); a body whose list continues in a later body of the same format
+  is one of that body's prefixes and is dropped, every other body is
   replayed by its prefixes like a JSON file (so a file holding two
   conversations gives two sessions). Record such a file with masking off: a
   flow saved by the masking proxy holds the masked body.
 
-Per policy and request: the request's messages are masked with
-``mask_items`` (masking is a pure function of the request, as in the proxy).
-The prompt is modelled as the concatenation, per message, of
-``TOKENS_PER_MESSAGE`` framing tokens and the cl100k_base tokens of its string
-values in document order, then 3 reply-priming tokens (never cached); its
-length is the cookbook estimate ``estimate_input_tokens`` uses. The tool
-definitions (about 65 tokens in these sessions, the same in every request
-and policy) are left out. The cached tokens of a request are the longest
-common prefix with the previous request of the same policy, under the rules
-of scripts/benchlib/cache/model.py: OpenAI's (at least 1024, steps of 128)
-and Anthropic's (at least 1024, then all of it; every uncached token is a
+Per policy and request: the request's list is masked with ``mask_items``
+and the session's wire format (masking is a pure function of the request,
+as in the proxy). The prompt is modelled as the concatenation, per item of
+the list, of ``TOKENS_PER_MESSAGE`` framing tokens and the cl100k_base
+tokens of its string values in document order, then 3 reply-priming tokens
+(never cached); its length is the cookbook estimate
+``estimate_input_tokens`` uses. Anthropic's top-level ``system`` and
+Responses' ``instructions`` count as one such item in front of the list
+(Chat Completions has its system message in the list). The tool definitions
+(about 65 tokens in these sessions, the same in every request and policy)
+are left out. The cached tokens of a request are the longest common prefix
+with the previous request of the same policy, under the rules of
+scripts/benchlib/cache/model.py: OpenAI's (at least 1024, steps of 128) and
+Anthropic's (at least 1024, then all of it; every uncached token is a
 write).
 
 Price models, per request, in units of the base input price:
 anthropic = 0.1 cached + 1.25 uncached; openai_90 = 0.1 cached + 1.0 uncached;
 openai_50 = 0.5 cached + 1.0 uncached; no_cache = every input token at 1.0.
-Costs are summed per session; a policy's ratio is its cost over that of
-"none" on the same session; means and maxima are over sessions (the JSON also
-has the ratio of the summed costs, "total"). The targets are checked over
-all the sessions of the run, with the real and synthetic figures beside
-them: with the recommended settings, at most 1.05x the cost of no masking
-on every session under every price model, and at most 0.90x on average
-under anthropic, openai_90 and openai_50; with the no_cache profile, at
-most 0.70x on average under no_cache. A fifth model,
-"anthropic_breakpoints", is shown but is no target: Anthropic's prices with
-its cache as documented (a read only at an earlier request's breakpoint),
-where a request whose history changed in the middle reads nothing; see
-scripts/benchlib/cache/model.py.
+A fifth model, "anthropic_breakpoints", is shown but is no target:
+Anthropic's prices with its cache as documented (a read only at an earlier
+request's breakpoint), where a request whose history changed in the middle
+reads nothing; see scripts/benchlib/cache/model.py.
+
+Figures, per session, policy and price model: the final ratio, the
+session's cost over that of "none" on the same session; and the bill so
+far: after each request n, the cost of requests 1 to n over that of "none"
+for the same requests, whose highest value over n >= 8
+(FIRST_JUDGED_REQUEST; requests count from 1) is the session's worst bill
+so far ("worst_prefix_ratio", and "worst_prefix_request" its n). Over the
+sessions of a group (real, each format of the real sessions in the JSON,
+synthetic, adversarial, input, all): mean and max of the final ratios, the
+ratio of the summed costs ("total", JSON), and the max of the worst bills
+so far with its session and request ("worst so far" in the table).
+
+Targets, with the recommended settings: (1) the worst bill so far over
+every session of the run (real in every format, synthetic, adversarial,
+input) at most 1.03x under anthropic, openai_90 and openai_50; (2) the mean
+final ratio of the real sessions (all formats) at most 0.85x under
+anthropic; and with the no_cache profile (3) the mean final ratio over all
+the sessions of the run at most 0.70x under no_cache. Each is printed PASS
+or FAIL with the figure of each group inside it. The former target "every
+session's final ratio at most 1.05x under every price model" is printed
+too, for information.
 
 Policies: "none" (masking off), "spec" (a plain sliding window: every tool
 result older than the last 8 tool turns masked at every request),
@@ -65,12 +109,16 @@ result older than the last 8 tool turns masked at every request),
 addon, read by the addon's own loader; --config names another file) and
 "no_cache_profile" (the same with its [observation_masking.profiles.no_cache]);
 --policy adds or replaces one (see scripts/benchlib/cache/policies.py).
+
+Sessions are replayed side by side in --jobs worker processes (default: the
+number of CPUs); the figures do not depend on it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -81,32 +129,55 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
+from benchlib.cache.formats import FORMAT_NAMES  # noqa: E402
 from benchlib.cache.report import json_report, markdown, per_session_markdown  # noqa: E402
 from benchlib.cache.run import RunOptions, run_cache_benchmark  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
 
-DEFAULT_SESSIONS = REPO / "fixtures/sessions/chat"
+DEFAULT_SESSIONS = REPO / "fixtures/sessions"
 DEFAULT_CONFIG = REPO / "mitm.toml"
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    """``chat,anthropic`` -> the names, each a known wire format."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in FORMAT_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown {', '.join(unknown)} (known: {', '.join(FORMAT_NAMES)})")
+    return names
 
 
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--sessions", type=Path, default=DEFAULT_SESSIONS,
-                        help="folder of real sessions (*.json chat bodies)")
+                        help="folder of real sessions: one subfolder per format (chat/, "
+                             "anthropic/, responses/), or *.json request bodies")
+    parser.add_argument("--formats", type=_formats, default=FORMAT_NAMES, metavar="F,F",
+                        help="wire formats of the real sessions to replay "
+                             f"(default {','.join(FORMAT_NAMES)})")
     parser.add_argument("--input", type=Path, action="append", default=[],
-                        help="a chat request body (.json) or a flow file (.mitm); repeatable")
+                        help="a request body (.json: chat, anthropic or responses) or a "
+                             "flow file (.mitm); repeatable")
     parser.add_argument("--synthetic", type=int, default=10, metavar="N",
                         help="synthetic sessions (default 10)")
-    parser.add_argument("--only-real", action="store_true", help="no synthetic sessions")
+    parser.add_argument("--adversarial", action=argparse.BooleanOptionalAction, default=True,
+                        help="the adversarial sessions (default: on)")
+    parser.add_argument("--only-real", action="store_true",
+                        help="no synthetic and no adversarial sessions")
     parser.add_argument("--no-real", action="store_true", help="skip --sessions")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
                         help="the settings file of the recommended and no_cache policies")
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=k=v,k=v",
                         help="add (or replace) a policy, values in TOML: "
                              "w4=window_turns=4,keep_errors=false; repeatable")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="worker processes replaying sessions side by side "
+                             "(default: the number of CPUs; the figures do not depend on it)")
     parser.add_argument("--per-session", action="store_true",
-                        help="also print the ratios of every session (Markdown)")
+                        help="also print every session's final ratios and worst bill so far "
+                             "(Markdown)")
     return parser.parse_args()
 
 
@@ -117,7 +188,10 @@ def main() -> None:
         config=args.config,
         sessions_folder=args.sessions,
         real=not args.no_real,
+        formats=args.formats,
         synthetic=0 if args.only_real else args.synthetic,
+        adversarial=args.adversarial and not args.only_real,
+        jobs=args.jobs,
         inputs=args.input,
         policy_options=args.policy,
     )

@@ -66,32 +66,46 @@ def test_a_mitm_file_of_flows_is_read_request_by_request():
 
 def test_the_cache_benchmark_meets_its_cost_targets_with_the_shipped_settings():
     """With the recommended settings (mitm.toml's, read by the addon's own
-    loader) the cost is at most 1.05x that of no masking on every session
-    under every price model, and on average at most 0.90x under the two
-    cached OpenAI models and Anthropic's; the no_cache profile averages at
-    most 0.70x without a cache."""
+    loader) the bill so far, from the 8th request of every session (real in
+    the three wire formats, synthetic, adversarial), is at most 1.03x that
+    of no masking so far under the two cached OpenAI models and Anthropic's;
+    the real sessions cost on average at most 0.85x under Anthropic's
+    prices; the no_cache profile averages at most 0.70x without a cache."""
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench_cache.py"), "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert {s["kind"] for s in report["sessions"]} == {"real", "synthetic"}
-    assert len(report["sessions"]) == 20
+    sessions = report["sessions"]
+    assert {s["kind"] for s in sessions} == {"real", "synthetic", "adversarial"}
+    assert report["sessions_by_format"] == {"chat": 28, "anthropic": 10, "responses": 10}
+    assert len(sessions) == 48
+    # Every session has its worst bill so far, from the 8th request on.
+    for session in sessions:
+        figures = session["policies"]["recommended"]
+        for model, request in figures["worst_prefix_request"].items():
+            assert request >= 8 and figures["worst_prefix_ratio"][model] is not None
+    # The uniform adversarial sessions give the bill after k tool turns.
+    uniform = [s for s in sessions if s["name"].startswith("adversarial-uniform-")]
+    assert len(uniform) == 3
+    for session in uniform:
+        at = session["policies"]["recommended"]["ratio_at_tool_turns"]
+        assert list(at) == ["5", "10", "12", "16", "20", "30", "50", "100", "200"]
+        assert at["200"]["anthropic"] == session["policies"]["recommended"]["ratio"]["anthropic"]
     targets = {k: v for k, v in report["targets"].items() if k != "all_pass"}
-    assert len(targets) == 3 and report["targets"]["all_pass"] is True
+    assert len(targets) == 3
     for name, target in targets.items():
         assert target["pass"], (name, target)
+    assert report["targets"]["all_pass"] is True
     # The plain sliding window of 8 tool turns ("spec") is shown on the same
     # sessions, and costs more than no masking under Anthropic's prices (the
     # reason the shipped settings move the window only when it pays).
     assert report["summary"]["spec"]["real"]["anthropic"]["mean"] > 1.0
-    for group in ("real", "synthetic"):
+    for group in ("real/chat", "real/anthropic", "real/responses", "synthetic", "adversarial"):
         recommended = report["summary"]["recommended"][group]
         for model in ("anthropic", "openai_90", "openai_50"):
-            assert recommended[model]["mean"] <= 0.90, (group, model)
-            assert recommended[model]["max"] <= 1.05, (group, model)
-        assert report["summary"]["no_cache_profile"][group]["no_cache"]["mean"] <= 0.70
+            assert recommended[model]["worst_prefix"] <= 1.03, (group, model)
 
 
 def test_mcp_benchmark_measures_the_cut_and_the_first_event():

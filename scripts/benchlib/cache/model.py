@@ -169,7 +169,8 @@ def cached_tokens(rule: str, common: int, breakpoint_read: int) -> int:
 
 @dataclass
 class SessionBill:
-    """The sums over the requests of one session, for one policy."""
+    """The sums over the requests of one session, for one policy, and the
+    cost after each request."""
 
     requests: int = 0
     input_tokens: int = 0
@@ -177,6 +178,9 @@ class SessionBill:
     cached: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CACHE_RULES, 0))
     cost: dict[str, float] = field(
         default_factory=lambda: {model.name: 0.0 for model in ALL_MODELS})
+    # The cost so far after each request, per price model (the last is ``cost``).
+    so_far: dict[str, list[float]] = field(
+        default_factory=lambda: {model.name: [] for model in ALL_MODELS})
 
     def add(self, input_tokens: int, common: int, breakpoint_read: int) -> None:
         """One request: ``input_tokens`` in all, ``common`` of them shared
@@ -190,3 +194,4 @@ class SessionBill:
         for model in ALL_MODELS:
             cached = cached_tokens(model.rule, common, breakpoint_read)
             self.cost[model.name] += model.cost(input_tokens, cached)
+            self.so_far[model.name].append(self.cost[model.name])

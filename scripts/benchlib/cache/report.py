@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from benchlib.cache.adversarial import ADVERSARIAL_FAMILIES
 from benchlib.cache.model import ALL_MODEL_NAMES, ALL_MODELS, PRICE_MODEL_NAMES
 from benchlib.cache.policies import BASELINE, policy_settings
 from benchlib.cache.run import CacheRun
-from benchlib.cache.summary import SESSION_KINDS, summary_json
+from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
+from benchlib.cache.summary import ALL, SESSION_KINDS, summary_json
 from benchlib.cache.synthetic import SYNTHETIC_DISTRIBUTION
-from benchlib.cache.targets import NOT_IN_RUN, targets_json
+from benchlib.cache.targets import CACHED_MODELS, NOT_IN_RUN, TargetResult, targets_json
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 
 MODEL_DESCRIPTION: dict[str, object] = {
-    "tokens": f"cl100k_base; {TOKENS_PER_MESSAGE} framing tokens per message, "
-              f"{TOKENS_REPLY_PRIMING} reply-priming tokens (never cached); "
+    "tokens": f"cl100k_base; {TOKENS_PER_MESSAGE} framing tokens per message (and for "
+              "Anthropic's system or Responses' instructions, counted as one message in "
+              f"front), {TOKENS_REPLY_PRIMING} reply-priming tokens (never cached); "
               "tool definitions left out",
     "cache": "longest common token prefix with the previous request of the same "
              "policy; openai: 0 under 1024, else 1024 + 128 * floor((lcp - 1024) / "
@@ -20,7 +23,16 @@ MODEL_DESCRIPTION: dict[str, object] = {
     "price_models": {model.name: model.description for model in ALL_MODELS},
     "ratios": f"a policy's cost over {BASELINE!r}'s on the same session; mean and "
               "max over sessions; total = sum of costs over sum of baseline costs",
-    "masked_results_last_request": "messages of the last request the policy "
+    "worst_prefix_ratio": f"per session: the highest ratio of the cost so far (requests 1 "
+                          f"to n) to {BASELINE!r}'s cost so far, over n >= "
+                          f"{FIRST_JUDGED_REQUEST}; worst_prefix_request is that n "
+                          "(requests count from 1); null when a session has fewer requests. "
+                          "In the summary: its max over the sessions of a group",
+    "ratio_at_tool_turns": "adversarial uniform sessions: tool turns k -> the cost so far "
+                           "after request k + 1 (the first holding turn k's result) over "
+                           f"{BASELINE!r}'s, the final ratio of the session cut after k "
+                           "tool turns",
+    "masked_results_last_request": "items of the last request the policy "
                                    "changed (masked or clipped tool results)",
 }
 
@@ -31,27 +43,29 @@ def json_report(run: CacheRun, elapsed_seconds: float) -> dict[str, object]:
         "model": MODEL_DESCRIPTION,
         "policies": {name: {"source": choice.source, "settings": policy_settings(choice.policy)}
                      for name, choice in run.policies.items()},
+        "sessions_by_format": {fmt: sum(1 for s in run.figures if s["format"] == fmt)
+                    for fmt in dict.fromkeys(s["format"] for s in run.figures)},
         "synthetic_distribution": SYNTHETIC_DISTRIBUTION,
+        "adversarial_families": ADVERSARIAL_FAMILIES,
+        "first_judged_request": FIRST_JUDGED_REQUEST,
         "sessions": run.figures,
         "summary": summary_json(run.summary),
         "targets": targets_json(run.targets),
+        "information_checks": targets_json(run.information),
         "elapsed_seconds": round(elapsed_seconds, 1),
     }
 
 
-def markdown(run: CacheRun) -> str:
-    """The README's table: every policy but the baseline, mean and max per group."""
+def _ratio_cell(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _summary_table(run: CacheRun) -> list[str]:
     counts = next(iter(run.summary.values()))
     kinds = [kind for kind in SESSION_KINDS if kind in counts]
     header = "| policy | price model | " + " | ".join(
-        f"{kind} ({counts[kind].sessions}): mean | max" for kind in kinds) + " |"
-    lines = [
-        f"Cost relative to no masking (1.00 = same bill; mean and max over sessions), "
-        f"{run.requests} requests.",
-        "",
-        header,
-        "| --- | --- |" + " ---: | ---: |" * len(kinds),
-    ]
+        f"{kind} ({counts[kind].sessions}): mean | max | worst so far" for kind in kinds) + " |"
+    lines = [header, "| --- | --- |" + " ---: | ---: | ---: |" * len(kinds)]
     for policy, groups in run.summary.items():
         if policy == BASELINE:
             continue
@@ -59,44 +73,108 @@ def markdown(run: CacheRun) -> str:
             cells = []
             for kind in kinds:
                 figures = groups[kind].models[model]
-                cells.append(f"{figures['mean']:.2f}x | {figures['max']:.2f}x")
+                cells.append(f"{figures['mean']:.2f}x | {figures['max']:.2f}x | "
+                             f"{_ratio_cell(figures['worst_prefix'])}")
             label = model if model in PRICE_MODEL_NAMES else f"({model})"
             lines.append(f"| {policy} | {label} | " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append("(anthropic_breakpoints): Anthropic's prices with reads only at an earlier "
-                 "request's breakpoint; a sensitivity check, not a target.")
-    lines.append("")
-    lines.append("Targets (over all sessions of the run):")
-    for result in run.targets:
+    return lines
+
+
+def _checkpoint_table(run: CacheRun, policy: str) -> list[str]:
+    """The bill so far of the sessions with checkpoints (the uniform ones)."""
+    rows = [s for s in run.figures if "ratio_at_tool_turns" in s["policies"].get(policy, {})]
+    if not rows:
+        return []
+    turns = list(rows[0]["policies"][policy]["ratio_at_tool_turns"])
+    lines = [f"Bill so far of {policy!r} over no masking's after k tool turns (the final "
+             "ratio of the session cut there):", "",
+             "| session | price model | " + " | ".join(f"k={k}" for k in turns) + " |",
+             "| --- | --- |" + " ---: |" * len(turns)]
+    for session in rows:
+        at = session["policies"][policy]["ratio_at_tool_turns"]
+        for model in CACHED_MODELS:
+            cells = " | ".join(f"{at[k][model]:.3f}" if k in at and at[k][model] is not None
+                               else "-" for k in turns)
+            lines.append(f"| {session['name']} | {model} | {cells} |")
+    return lines
+
+
+def _subgroups(result: TargetResult, by_group: dict[str, float | None]) -> str:
+    """The figure of each group inside the target's: the kinds for "all",
+    the formats for "real"."""
+    group = result.target.group
+    names = ([name for name in SESSION_KINDS if name in by_group] if group == ALL
+             else [name for name in by_group if name.startswith(f"{group}/")])
+    parts = [f"{name} {value:.3f}" for name in names
+             if (value := by_group[name]) is not None]
+    return f" [{', '.join(parts)}]" if len(parts) > 1 else ""
+
+
+def _target_lines(results: list[TargetResult]) -> list[str]:
+    lines = []
+    for result in results:
         name = result.target.name
         if result.checks is None:
             lines.append(f"- {name}: not evaluated ({NOT_IN_RUN})")
             continue
         parts = []
         for model, check in result.checks.items():
-            where = f" ({check.session})" if check.session is not None else ""
-            parts.append(f"{model} {check.value:.3f}{where}")
-        mark = "PASS" if result.passed else "FAIL"
+            if check.value is None:
+                parts.append(f"{model}: nothing to judge")
+                continue
+            where = [part for part in (check.session, check.request) if part is not None]
+            parts.append(f"{model} {check.value:.3f}"
+                         + (f" ({', request '.join(map(str, where))})" if where else "")
+                         + _subgroups(result, check.by_group))
+        mark = {True: "PASS", False: "FAIL", None: "----"}[result.passed]
         lines.append(f"- {mark} {name} (threshold {result.target.threshold}): "
                      + "; ".join(parts))
-    lines.append("")
-    lines.append("Policies:")
-    for name, choice in run.policies.items():
-        lines.append(f"- {name}: {choice.source}")
+    return lines
+
+
+def markdown(run: CacheRun) -> str:
+    """The README's table: every policy but the baseline, mean, max and worst
+    bill so far per group; then the targets."""
+    lines = [
+        f"Cost relative to no masking (1.00 = same bill), {run.requests} requests. "
+        "mean, max: of the sessions' final ratios; worst so far: the highest ratio of "
+        f"the bill so far to no masking's, after any request from the "
+        f"{FIRST_JUDGED_REQUEST}th on, over the sessions.",
+        "",
+        *_summary_table(run),
+        "",
+        "(anthropic_breakpoints): Anthropic's prices with reads only at an earlier "
+        "request's breakpoint; a sensitivity check, not a target.",
+    ]
+    checkpoints = _checkpoint_table(run, "recommended")
+    if checkpoints:
+        lines += ["", *checkpoints]
+    lines += ["", "Targets:", *_target_lines(run.targets)]
+    if run.information:
+        lines += ["", "For information, not a target:", *_target_lines(run.information)]
+    lines += ["", "Policies:"]
+    lines += [f"- {name}: {choice.source}" for name, choice in run.policies.items()]
     return "\n".join(lines)
 
 
 def per_session_markdown(run: CacheRun) -> str:
-    """Every session's ratios, per policy but the baseline."""
+    """Every session's final ratios and worst bill so far (with its request
+    number), per policy but the baseline."""
     policies = [name for name in run.policies if name != BASELINE]
-    lines = ["| session | kind | requests | policy | " + " | ".join(ALL_MODEL_NAMES)
-             + " | masked at end |",
-             "| --- | --- | ---: | --- |" + " ---: |" * (len(ALL_MODEL_NAMES) + 1)]
+    lines = ["| session | kind | format | requests | policy | "
+             + " | ".join(ALL_MODEL_NAMES) + " | "
+             + " | ".join(f"worst so far: {m}" for m in ALL_MODEL_NAMES) + " | masked at end |",
+             "| --- | --- | --- | ---: | --- |" + " ---: |" * (2 * len(ALL_MODEL_NAMES) + 1)]
     for session in run.figures:
         for policy in policies:
             figures = session["policies"][policy]
             ratios = " | ".join(f"{figures['ratio'][m]:.3f}" for m in ALL_MODEL_NAMES)
-            lines.append(f"| {session['name']} | {session['kind']} | {session['requests']} "
-                         f"| {policy} | {ratios} | {figures['masked_results_last_request']}"
+            worst = " | ".join(
+                f"{value:.3f} @{figures['worst_prefix_request'][m]}"
+                if (value := figures["worst_prefix_ratio"][m]) is not None else "-"
+                for m in ALL_MODEL_NAMES)
+            lines.append(f"| {session['name']} | {session['kind']} | {session['format']} "
+                         f"| {session['requests']} | {policy} | {ratios} | {worst} "
+                         f"| {figures['masked_results_last_request']}"
                          f"/{figures['tool_results_last_request']} |")
     return "\n".join(lines)

@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib.cache.adversarial import adversarial_sessions
+from benchlib.cache.figures import SessionFigures
+from benchlib.cache.formats import FORMAT_NAMES
+from benchlib.cache.parallel import all_figures
 from benchlib.cache.policies import ComparedPolicy, compared_policies, parse_policy_option
-from benchlib.cache.replay import SessionFigures, session_figures
 from benchlib.cache.sessions import Session, load_input, load_real_sessions
 from benchlib.cache.summary import Summary, aggregates
 from benchlib.cache.synthetic import synthetic_session
-from benchlib.cache.targets import TargetResult, evaluate_targets
+from benchlib.cache.targets import INFORMATION, TargetResult, evaluate
 from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.errors import BenchError
 
@@ -23,7 +26,10 @@ class RunOptions:
     config: Path
     sessions_folder: Path
     real: bool = True
+    formats: tuple[str, ...] = FORMAT_NAMES  # of the real sessions
     synthetic: int = 10
+    adversarial: bool = True
+    jobs: int = 1  # worker processes for the replay
     inputs: list[Path] = field(default_factory=list)
     policy_options: list[str] = field(default_factory=list)
 
@@ -35,6 +41,7 @@ class CacheRun:
     figures: list[SessionFigures]  # one per session, in the same order
     summary: Summary
     targets: list[TargetResult]
+    information: list[TargetResult]  # checks shown that are not targets
 
     @property
     def requests(self) -> int:
@@ -52,9 +59,16 @@ def choose_policies(options: RunOptions) -> dict[str, ComparedPolicy]:
 
 
 def load_sessions(options: RunOptions) -> list[Session]:
-    """Real sessions, then synthetic ones, then those of ``--input`` files."""
-    sessions = load_real_sessions(options.sessions_folder) if options.real else []
+    """Real sessions, then synthetic, adversarial, and those of ``--input`` files."""
+    unknown = [name for name in options.formats if name not in FORMAT_NAMES]
+    if unknown:
+        raise BenchError(f"--formats: unknown {', '.join(unknown)} "
+                         f"(known: {', '.join(FORMAT_NAMES)})")
+    sessions = (load_real_sessions(options.sessions_folder, options.formats)
+                if options.real and options.formats else [])
     sessions += [synthetic_session(number) for number in range(options.synthetic)]
+    if options.adversarial:
+        sessions += adversarial_sessions()
     for path in options.inputs:
         sessions += load_input(path)
     if not sessions:
@@ -67,6 +81,7 @@ def run_cache_benchmark(options: RunOptions) -> CacheRun:
     policies = {name: choice.policy for name, choice in compared.items()}
     sessions = load_sessions(options)
     tokens = MessageTokens(load_encoder())
-    figures = [session_figures(session, policies, tokens) for session in sessions]
+    figures = all_figures(sessions, policies, tokens, options.jobs)
     summary = aggregates(figures, list(policies))
-    return CacheRun(compared, sessions, figures, summary, evaluate_targets(summary))
+    return CacheRun(compared, sessions, figures, summary, evaluate(summary),
+                    evaluate(summary, INFORMATION))

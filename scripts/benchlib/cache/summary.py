@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from benchlib.cache.figures import SessionFigures, ratio, round_ratio
 from benchlib.cache.model import ALL_MODEL_NAMES
 from benchlib.cache.policies import BASELINE
-from benchlib.cache.replay import SessionFigures, ratio, round_ratio
 
-SESSION_KINDS = ("real", "synthetic", "input")
+SESSION_KINDS = ("real", "synthetic", "adversarial", "input")
+ALL = "all"
 
 
 class ModelFigures(TypedDict):
@@ -22,6 +23,11 @@ class ModelFigures(TypedDict):
     max_session: str
     min: float
     total: float | None  # sum of costs over sum of the baseline's costs
+    # The highest bill so far (from request FIRST_JUDGED_REQUEST on) over the
+    # sessions, where it happened; None when no session has that many requests.
+    worst_prefix: float | None
+    worst_prefix_session: str | None
+    worst_prefix_request: int | None
 
 
 @dataclass
@@ -33,8 +39,25 @@ class GroupFigures:
         return {"sessions": self.sessions, **self.models}
 
 
-# policy -> group (real, synthetic, input, all) -> figures
+# policy -> group -> figures. Groups: each kind of session present (real,
+# synthetic, adversarial, input), "real/<format>" for each format of the
+# real sessions, and "all".
 Summary = dict[str, dict[str, GroupFigures]]
+
+
+def session_groups(sessions: list[SessionFigures]) -> dict[str, list[SessionFigures]]:
+    """The groups the summary gives, each with its sessions; empty ones left out."""
+    groups: dict[str, list[SessionFigures]] = {}
+    for kind in SESSION_KINDS:
+        members = [s for s in sessions if s["kind"] == kind]
+        if not members:
+            continue
+        groups[kind] = members
+        if kind == "real":
+            for fmt in dict.fromkeys(s["format"] for s in members):
+                groups[f"real/{fmt}"] = [s for s in members if s["format"] == fmt]
+    groups[ALL] = sessions
+    return groups
 
 
 def _ratios(sessions: Sequence[SessionFigures], policy: str,
@@ -47,31 +70,52 @@ def _ratios(sessions: Sequence[SessionFigures], policy: str,
     return found
 
 
+def _worst_prefix(sessions: Sequence[SessionFigures], policy: str,
+                  model: str) -> tuple[float, str, int] | None:
+    worst: tuple[float, str, int] | None = None
+    for session in sessions:
+        figures = session["policies"][policy]
+        value = figures["worst_prefix_ratio"][model]
+        request = figures["worst_prefix_request"][model]
+        if value is not None and request is not None and (worst is None or value > worst[0]):
+            worst = (value, session["name"], request)
+    return worst
+
+
+def _model_figures(members: Sequence[SessionFigures], policy: str,
+                   model: str) -> ModelFigures | None:
+    values = _ratios(members, policy, model)
+    if not values:
+        return None
+    worst = max(values)
+    total = sum(s["policies"][policy]["cost"][model] for s in members)
+    base = sum(s["policies"][BASELINE]["cost"][model] for s in members)
+    prefix = _worst_prefix(members, policy, model)
+    return {
+        "mean": round(statistics.fmean(v for v, _ in values), 4),
+        "max": worst[0], "max_session": worst[1],
+        "min": min(values)[0],
+        "total": round_ratio(ratio(total, base)),
+        "worst_prefix": prefix[0] if prefix else None,
+        "worst_prefix_session": prefix[1] if prefix else None,
+        "worst_prefix_request": prefix[2] if prefix else None,
+    }
+
+
 def aggregates(sessions: list[SessionFigures], policies: Sequence[str]) -> Summary:
-    """policy -> group (real, synthetic, input, all) -> price model -> mean,
-    max (and its session) and total ratio (sum of costs over sum of baseline costs)."""
-    groups = {kind: [s for s in sessions if s["kind"] == kind] for kind in SESSION_KINDS}
-    groups = {kind: members for kind, members in groups.items() if members}
-    groups["all"] = sessions
+    """policy -> group -> price model -> mean, max (and its session), total
+    ratio (sum of costs over sum of baseline costs) and worst bill so far."""
+    groups = session_groups(sessions)
     out: Summary = {}
     for policy in policies:
         per_group: dict[str, GroupFigures] = {}
-        for kind, members in groups.items():
+        for name, members in groups.items():
             per_model: dict[str, ModelFigures] = {}
             for model in ALL_MODEL_NAMES:
-                values = _ratios(members, policy, model)
-                if not values:
-                    continue
-                worst = max(values)
-                total = sum(s["policies"][policy]["cost"][model] for s in members)
-                base = sum(s["policies"][BASELINE]["cost"][model] for s in members)
-                per_model[model] = {
-                    "mean": round(statistics.fmean(v for v, _ in values), 4),
-                    "max": worst[0], "max_session": worst[1],
-                    "min": min(values)[0],
-                    "total": round_ratio(ratio(total, base)),
-                }
-            per_group[kind] = GroupFigures(len(members), per_model)
+                figures = _model_figures(members, policy, model)
+                if figures is not None:
+                    per_model[model] = figures
+            per_group[name] = GroupFigures(len(members), per_model)
         out[policy] = per_group
     return out
 

@@ -1,4 +1,5 @@
-"""Synthetic sessions of a documented distribution, from fixed seeds.
+"""Synthetic sessions of a documented distribution, from fixed seeds, in
+Chat Completions.
 
 Session n is drawn with ``random.Random(SYNTHETIC_SEED + n)``: a system
 prompt (about 300 characters) and a task (prose and a code block, lognormal,
@@ -41,12 +42,14 @@ SYNTHETIC_DISTRIBUTION: dict[str, object] = {
     "text": "English words, identifiers, paths and code-like lines shaped like each "
             "tool's output (about 4 characters per cl100k token)",
     "ends_with": "a tool result",
+    "format": "chat (Chat Completions)",
 }
 
 _TOOLS = (("bash", 0.40), ("read_file", 0.20), ("grep", 0.15), ("edit_file", 0.15),
           ("run_tests", 0.10))
 _SIZE_CLASSES = ((0.50, 50, 400), (0.35, 400, 4000), (0.15, 4000, 20000))
-_SYSTEM_PROMPT = (
+# Shared with the adversarial sessions, which are built the same way.
+SYSTEM_PROMPT = (
     "You are a careful software engineer working in a checked-out repository. Use the "
     "tools to inspect files, search the code, edit files and run the tests. Make small, "
     "verifiable changes, explain what you are doing in one or two sentences before each "
@@ -67,6 +70,16 @@ def _result_size(rng: random.Random) -> int:
     return _SIZE_CLASSES[-1][2]
 
 
+def opening_messages(text: TextMaker, task_size: int) -> list[object]:
+    """The system prompt and a task of about ``task_size`` characters (prose
+    and a code block): what every generated session starts with."""
+    task = (
+        "<pr_description>\n" + text.prose(task_size * 2 // 3) + "\n\n```python\n"
+        + text.lines(task_size // 3, text.code_line) + "\n```\n</pr_description>"
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+
+
 def synthetic_session(number: int) -> Session:
     """Session ``number`` of the documented distribution (fixed seed)."""
     seed = SYNTHETIC_SEED + number
@@ -74,15 +87,7 @@ def synthetic_session(number: int) -> Session:
     text = TextMaker(rng)
     tool_names = [name for name, _ in _TOOLS]
     tool_weights = [weight for _, weight in _TOOLS]
-    task_size = _lognormal(rng, 4000, 0.3, 500, 20000)
-    task = (
-        "<pr_description>\n" + text.prose(task_size * 2 // 3) + "\n\n```python\n"
-        + text.lines(task_size // 3, text.code_line) + "\n```\n</pr_description>"
-    )
-    messages: list[object] = [
-        {"role": "system", "content": _SYSTEM_PROMPT},
-        {"role": "user", "content": task},
-    ]
+    messages = opening_messages(text, _lognormal(rng, 4000, 0.3, 500, 20000))
     turns = rng.randint(30, 120)
     for turn in range(turns):
         calls = []

@@ -1,10 +1,20 @@
 """The targets the shipped settings must meet, checked on a run's summary.
 
-Over all the sessions of the run, with the shipped settings ("recommended")
-the cost is at most 1.05x that of no masking on every session under every
-price model, and on average at most 0.90x under the three models with a
-cache (OpenAI 90% and 50% discounts, Anthropic's); the no_cache profile
-averages at most 0.70x when nothing is cached.
+With the shipped settings ("recommended"):
+
+- the bill so far never goes up: over every session of the run (real in
+  every wire format, synthetic, adversarial, input), after every request
+  from the ``FIRST_JUDGED_REQUEST``-th on, the cost so far is at most 1.03x
+  that of no masking so far, under the three models with a cache
+  (Anthropic's, OpenAI 90% and 50% discounts);
+- on the real sessions (all formats), the final cost is on average at most
+  0.85x that of no masking under Anthropic's prices;
+
+and the no_cache profile averages at most 0.70x when nothing is cached,
+over all the sessions of the run.
+
+``INFORMATION`` holds checks that are shown but are not targets: the former
+"every session's final cost at most 1.05x under every price model".
 """
 
 from __future__ import annotations
@@ -13,42 +23,61 @@ from dataclasses import dataclass
 
 from benchlib.cache.model import PRICE_MODEL_NAMES
 from benchlib.cache.policies import BASELINE
-from benchlib.cache.summary import Summary
+from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
+from benchlib.cache.summary import ALL, ModelFigures, Summary
 
 NOT_IN_RUN = "policy not in this run"
+CACHED_MODELS = ("anthropic", "openai_90", "openai_50")
+# What a target's statistic is, for the JSON output.
+STATISTICS = {
+    "mean": f"mean over the sessions of the final ratio to {BASELINE!r}",
+    "max": f"max over the sessions of the final ratio to {BASELINE!r}",
+    "worst_prefix": f"max over the sessions, and over their requests from the "
+                    f"{FIRST_JUDGED_REQUEST}th on, of the cost so far over the cost so "
+                    f"far of {BASELINE!r}",
+}
+GROUPS = {ALL: "all sessions of the run", "real": "the real sessions (all formats)"}
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
     policy: str
-    statistic: str  # "mean" or "max" of the ratios over the sessions
+    statistic: str  # a key of STATISTICS
+    group: str  # a key of GROUPS
     price_models: tuple[str, ...]
     threshold: float
 
 
 TARGETS = (
-    Target("recommended_every_session_at_most_1.05x", "recommended", "max", PRICE_MODEL_NAMES,
-           1.05),
-    Target("recommended_mean_at_most_0.90x_with_cache", "recommended", "mean",
-           ("openai_90", "openai_50", "anthropic"), 0.90),
+    Target(f"recommended_bill_so_far_at_most_1.03x_from_request_{FIRST_JUDGED_REQUEST}",
+           "recommended", "worst_prefix", ALL, CACHED_MODELS, 1.03),
+    Target("recommended_real_mean_at_most_0.85x_under_anthropic", "recommended", "mean",
+           "real", ("anthropic",), 0.85),
     Target("no_cache_profile_mean_at_most_0.70x_without_cache", "no_cache_profile", "mean",
-           ("no_cache",), 0.70),
+           ALL, ("no_cache",), 0.70),
+)
+INFORMATION = (
+    Target("recommended_every_session_at_most_1.05x", "recommended", "max", ALL,
+           PRICE_MODEL_NAMES, 1.05),
 )
 
 
 @dataclass
 class ModelCheck:
-    value: float  # over all the sessions of the run
-    passed: bool
-    by_group: dict[str, float]
-    session: str | None  # the worst session, for a "max" target
+    value: float | None  # over the target's group; None: nothing to judge
+    passed: bool | None
+    by_group: dict[str, float | None]
+    session: str | None  # the worst session, for a "max" or "worst_prefix" target
+    request: int | None  # and its worst request, for "worst_prefix"
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"value": self.value, "pass": self.passed,
                                   "by_group": self.by_group}
         if self.session is not None:
             out["session"] = self.session
+        if self.request is not None:
+            out["request"] = self.request
         return out
 
 
@@ -59,42 +88,55 @@ class TargetResult:
 
     @property
     def passed(self) -> bool | None:
+        """False if a check failed, None if none could be judged."""
         if self.checks is None:
             return None
-        return all(check.passed for check in self.checks.values())
+        verdicts = [check.passed for check in self.checks.values()]
+        if False in verdicts:
+            return False
+        return True if True in verdicts else None
 
     def to_json(self) -> dict[str, object]:
         if self.checks is None:
             return {"policy": self.target.policy, "pass": None, "note": NOT_IN_RUN}
         return {"policy": self.target.policy,
-                "statistic": f"{self.target.statistic} ratio to {BASELINE!r}",
-                "over": "all sessions of the run", "threshold": self.target.threshold,
+                "statistic": STATISTICS[self.target.statistic],
+                "over": GROUPS[self.target.group], "threshold": self.target.threshold,
                 "pass": self.passed,
                 "price_models": {model: check.to_json() for model, check in self.checks.items()}}
 
 
-def _statistic(summary: Summary, policy: str, kind: str, model: str, statistic: str) -> float:
-    figures = summary[policy][kind].models[model]
+def _statistic(figures: ModelFigures | None, statistic: str) -> float | None:
+    if figures is None:
+        return None
+    if statistic == "worst_prefix":
+        return figures["worst_prefix"]
     return figures["max"] if statistic == "max" else figures["mean"]
 
 
-def evaluate_targets(summary: Summary) -> list[TargetResult]:
-    """Each target over all the sessions of the run, with the real and
-    synthetic figures beside it."""
+def _check(summary: Summary, target: Target, model: str) -> ModelCheck:
+    groups = summary[target.policy]
+    by_group = {name: _statistic(group.models.get(model), target.statistic)
+                for name, group in groups.items()}
+    figures = groups[target.group].models.get(model) if target.group in groups else None
+    value = by_group.get(target.group)
+    session = request = None
+    if figures is not None and target.statistic == "max":
+        session = figures["max_session"]
+    elif figures is not None and target.statistic == "worst_prefix":
+        session, request = figures["worst_prefix_session"], figures["worst_prefix_request"]
+    passed = value <= target.threshold if value is not None else None
+    return ModelCheck(value, passed, by_group, session, request)
+
+
+def evaluate(summary: Summary, targets: tuple[Target, ...] = TARGETS) -> list[TargetResult]:
+    """Each target over its group, with every group's figure beside it."""
     results = []
-    for target in TARGETS:
-        groups = summary.get(target.policy)
-        if groups is None:
+    for target in targets:
+        if target.policy not in summary:
             results.append(TargetResult(target, None))
             continue
-        checks: dict[str, ModelCheck] = {}
-        for model in target.price_models:
-            figures = {kind: _statistic(summary, target.policy, kind, model, target.statistic)
-                       for kind in groups}
-            value = figures["all"]
-            session = groups["all"].models[model]["max_session"]
-            checks[model] = ModelCheck(value, value <= target.threshold, figures,
-                                       session if target.statistic == "max" else None)
+        checks = {model: _check(summary, target, model) for model in target.price_models}
         results.append(TargetResult(target, checks))
     return results
 

@@ -148,3 +148,18 @@ class TextMaker:
             return json.dumps({"pattern": self.ident(), "path": self.rng.choice(_DIRS)})
         return json.dumps({"command": f"python -m pytest -x -q tests/test_{self.ident()}.py"})
 
+
+    # Two real shapes of tool output at the far ends of characters per token
+    # (cl100k): the adversarial sessions use them to tell a rule that counts
+    # characters from one that counts tokens.
+    def padded_table(self, size: int) -> str:
+        """A column-aligned listing padded with spaces (``ls -l``, ``df``, a
+        wide report): about 8 characters per token."""
+        def row() -> str:
+            name = self.path()
+            return f"{name:<48}{self.rng.randint(1, 99999):>14}{'':>20}{self.ident():<24}"
+        return self.lines(size, row)
+
+    def checksums(self, size: int) -> str:
+        """``sha256sum`` output, hex digests and paths: about 2 characters per token."""
+        return self.lines(size, lambda: f"{self.rng.getrandbits(256):064x}  {self.path()}")

@@ -1,0 +1,91 @@
+"""One session's figures: every policy's bill, its final ratio to the
+baseline's, and its worst ratio so far (``benchlib.cache.so_far``)."""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+from benchlib.cache.policies import BASELINE
+from benchlib.cache.replay import PolicyRun, replay
+from benchlib.cache.sessions import Session
+from benchlib.cache.so_far import ratio_so_far, worst_so_far
+from benchlib.cache.tokens import MessageTokens
+from obsmask_core.conversation.policy import MaskPolicy
+
+
+class PolicyFigures(TypedDict):
+    """One policy on one session, as the JSON output gives it."""
+
+    input_tokens: int
+    common_prefix_tokens: int
+    cached_tokens: dict[str, int]
+    cost: dict[str, float]
+    ratio: dict[str, float | None]  # to the baseline's cost, per price model
+    # The highest ratio of the bill so far, from request FIRST_JUDGED_REQUEST
+    # on, and the number of that request (from 1); None: too few requests.
+    worst_prefix_ratio: dict[str, float | None]
+    worst_prefix_request: dict[str, int | None]
+    # Tool-turn count -> price model -> the bill so far after the request
+    # holding that turn's result (only for sessions with checkpoints).
+    ratio_at_tool_turns: NotRequired[dict[str, dict[str, float | None]]]
+    masked_results_last_request: int
+    tool_results_last_request: int
+    input_tokens_last_request: int
+
+
+class SessionFigures(TypedDict):
+    name: str
+    kind: str
+    format: str
+    requests: int
+    messages: int
+    policies: dict[str, PolicyFigures]
+
+
+def ratio(cost: float, baseline: float) -> float | None:
+    return cost / baseline if baseline else None
+
+
+def round_ratio(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
+
+
+def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> PolicyFigures:
+    bill, base = run.bill, baseline.bill
+    worst = {model: worst_so_far(costs, base.so_far[model]) for model, costs in bill.so_far.items()}
+    figures: PolicyFigures = {
+        "input_tokens": bill.input_tokens,
+        "common_prefix_tokens": bill.common_prefix_tokens,
+        "cached_tokens": dict(bill.cached),
+        "cost": {model: round(cost, 1) for model, cost in bill.cost.items()},
+        "ratio": {model: round_ratio(ratio(cost, base.cost[model]))
+                  for model, cost in bill.cost.items()},
+        "worst_prefix_ratio": {model: round_ratio(found[0]) if found else None
+                               for model, found in worst.items()},
+        "worst_prefix_request": {model: found[1] if found else None
+                                 for model, found in worst.items()},
+        "masked_results_last_request": run.masked_last_request,
+        "tool_results_last_request": run.tool_results_last_request,
+        "input_tokens_last_request": run.input_tokens_last_request,
+    }
+    if session.checkpoints:
+        # Every answer of these sessions is one tool turn and the first
+        # request holds none, so request k + 1 (index k) is the first to hold
+        # turn k's result: the last request of the k-turn session.
+        figures["ratio_at_tool_turns"] = {
+            str(turns): {model: round_ratio(ratio_so_far(costs, base.so_far[model], turns))
+                         for model, costs in bill.so_far.items()}
+            for turns in session.checkpoints if turns < len(session.request_ends)
+        }
+    return figures
+
+
+def session_figures(session: Session, policies: dict[str, MaskPolicy],
+                    tokens: MessageTokens) -> SessionFigures:
+    """Every policy's bill on ``session``, and its ratios to the baseline's."""
+    originals = [tokens.segment(message) for message in session.messages]
+    runs = {name: replay(session, policy, tokens, originals) for name, policy in policies.items()}
+    return {"name": session.name, "kind": session.kind, "format": session.fmt.name,
+            "requests": len(session.request_ends), "messages": len(session.messages),
+            "policies": {name: _policy_figures(session, run, runs[BASELINE])
+                         for name, run in runs.items()}}

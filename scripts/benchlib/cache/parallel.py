@@ -1,0 +1,52 @@
+"""Sessions replayed in worker processes, one session per task.
+
+The replay is CPU-bound (the masking reads every candidate result of every
+request) and sessions are independent, so they run side by side. Workers
+are forked: they inherit the sessions, the policies and the loaded encoder,
+and only the figures travel back. Where fork is not available, or with one
+job, everything runs in this process. Results come back in session order,
+so the output does not depend on the number of jobs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+from benchlib.cache.figures import SessionFigures, session_figures
+from benchlib.cache.sessions import Session
+from benchlib.cache.tokens import MessageTokens
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.shared.tokens import message_strings
+
+# What the forked workers read; set only while a pool runs.
+_WORK: tuple[list[Session], dict[str, MaskPolicy], MessageTokens] | None = None
+
+
+def _figures_of(index: int) -> SessionFigures:
+    assert _WORK is not None
+    sessions, policies, tokens = _WORK
+    return session_figures(sessions[index], policies, tokens)
+
+
+def _weight(session: Session) -> int:
+    """Roughly the work of a replay: its characters times its requests."""
+    chars = sum(len(text) for item in session.messages for text in message_strings(item))
+    return chars * len(session.request_ends)
+
+
+def all_figures(sessions: list[Session], policies: dict[str, MaskPolicy],
+                tokens: MessageTokens, jobs: int) -> list[SessionFigures]:
+    """``session_figures`` of every session, in order, with up to ``jobs`` processes."""
+    global _WORK
+    if jobs <= 1 or len(sessions) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [session_figures(session, policies, tokens) for session in sessions]
+    # The heaviest first, so that none starts last and keeps the others waiting.
+    order = sorted(range(len(sessions)), key=lambda i: -_weight(sessions[i]))
+    _WORK = (sessions, policies, tokens)
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            found = dict(zip(order, pool.map(_figures_of, order), strict=True))
+    finally:
+        _WORK = None
+    return [found[index] for index in range(len(sessions))]
