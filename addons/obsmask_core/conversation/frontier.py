@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.ledger import FRAMING_TOKENS, Ledger, prefix_tokens
+from obsmask_core.conversation.ledger import FRAMING_TOKENS, BillSoFar, Ledger, prefix_tokens
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.price_models import PRICE_MODELS
 from obsmask_core.conversation.turn_model import ToolTurnIndex
@@ -130,6 +130,10 @@ class Frontier:
         self._masked_turns = [False] * len(index.turns)
         self._replay()
 
+    def bill(self) -> BillSoFar | None:
+        """The ledger at this request (None without a price model with a cache)."""
+        return self.ledger.so_far() if self.ledger is not None else None
+
     def masks(self, turn: int) -> bool:
         """Are the results of ``turn`` past the frontier and masked?"""
         return turn < self.turn and self._masked_turns[turn]
@@ -149,7 +153,8 @@ class Frontier:
                 if self.ledger is None:
                     self._judge(number, end)
                 else:
-                    common = self._judge_with_ledger(self.ledger, number, end, plain_cost, common)
+                    common = self._judge_with_ledger(self.ledger, number, end,
+                                                     (plain_tokens, plain_cost), common)
                 number += 1
             if self.ledger is not None:
                 masked_tokens = prefix_tokens(
@@ -198,8 +203,8 @@ class Frontier:
         self._move(self.turn, target, end, 0)
         self._pending, self._first = 0, None
 
-    def _judge_with_ledger(self, ledger: Ledger, number: int, end: int, plain_cost: int,
-                           common: int) -> int:
+    def _judge_with_ledger(self, ledger: Ledger, number: int, end: int,
+                           plain: tuple[int, int], common: int) -> int:
         """With a price model: mask the longest run of the undecided turns
         that ends at the target and that the ledger can pay for (and that
         ``min_free_percent`` allows); the undecided turns before that run
@@ -209,6 +214,11 @@ class Frontier:
         grows). Returns the prefix this request shares with the previous one."""
         if (target := self._target(number, end)) is None:
             return common
+        plain_tokens, plain_cost = plain
+        # A masked request shorter than the provider's smallest cached prompt
+        # is read from no cache at all, this time and until it grows again:
+        # no move may take it there while the original is long enough.
+        floor = ledger.model.minimum_cached if plain_tokens >= ledger.model.minimum_cached else 0
         low = max(self.turn, target - LOOKBACK_TURNS)
         masked_before = self.chars_before[end] - self._counted_before_frontier
         freed = counted = 0
@@ -229,7 +239,10 @@ class Frontier:
             # The forwarded history changes at the first newly masked result.
             shared = min(common, prefix_tokens(
                 self.chars_before[first] - self._counted_before_frontier, first))
-            cost = ledger.masked_cost(prefix_tokens(masked_before - counted, end), shared)
+            masked_tokens = prefix_tokens(masked_before - counted, end)
+            if masked_tokens < floor:
+                continue
+            cost = ledger.masked_cost(masked_tokens, shared)
             if ledger.affordable(cost, plain_cost):
                 chosen = (start, counted, shared)
         if chosen is None:

@@ -1,9 +1,11 @@
 """The holdout: a stable share of conversations that obsmask leaves unmasked,
 so that a user can compare the provider's real bills between the two groups.
 
-A conversation is known by its first item, the one every request of it
-begins with: the hash of that item's text decides, so every request of a
-conversation (on any proxy, after any restart) lands in the same group. Only
+A conversation is known by its first user message (the task; the system
+prompt before it is the same in every conversation of an agent), which
+every request of it holds: the hash of that message's text decides, so
+every request of a conversation (on any proxy, after any restart) lands in
+the same group. Only
 string values count, and none under ``cache_control``: clients move their
 cache breakpoints from request to request, and a moved breakpoint must not
 move the conversation to the other group.
@@ -18,12 +20,20 @@ IGNORED_KEYS = frozenset({"cache_control"})
 BUCKETS = 100
 
 
+def _first_user_item(items: Sequence[object]) -> object:
+    for item in items:
+        if isinstance(item, dict) and item.get("role") == "user":
+            return item
+    return items[0]
+
+
 def conversation_bucket(items: Sequence[object]) -> int | None:
-    """0 to 99 from the first item's text; None for an empty conversation."""
+    """0 to 99 from the first user message's text (the first item when no
+    item has the user's role); None for an empty conversation."""
     if not items:
         return None
     digest = hashlib.blake2b(digest_size=8)
-    pending: list[object] = [items[0]]
+    pending: list[object] = [_first_user_item(items)]
     while pending:
         value = pending.pop()
         if isinstance(value, str):

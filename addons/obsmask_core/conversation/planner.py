@@ -123,7 +123,10 @@ def plan_masking(
     if not policy.enabled or policy.window_turns <= 0:
         return plan
     if held_out(items, policy.holdout_percent):
+        # Never masked, but billed like the others, so the two groups' bills
+        # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True
+        plan.bill = Frontier(index, items, policy, {}).bill()
         return plan
 
     # Only results older than the window can ever be masked; for them the
@@ -152,8 +155,7 @@ def plan_masking(
 
     frontier = Frontier(index, items, policy, maskable)
     plan.frontier_turn = frontier.turn
-    if frontier.ledger is not None:
-        plan.bill = frontier.ledger.so_far()
+    plan.bill = frontier.bill()
 
     # The K most recent results of each tool stay. Counted in the
     # request as it was when the frontier last moved, so the masked prefix

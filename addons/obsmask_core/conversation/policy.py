@@ -156,7 +156,7 @@ class MaskPolicy:
         without masking.""", minimum=0, maximum=100)
     holdout_percent: int = setting(0, """
         Leave this share of conversations unmasked, chosen by a hash of their
-        first message (the same conversations every time), so that real bills
+        first user message (the same conversations every time), so that real bills
         can be compared between the two groups. 0: none.""", minimum=0, maximum=100)
     max_input_tokens: int = setting(0, """
         If a request is still estimated above this many tokens after masking,

@@ -65,7 +65,10 @@ class MaskSummary:
         )
 
     def as_metadata(self) -> dict[str, object]:
-        return {"action": "masked", **asdict(self)}
+        out: dict[str, object] = {"action": "masked", **asdict(self)}
+        if self.bill is None:
+            del out["bill"]  # no price model with a cache: no ledger
+        return out
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results

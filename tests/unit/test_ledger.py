@@ -1,0 +1,124 @@
+"""The ledger (``conversation/ledger.py``): the bill of a conversation so far,
+with obsmask's decisions and without, one request at a time; whether the next
+request fits in the allowance; the token estimate; the flow's metadata."""
+
+from __future__ import annotations
+
+import pytest
+
+from obsmask_core.conversation.ledger import BillSoFar, Ledger, prefix_tokens
+from obsmask_core.conversation.price_models import PRICE_MODELS
+
+ANTHROPIC = PRICE_MODELS["anthropic"]
+OPENAI = PRICE_MODELS["openai"]
+
+
+def test_the_estimate_is_four_characters_a_token_and_three_tokens_an_item():
+    assert prefix_tokens(0, 0) == 0
+    assert prefix_tokens(3, 0) == 0
+    assert prefix_tokens(4, 0) == 1
+    assert prefix_tokens(4001, 2) == 1000 + 6
+    assert prefix_tokens(7, 10) == 1 + 30
+
+
+# affordable() ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("allowance", [0, 2, 5, 100])
+def test_a_request_that_lands_exactly_on_the_allowance_is_affordable(allowance):
+    ledger = Ledger(ANTHROPIC, allowance)
+    plain = 100_000
+    assert ledger.affordable(plain * (100 + allowance) // 100, plain)
+    assert not ledger.affordable(plain * (100 + allowance) // 100 + 1, plain)
+
+
+@pytest.mark.parametrize("allowance", [0, 2, 5])
+def test_affordable_counts_the_bill_so_far_on_both_sides(allowance):
+    """What was spent before weighs in: a ledger behind by its savings can
+    afford a dearer request, one ahead of the allowance a cheaper one only."""
+    ledger = Ledger(ANTHROPIC, allowance)
+    ledger.record(plain_tokens=2000, plain_cost=1_000_000, masked_tokens=1500,
+                  masked_cost=800_000)
+    plain = 1_000_000
+    limit = (ledger.without_masking + plain) * (100 + allowance) // 100 - ledger.with_masking
+    assert limit == 1_200_000 + 20_000 * allowance
+    assert ledger.affordable(limit, plain)
+    assert not ledger.affordable(limit + 1, plain)
+    # And the other way round: a bill so far already over the allowance can
+    # only afford a request cheaper than the original.
+    over = Ledger(ANTHROPIC, allowance)
+    over.record(2000, 1_000_000, 2000, 1_000_000 * (100 + allowance) // 100 + 200_000)
+    limit = (over.without_masking + plain) * (100 + allowance) // 100 - over.with_masking
+    assert limit < plain
+    assert not over.affordable(plain, plain)  # not even a request costing the same
+    assert over.affordable(limit, plain)
+    assert not over.affordable(limit + 1, plain)
+
+
+def test_with_no_allowance_only_a_request_no_dearer_than_the_original_is_affordable():
+    ledger = Ledger(OPENAI, 0)
+    assert ledger.affordable(0, 0)
+    assert ledger.affordable(999, 1000)
+    assert ledger.affordable(1000, 1000)
+    assert not ledger.affordable(1001, 1000)
+
+
+# record() ------------------------------------------------------------------------
+
+
+def test_record_accumulates_both_bills_and_remembers_the_previous_requests():
+    ledger = Ledger(ANTHROPIC, 2)
+    assert (ledger.requests, ledger.with_masking, ledger.without_masking) == (0, 0, 0)
+    # The first request shares nothing: every token is written at 1.25.
+    first = ledger.plain_cost(3000)
+    assert first == 3000 * 1250
+    ledger.record(3000, first, 2500, ledger.masked_cost(2500, 0))
+    assert (ledger.requests, ledger.with_masking, ledger.without_masking) == (
+        1, 2500 * 1250, 3000 * 1250)
+    assert ledger.previous_masked == 2500
+    # The next one as sent begins with the whole previous request as sent.
+    second = ledger.plain_cost(3500)
+    assert second == 3000 * 100 + 500 * 1250
+    masked = ledger.masked_cost(3000, ledger.previous_masked)
+    assert masked == 2500 * 100 + 500 * 1250
+    ledger.record(3500, second, 3000, masked)
+    assert ledger.requests == 2
+    assert ledger.without_masking == 3000 * 1250 + second
+    assert ledger.with_masking == 2500 * 1250 + masked
+    assert ledger.previous_masked == 3000
+    assert ledger.plain_cost(4000) == 3500 * 100 + 500 * 1250
+
+
+def test_so_far_reports_the_bills_in_base_input_tokens():
+    ledger = Ledger(ANTHROPIC, 2)
+    ledger.record(3000, 3_750_000, 2000, 2_500_001)
+    bill = ledger.so_far()
+    assert bill == BillSoFar("anthropic", 1, 2500.001, 3750.0, 2)
+    assert Ledger(OPENAI, 0).so_far() == BillSoFar("openai", 0, 0.0, 0.0, 0)
+
+
+# BillSoFar.as_metadata() ----------------------------------------------------------------
+
+
+def test_the_metadata_of_an_empty_bill_has_no_ratio():
+    meta = BillSoFar("anthropic", 0, 0.0, 0.0, 2).as_metadata()
+    assert meta == {
+        "price_model": "anthropic", "requests": 0, "estimated_with_masking": 0.0,
+        "estimated_without_masking": 0.0, "ratio": None, "allowance_percent": 2,
+        "allowance_used": 0.0,
+    }
+
+
+def test_no_allowance_is_used_while_masking_is_ahead():
+    meta = BillSoFar("openai", 12, 800.04, 1000.0, 2).as_metadata()
+    assert meta["ratio"] == 0.8
+    assert meta["allowance_used"] == 0.0
+    assert meta["estimated_with_masking"] == 800.0
+    assert meta["requests"] == 12
+
+
+def test_the_allowance_used_is_how_far_the_masked_bill_is_above_the_other():
+    meta = BillSoFar("anthropic", 3, 1012.34, 1000.0, 2).as_metadata()
+    assert meta["allowance_used"] == 12.3
+    assert meta["ratio"] == 1.0123
+    assert BillSoFar("anthropic", 3, 1012.34, 1000.0, 2).ratio == pytest.approx(1.01234)
