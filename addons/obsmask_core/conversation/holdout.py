@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from obsmask_core.shared.tokens import message_strings
+
 IGNORED_KEYS = frozenset({"cache_control"})
 BUCKETS = 100
 
@@ -33,15 +35,8 @@ def conversation_bucket(items: Sequence[object]) -> int | None:
     if not items:
         return None
     digest = hashlib.blake2b(digest_size=8)
-    pending: list[object] = [_first_user_item(items)]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, str):
-            digest.update(value.encode("utf-8", "surrogatepass") + b"\x00")
-        elif isinstance(value, dict):
-            pending.extend(reversed([v for k, v in value.items() if k not in IGNORED_KEYS]))
-        elif isinstance(value, list):
-            pending.extend(reversed(value))
+    for text in message_strings(_first_user_item(items), IGNORED_KEYS):
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
     return int.from_bytes(digest.digest(), "big") % BUCKETS
 
 

@@ -124,11 +124,11 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_REPLY_PRIMING = 3
 
 
-def message_strings(message: object) -> list[str]:
+def message_strings(message: object, ignored_keys: frozenset[str] = frozenset()) -> list[str]:
     """Every string value inside a message (role, content, content parts, tool
     call names and arguments...), in document order (the token prefix two
     versions of a message share depends on it), found with a loop, not
-    recursion."""
+    recursion. Values under ``ignored_keys`` (at any depth) are left out."""
     found: list[str] = []
     pending: list[object] = [message]
     while pending:
@@ -136,7 +136,9 @@ def message_strings(message: object) -> list[str]:
         if isinstance(value, str):
             found.append(value)
         elif isinstance(value, dict):
-            pending.extend(reversed(list(value.values())))
+            values = (value.values() if not ignored_keys
+                      else [v for k, v in value.items() if k not in ignored_keys])
+            pending.extend(reversed(list(values)))
         elif isinstance(value, list):
             pending.extend(reversed(value))
     return found
