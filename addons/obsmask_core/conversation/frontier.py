@@ -183,6 +183,14 @@ class Frontier:
         self.turn, self.request_end = target, end
         self._counted_before_frontier += counted
 
+    def _frees_enough(self, freed: int, first: int, end: int) -> bool:
+        """``min_free_percent``: a move re-bills everything after its first
+        newly masked result (at item ``first``); it must free enough of that."""
+        if not self._policy.min_free_percent:
+            return True
+        rebilled = self.chars_before[end] - self.chars_before[first] - freed
+        return freed * 100 >= self._policy.min_free_percent * max(rebilled, 1)
+
     def _judge(self, number: int, end: int) -> None:
         """Without a price model: move the frontier over every turn up to
         the target when ``min_free_percent`` allows it, or wait."""
@@ -194,12 +202,9 @@ class Frontier:
             if first is not None and (self._first is None or first < self._first):
                 self._first = first
         self._covered = target
-        freed, first_position = self._pending, self._first
-        if first_position is not None and self._policy.min_free_percent:
-            # A move re-bills everything after the first newly masked result.
-            rebilled = self.chars_before[end] - self.chars_before[first_position] - freed
-            if freed * 100 < self._policy.min_free_percent * max(rebilled, 1):
-                return
+        first = self._first
+        if first is not None and not self._frees_enough(self._pending, first, end):
+            return
         self._move(self.turn, target, end, 0)
         self._pending, self._first = 0, None
 
@@ -214,11 +219,12 @@ class Frontier:
         grows). Returns the prefix this request shares with the previous one."""
         if (target := self._target(number, end)) is None:
             return common
-        plain_tokens, plain_cost = plain
+        _, plain_cost = plain
         # A masked request shorter than the provider's smallest cached prompt
-        # is read from no cache at all, this time and until it grows again:
-        # no move may take it there while the original is long enough.
-        floor = ledger.model.minimum_cached if plain_tokens >= ledger.model.minimum_cached else 0
+        # is read from no cache at all, this time and until it grows again,
+        # while the original soon is (if it is not already): no move may
+        # take a request there.
+        floor = ledger.model.minimum_cached
         low = max(self.turn, target - LOOKBACK_TURNS)
         masked_before = self.chars_before[end] - self._counted_before_frontier
         freed = counted = 0
@@ -233,8 +239,7 @@ class Frontier:
             if first is None:
                 chosen = (start, 0, common)  # nothing to mask: free
                 continue
-            rebilled = self.chars_before[end] - self.chars_before[first] - freed
-            if freed * 100 < self._policy.min_free_percent * max(rebilled, 1):
+            if not self._frees_enough(freed, first, end):
                 continue
             # The forwarded history changes at the first newly masked result.
             shared = min(common, prefix_tokens(
