@@ -1,10 +1,12 @@
 """The rules of the package's layout, checked on the tree itself.
 
-``addons/obsmask_core`` has five folders. Which may import which:
+``addons/obsmask_core`` has six folders. Which may import which:
 
 - ``shared/``: no folder of ours (it is what the others build on);
 - ``conversation/`` and ``mcp/``: ``shared/`` only (the two features never
   lean on each other);
+- ``recall/``: ``shared/`` only (both features' results come back through
+  it, so it may lean on neither);
 - ``gateway/``: ``shared/`` and ``mcp/`` (it reads JSON-RPC with the MCP
   scanner);
 - ``mitm/``: any of them; and it is the only folder that imports mitmproxy.
@@ -23,13 +25,14 @@ from pathlib import Path
 from support.processes import REPO
 
 PACKAGE = "obsmask_core"
-ROOMS = ("shared", "conversation", "mcp", "gateway", "mitm")
+ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "mitm")
 MAY_IMPORT = {
     "shared": set(),
     "conversation": {"shared"},
     "mcp": {"shared"},
+    "recall": {"shared"},
     "gateway": {"shared", "mcp"},
-    "mitm": {"shared", "conversation", "mcp", "gateway"},
+    "mitm": {"shared", "conversation", "mcp", "recall", "gateway"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
 
@@ -92,12 +95,15 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
         "def later():\n    import obsmask_core.conversation.policy\n")
     (package / "mcp" / "bad.py").write_text("from mitmproxy import http\n")
     (package / "gateway" / "fine.py").write_text("from obsmask_core.mcp import jsonrpc\n")
+    (package / "recall" / "bad.py").write_text("from obsmask_core.conversation import recall\n")
     (package / "loose.py").write_text("")
     problems = layout_violations(package)
     assert problems == [
         "conversation/bad.py: imports obsmask_core.mcp; conversation/ may not import mcp/",
-        "loose.py: a module outside the folders shared, conversation, mcp, gateway, mitm",
+        "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, mitm",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
+        "recall/bad.py: imports obsmask_core.conversation; recall/ may not import "
+        "conversation/",
         "shared/bad.py: imports obsmask_core.conversation; shared/ may not import conversation/",
     ]
 

@@ -14,8 +14,8 @@ from mitmproxy import exceptions, http
 from mitmproxy.test import tflow, tutils
 
 from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER
-from obsmask_core.gateway.upstreams import client_allowed
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
+from obsmask_core.shared.networks import client_allowed
 from obsmask_core.shared.truncation import TRUNCATION_MARK
 from support.mcp_flows import mcp_flow, response_message, run_hooks
 

@@ -22,9 +22,11 @@ from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
 from obsmask_core.shared.truncation import truncate_text
 
-DecisionKind = Literal["masked", "clipped"]
+DecisionKind = Literal["masked", "clipped", "recalled"]
 MASKED: DecisionKind = "masked"
 CLIPPED: DecisionKind = "clipped"
+# A recall stub replaced by the text it asks for (``recall``).
+RECALLED: DecisionKind = "recalled"
 # The reduction stage a request reached: nothing, masking old results, or
 # clipping recent ones as well.
 Stage = Literal["none", "masking", "clipping"]
@@ -41,7 +43,8 @@ KeptReason = Literal["in_window", "pending", "cache", "error", "per_tool", "excl
 @dataclass(frozen=True)
 class MaskDecision:
     """One tool result to rewrite: where, what it was, and what it becomes
-    (the placeholder when ``kind`` is "masked", a clipped text when "clipped")."""
+    (the placeholder when ``kind`` is "masked", a clipped text when
+    "clipped", the recalled text when "recalled")."""
 
     location: Location
     call_id: str
@@ -76,6 +79,10 @@ class MaskPlan:
     def clipped(self) -> int:
         return sum(1 for d in self.decisions if d.kind == CLIPPED)
 
+    @property
+    def recalled(self) -> int:
+        return sum(1 for d in self.decisions if d.kind == RECALLED)
+
 
 def preserved_blocks(text: str, patterns: tuple[tuple[str, str], ...]) -> list[str]:
     """The blocks from a begin marker to its end marker (both included), in
@@ -109,7 +116,8 @@ def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
 
 
 def plan_masking(
-    index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = ()
+    index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
+    *, recall: bool = False,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -117,6 +125,8 @@ def plan_masking(
 
     ``items`` (the conversation list) is needed by the rules that measure
     the request: ``trigger_tokens``, ``min_free_percent``, ``max_input_tokens``.
+    With ``recall``, placeholders and clip markers say how to get the text
+    back.
     """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results))
     plan.kept["orphan"] = len(index.orphans)
@@ -144,7 +154,8 @@ def plan_masking(
             continue
         assert result.text is not None
         placeholder = render_placeholder(
-            policy.placeholder_template, result.call_id, result.tool_name, len(result.text)
+            policy.placeholder_template, result.call_id, result.tool_name, len(result.text),
+            recall=recall,
         )
         blocks = preserved_blocks(result.text, policy.preserve_patterns)
         new_text = _masked_text(placeholder, blocks)

@@ -9,16 +9,21 @@ from dataclasses import dataclass, field
 from obsmask_core.conversation.price_models import PRICE_MODELS
 from obsmask_core.shared.config_file import ConfigFile
 from obsmask_core.shared.errors import ConfigError, SettingError
+from obsmask_core.shared.recall_text import hint
 from obsmask_core.shared.settings import check_fields, setting
 from obsmask_core.shared.templates import FieldTemplate, TemplatePart
 
 # Short, with the id, the tool and the size; French, as the specification
 # obsmask follows wrote it (clients compare it byte for byte across requests).
+# {recall} is empty unless recall is on, so the bytes are the specification's.
 DEFAULT_PLACEHOLDER_TEMPLATE = (
     "[Observation masquée: résultat d'outil ancien "
-    "(tool_call_id={tool_call_id}, outil={tool_name}, chars={original_chars})]"
+    "(tool_call_id={tool_call_id}, outil={tool_name}, chars={original_chars}){recall}]"
 )
-PLACEHOLDER_FIELDS = ("tool_call_id", "tool_name", "original_chars")
+PLACEHOLDER_FIELDS = ("tool_call_id", "tool_name", "original_chars", "recall", "recall_id")
+# Fields whose value obsmask may have rendered either way (recall on or off),
+# or from a text it no longer has: any value is accepted when recognising.
+_FREE_FIELDS = ("original_chars", "recall", "recall_id")
 # What {tool_name} says when the call named no tool.
 UNKNOWN_TOOL_NAME = "inconnu"
 DEFAULT_PRESERVE_PATTERNS = (("BEGIN_DISPATCH_RESULT", "END_DISPATCH_RESULT"),)
@@ -28,12 +33,17 @@ PROFILES_SECTION = ("observation_masking", "profiles")
 
 
 def render_placeholder(
-    template: str, tool_call_id: str, tool_name: str | None, original_chars: int
+    template: str, tool_call_id: str, tool_name: str | None, original_chars: int,
+    *, recall: bool = False,
 ) -> str:
+    """The placeholder of one result; with ``recall``, ``{recall}`` says how
+    to get it back (its id is the call's id: the client still holds it)."""
     return template.format(
         tool_call_id=tool_call_id,
         tool_name=tool_name if tool_name is not None else UNKNOWN_TOOL_NAME,
         original_chars=original_chars,
+        recall=hint(tool_call_id if recall else None),
+        recall_id=tool_call_id if recall else "",
     )
 
 
@@ -43,7 +53,7 @@ def check_placeholder_template(key: str, value: object) -> None:
         return
     FieldTemplate(key, value, PLACEHOLDER_FIELDS)
     try:
-        render_placeholder(value, "call_0", "tool", 12345)
+        render_placeholder(value, "call_0", "tool", 12345, recall=True)
     except (ValueError, TypeError, KeyError, IndexError) as e:
         raise SettingError(key, f"does not render ({e})") from e
 
@@ -80,8 +90,8 @@ class PlaceholderMatcher:
             "tool_name": tool_name if tool_name is not None else UNKNOWN_TOOL_NAME,
         }
         for (name, spec, conversion), captured in zip(self._fields, match.groups(), strict=False):
-            if name == "original_chars":
-                continue  # the size of a text we no longer have: any value is fine
+            if name in _FREE_FIELDS:
+                continue
             value = expected[name]
             if conversion == "r":
                 value = repr(value)
@@ -122,9 +132,10 @@ class MaskPolicy:
         window (0: off).""", minimum=0)
     placeholder_template: str = setting(DEFAULT_PLACEHOLDER_TEMPLATE, """
         Text that replaces a masked result. Fields: {tool_call_id}, {tool_name}
-        ("inconnu" when unknown), {original_chars}; format specs such as
-        {original_chars:,} work. A result is only masked when the placeholder
-        is shorter than it.""", check=check_placeholder_template)
+        ("inconnu" when unknown), {original_chars}, {recall} ("; recall
+        id=ID" when recall is on, else empty) and {recall_id}; format specs
+        such as {original_chars:,} work. A result is only masked when the
+        placeholder is shorter than it.""", check=check_placeholder_template)
     batch_turns: int = setting(1, """
         Move the masking frontier in steps of this many tool turns, so the
         masked part of the history stays byte-identical between moves and the

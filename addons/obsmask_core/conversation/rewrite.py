@@ -14,8 +14,9 @@ from typing import ClassVar
 
 from obsmask_core.conversation.apply import apply_plan
 from obsmask_core.conversation.invariants import check_only_planned_changes
-from obsmask_core.conversation.planner import MaskPlan, plan_masking
+from obsmask_core.conversation.planner import RECALLED, MaskDecision, MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.recall import Recall, find_recalls, with_recalls
 from obsmask_core.conversation.request_text import UnsupportedBody, loads, parse_request
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat
 from obsmask_core.shared.json_text import Span, splice
@@ -70,9 +71,12 @@ HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
 
 
 def mask_request_body(
-    body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT
+    body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT, *, recall: bool = False
 ) -> RewriteOutcome:
-    """Mask old tool results in a request body of format ``fmt``."""
+    """Mask old tool results in a request body of format ``fmt``. With
+    ``recall``, the recall stubs among its results are replaced by the text
+    they ask for first (``recall``), and masking plans on the conversation
+    as it will then go out."""
     if not policy.enabled:
         return Unchanged(DISABLED)
     try:
@@ -85,13 +89,20 @@ def mask_request_body(
         return Unreadable(str(e))
 
     index = fmt.index(request.items)
-    plan = plan_masking(index, policy, request.items)
-    if plan.held_out:
+    chars = sum(len(result.text) for result in index.results if result.text is not None)
+    recalls = find_recalls(index) if recall else []
+    items = request.items
+    if recalls:
+        items = with_recalls(request.items, recalls, fmt)
+        index = fmt.index(items)
+    plan = plan_masking(index, policy, items, recall=recall)
+    if plan.held_out and not recalls:
         return Unchanged(HELD_OUT, plan)
+    chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)
+    _add_recalls(plan, recalls)
     if not plan.decisions:
         return Unchanged("nothing to mask", plan)
-    chars = sum(len(result.text) for result in index.results if result.text is not None)
-    chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)
+    chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
 
     replacements: list[tuple[Span, str]] = []
     for decision in plan.decisions:
@@ -107,6 +118,17 @@ def mask_request_body(
     if violation is not None:
         return Refused(violation, plan)
     return Masked(new_text.encode("utf-8"), plan, chars, chars_after)
+
+
+def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
+    """A decision for each recalled result that masking leaves whole (one it
+    masks goes out as its placeholder: the plan's decision says so)."""
+    planned = {d.location for d in plan.decisions}
+    plan.decisions.extend(
+        MaskDecision(location=r.location, call_id=r.call_id, tool_name=r.tool_name,
+                     original=r.stub, original_value=r.stub_value, new_text=r.text,
+                     kind=RECALLED)
+        for r in recalls if r.location not in planned)
 
 
 def _verify(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from obsmask_core.conversation.planner import MaskPlan
+from obsmask_core.conversation.planner import RECALLED, MaskPlan
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.rewrite import Masked
 from obsmask_core.shared.tokens import TokenCounter
@@ -39,11 +39,14 @@ class MaskSummary:
     window_turns: int
     # The ledger's bill so far (estimates), when a price model with a cache is set.
     bill: dict[str, object] | None = None
+    # Recall stubs replaced by the text they asked for.
+    recalled_tool_results: int = 0
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
            body_bytes_before: int, body_bytes_after: int) -> MaskSummary:
         plan = outcome.plan
+        shortened = [d for d in plan.decisions if d.kind != RECALLED]
         return cls(
             format=fmt,
             masked_tool_results=plan.masked,
@@ -55,25 +58,30 @@ class MaskSummary:
             kept={reason: count for reason, count in sorted(plan.kept.items())},
             tool_chars_before=outcome.tool_chars_before,
             tool_chars_after=outcome.tool_chars_after,
-            masked_tokens_before=tokens.count_all(d.original for d in plan.decisions),
-            masked_tokens_after=tokens.count_all(d.new_text for d in plan.decisions),
+            masked_tokens_before=tokens.count_all(d.original for d in shortened),
+            masked_tokens_after=tokens.count_all(d.new_text for d in shortened),
             token_encoding=tokens.encoding_label,
             body_bytes_before=body_bytes_before,
             body_bytes_after=body_bytes_after,
             window_turns=window_turns,
             bill=plan.bill.as_metadata() if plan.bill is not None else None,
+            recalled_tool_results=plan.recalled,
         )
 
     def as_metadata(self) -> dict[str, object]:
         out: dict[str, object] = {"action": "masked", **asdict(self)}
         if self.bill is None:
             del out["bill"]  # no price model with a cache: no ledger
+        if not self.recalled_tool_results:
+            del out["recalled_tool_results"]  # recall off, or nothing recalled
         return out
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results
+        recalled = self.recalled_tool_results
         return (
-            f"masked {self.masked_tool_results} of {self.tool_results} "
+            (f"recalled {recalled}, " if recalled else "")
+            + f"masked {self.masked_tool_results} of {self.tool_results} "
             + (f"and clipped {clipped} " if clipped else "")
             + f"tool results: tool chars {_number(self.tool_chars_before)} -> "
             f"{_number(self.tool_chars_after)}, tokens of the masked results "

@@ -2,53 +2,18 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from obsmask_core.shared.errors import SettingError
+from obsmask_core.shared.networks import check_networks
 from obsmask_core.shared.settings import check_fields, setting
 
 GATEWAY_SECTION = ("mcp_gateway",)
 SERVERS_SECTION = ("mcp_gateway", "servers")
 GATEWAY_PATH = re.compile(r"^/api/mcp-gateway/([^/?#]+)/rpc/?(?:\?.*)?$")
 DEFAULT_TIMEOUT_SECONDS = 300
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-LOOPBACK: tuple[Network, ...] = (ipaddress.ip_network("127.0.0.0/8"),
-                                 ipaddress.ip_network("::1/128"))
-
-
-def client_networks(key: str, value: object) -> tuple[Network, ...]:
-    """The networks of ``allow_clients`` (``10.0.0.0/8``, ``192.0.2.7``,
-    ``::/0``...); SettingError naming the entry that is not one."""
-    networks = []
-    for entry in value if isinstance(value, (list, tuple)) else ():
-        try:
-            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
-        except ValueError:
-            raise SettingError(key, f"{entry!r} is not an IP address or network "
-                                    "(e.g. 192.168.1.0/24)") from None
-    return tuple(networks)
-
-
-def client_allowed(address: str, allowed: tuple[Network, ...]) -> bool:
-    """May a client at ``address`` use the gateway: is it on the loopback or
-    in one of the ``allowed`` networks? (An IPv4 client of a dual-stack socket
-    shows as ``::ffff:a.b.c.d``.)"""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in network for network in (*LOOPBACK, *allowed))
-
-
-def _check_networks(key: str, value: object) -> None:
-    client_networks(key, value)
-
-
 @dataclass(frozen=True, kw_only=True)
 class GatewaySettings:
     """The keys of ``[mcp_gateway]`` itself (its tables ``masking`` and
@@ -64,7 +29,7 @@ class GatewaySettings:
         the gateway routes, e.g. 192.168.1.0/24, or 0.0.0.0/0 and ::/0 for
         any. A client elsewhere gets a JSON-RPC error (-32056): the gateway
         reaches the MCP servers behind it (local ones too) for whoever may
-        use it.""", check=_check_networks, option="gateway_allow_clients")
+        use it.""", check=check_networks, option="gateway_allow_clients")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -1,4 +1,4 @@
-"""The four addons of obsmask, in the order mitmproxy must run them.
+"""The five addons of obsmask, in the order mitmproxy must run them.
 
 ``addons/obsmask.py`` (the script ``mitmdump -s`` loads) and the ``obsmask``
 command (``mitm/cli.py``, which loads that script) both take them from here.
@@ -9,18 +9,23 @@ from __future__ import annotations
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.gateway_addon import McpGateway
 from obsmask_core.mitm.mcp_addon import McpTruncation
+from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import SettingsFile
 from obsmask_core.shared.tokens import TokenCounter
 
 
 def obsmask_addons() -> list[object]:
     """Fresh addons: the settings file first (every other addon reads it in
-    its configure), and one tiktoken encoding in memory for both features."""
+    its configure), recall next (its route is answered before any other
+    addon looks at the flow, and both features ask it whether recall is
+    on), and one tiktoken encoding in memory for both features."""
     settings = SettingsFile()
     tokens = TokenCounter()
+    recall = Recall(settings)
     return [
         settings,
-        ConversationMasking(settings, tokens),
+        recall,
+        ConversationMasking(settings, tokens, recall),
         McpGateway(settings),
         McpTruncation(settings, tokens),
     ]

@@ -26,6 +26,7 @@ from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_p
 from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
+from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.mitm.usage_tap import (
     UsageTap,
@@ -48,8 +49,10 @@ class ConversationMasking:
     """Masks old tool results in OpenAI Chat Completions, Anthropic Messages
     and OpenAI Responses requests, each recognised by its route."""
 
-    def __init__(self, settings: SettingsFile, tokens: TokenCounter | None = None) -> None:
+    def __init__(self, settings: SettingsFile, tokens: TokenCounter | None = None,
+                 recall: Recall | None = None) -> None:
         self.settings = settings
+        self.recall = recall
         self.policy = MaskPolicy()
         self.routes = Routes()
         self.config_path: str | None = None
@@ -101,7 +104,8 @@ class ConversationMasking:
             return
         if body is None:
             return
-        self._report(flow, fmt, mask_request_body(body, self.policy, fmt))
+        recall = self.recall is not None and self.recall.enabled
+        self._report(flow, fmt, mask_request_body(body, self.policy, fmt, recall=recall))
 
     def _report(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: RewriteOutcome) -> None:
         match outcome:

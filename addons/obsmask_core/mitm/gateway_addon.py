@@ -26,10 +26,7 @@ from obsmask_core.gateway.upstreams import (
     GATEWAY_SECTION,
     SERVERS_SECTION,
     GatewaySettings,
-    Network,
     Upstream,
-    client_allowed,
-    client_networks,
     gateway_server_name,
     parse_upstream,
 )
@@ -37,6 +34,7 @@ from obsmask_core.mitm.flows import MCP_METADATA, add_comment, guarded, where
 from obsmask_core.mitm.options import add_options, check_pending_values, refuse, settings_in_force
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.shared.errors import ConfigError, SettingError
+from obsmask_core.shared.networks import Network, client_allowed, client_networks
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,161 @@
+"""The mitmproxy addon of recall: the recall server at ``/obsmask/mcp`` on
+the proxy, the store of cut MCP strings, and the switch the two features
+read (``enabled``: placeholders and markers say how to recall, and
+conversation masking puts recalled results back).
+
+The proxy answers the route itself, on any host, as it does the gateway's
+routes: a client adds ``http://127.0.0.1:8080/obsmask/mcp`` like any MCP
+server. Only clients on the loopback may use it unless ``allow_clients``
+names their networks (the store holds tool output).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from mitmproxy import http
+from mitmproxy.addonmanager import Loader
+
+from obsmask_core.mitm.flows import add_comment, guarded, where
+from obsmask_core.mitm.options import add_options, settings_in_force
+from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
+from obsmask_core.recall.server import ServerAnswer, answer_post, error_body
+from obsmask_core.recall.settings import RECALL_PATH, RECALL_SECTION, RecallSettings
+from obsmask_core.recall.store import RecallStore, StoredText, StoreError
+from obsmask_core.shared.networks import Network, client_allowed, client_networks
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "obsmask_recall_"
+# flow.metadata key of a flow the recall server answered.
+RECALL_METADATA = "obsmask_recall"
+JSON_TYPE = {"content-type": "application/json"}
+
+
+def is_recall_route(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/") == RECALL_PATH
+
+
+class Recall:
+    """Serves the recall tool and keeps the store of cut MCP strings."""
+
+    def __init__(self, settings: SettingsFile) -> None:
+        self.settings_file = settings
+        self.settings = RecallSettings()
+        self.allowed: tuple[Network, ...] = ()
+        self.store: RecallStore | None = None
+        self._options: set[str] = set(FILE_OPTIONS)
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def load(self, loader: Loader) -> None:
+        self._options.update(add_options(loader, RecallSettings, PREFIX))
+
+    def configure(self, updated: set[str]) -> None:
+        if not updated & self._options:
+            return
+        config = self.settings_file.current()
+        settings = settings_in_force(RecallSettings, PREFIX, config, RECALL_SECTION,
+                                     lambda: config.settings(RecallSettings, RECALL_SECTION))
+        settings, source = self.settings_file.switched(settings, PREFIX, config,
+                                                       RECALL_SECTION)
+        self.allowed = client_networks("allow_clients", settings.allow_clients)
+        if self.store is not None and (not settings.enabled or _store_changed(
+                self.settings, settings)):
+            self.store.close()
+            self.store = None
+        self.settings = settings
+        if not settings.enabled:
+            logger.info("obsmask: recall off (settings: %s)", source)
+            return
+        if self.store is None:
+            self.store = RecallStore(settings.store_path, max_bytes=settings.store_max_bytes,
+                                     max_age_seconds=settings.store_max_seconds)
+        logger.info("obsmask: recall on: the recall tool at %s; cut MCP strings kept in %s "
+                    "(%d MB, %d days) (settings: %s)", RECALL_PATH, settings.store_path,
+                    settings.store_max_mb, settings.store_max_days, source)
+
+    def done(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def keep(self, recall_id: str, text: str) -> None:
+        """Keep the whole of a cut MCP string under its id. A failing store
+        is logged: the answer still goes out cut, and recalling it later
+        says it is not there."""
+        if self.store is None:
+            return
+        try:
+            if not self.store.put(recall_id, text):
+                logger.warning("obsmask: recall store: %s (%s chars) not kept: larger than "
+                               "a quarter of the store's cap", recall_id, f"{len(text):,}")
+        except StoreError as e:
+            logger.warning("obsmask: recall store: %s not kept: %s", recall_id, e)
+
+    def _lookup(self, recall_id: str) -> StoredText | None:
+        return None if self.store is None else self.store.get(recall_id)
+
+    @staticmethod
+    def answered(flow: http.HTTPFlow) -> bool:
+        """Did the recall server answer this flow? (MCP truncation leaves its
+        answer whole: the model asked for that text.)"""
+        return RECALL_METADATA in flow.metadata
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        # A flow read from a file already has its answer.
+        if not is_recall_route(flow.request.path) or flow.response:
+            return
+        with guarded(flow, "left without an answer"):
+            self._serve(flow)
+
+    def _serve(self, flow: http.HTTPFlow) -> None:
+        facts: dict[str, object] = {}
+        flow.metadata[RECALL_METADATA] = facts
+        peer = flow.client_conn.peername
+        if not self.enabled:
+            self._refuse(flow, 404, "recall is off here ([recall] enabled, "
+                                    "obsmask_recall_enabled)")
+        elif peer and not client_allowed(str(peer[0]), self.allowed):
+            self._refuse(flow, 403, f"client {peer[0]} is not on the loopback; the recall "
+                                    "server serves other clients only in the networks of "
+                                    "obsmask_recall_allow_clients ([recall] allow_clients)")
+        elif flow.request.method != "POST":
+            # No server-initiated stream and no session to end.
+            self._refuse(flow, 405, f"{flow.request.method} is not served; POST JSON-RPC",
+                         {"allow": "POST"})
+        else:
+            body = flow.request.get_content(strict=False) or b""
+            answer = answer_post(body, self._lookup, self.settings.store_max_days)
+            self._answer(flow, answer, facts)
+
+    def _answer(self, flow: http.HTTPFlow, answer: ServerAnswer,
+                facts: dict[str, object]) -> None:
+        headers = JSON_TYPE if answer.body else {}
+        flow.response = http.Response.make(answer.status, answer.body, headers)
+        if answer.recalled:
+            facts["recalled"] = answer.recalled
+            add_comment(flow, f"obsmask recall: {', '.join(answer.recalled)}")
+            logger.info("obsmask: %s: recall %s", where(flow), ", ".join(answer.recalled))
+        if answer.errors:
+            facts["errors"] = answer.errors
+            for message in answer.errors:
+                logger.warning("obsmask: %s: %s", where(flow), message)
+
+    @staticmethod
+    def _refuse(flow: http.HTTPFlow, status: int, message: str,
+                headers: dict[str, str] | None = None) -> None:
+        flow.response = http.Response.make(status, error_body(message),
+                                           {**JSON_TYPE, **(headers or {})})
+        flow.metadata[RECALL_METADATA]["errors"] = [message]
+        add_comment(flow, f"obsmask recall: {message}")
+        logger.warning("obsmask: %s: %s", where(flow), message)
+
+
+def _store_changed(old: RecallSettings, new: RecallSettings) -> bool:
+    return (Path(old.store_path) != Path(new.store_path)
+            or old.store_max_bytes != new.store_max_bytes
+            or old.store_max_seconds != new.store_max_seconds)
