@@ -28,6 +28,7 @@ from obsmask_core.conversation.routes import Routes  # noqa: E402
 from obsmask_core.gateway.upstreams import GATEWAY_SECTION, GatewaySettings  # noqa: E402
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits  # noqa: E402
 from obsmask_core.mitm.settings_addon import SWITCH_SECTION, MasterSwitch  # noqa: E402
+from obsmask_core.recall.settings import RECALL_SECTION, RecallSettings  # noqa: E402
 from obsmask_core.shared.config_file import ConfigFile, load_config  # noqa: E402
 from obsmask_core.shared.settings import PAIR_SEPARATOR, Setting, declared  # noqa: E402
 
@@ -37,6 +38,7 @@ TABLES: dict[str, list[tuple[type, str, tuple[str, ...] | None]]] = {
                      (MaskPolicy, "obsmask_", POLICY_SECTION), (Routes, "obsmask_", None)],
     "mcp": [(TruncationLimits, "mcpmask_", MASKING_SECTION),
             (GatewaySettings, "mcpmask_", GATEWAY_SECTION)],
+    "recall": [(RecallSettings, "obsmask_recall_", RECALL_SECTION)],
 }
 README = REPO / "README.md"
 
@@ -50,7 +52,7 @@ def shown(item: Setting, value: object) -> str:
     elif item.kind == "strings" and isinstance(value, tuple):
         text = " ".join(value) or "(none)"
     else:
-        text = str(value)
+        text = str(value) or "(empty)"
     text = text.replace("\n", "\\n").replace("|", "\\|")
     return f"`{text}`"
 

@@ -18,9 +18,9 @@ def test_the_readme_lists_every_setting_as_declared():
     ).stdout
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     blocks = printed.strip().split("\n\n")
-    assert len(blocks) == 2
+    assert len(blocks) == 3  # conversation, MCP, recall
     for block in blocks:
         assert block in readme, f"README.md is behind (scripts/settings_table.py --write):\n{block}"
     for option in ("obsmask_window_turns", "obsmask_chat_route", "mcpmask_max_chars",
-                   "mcpmask_gateway_timeout"):
+                   "mcpmask_gateway_timeout", "obsmask_recall_enabled"):
         assert f"`{option}`" in printed

@@ -1,6 +1,8 @@
 """The McpTruncation addon inside mitmproxy's test context (no network):
 configuration precedence, what a truncated flow carries, which flows are
-left alone byte for byte, and streaming."""
+left alone byte for byte, streaming, limits per server and tool, and
+recall (cut strings handed to the store, the recall server's answers left
+whole)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,24 @@ import asyncio
 import gzip
 import json
 import logging
+import re
 
 import pytest
 from mitmproxy import exceptions
+from mitmproxy.test import taddons, tflow
 
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
+from obsmask_core.mitm.recall_addon import RECALL_METADATA
+from obsmask_core.shared.recall_text import store_id
 from obsmask_core.shared.truncation import TRUNCATION_MARK
-from support.mcp_flows import LONG, mcp_flow, response_message, run_hooks
+from support.mcp_flows import (
+    LONG,
+    KeptStrings,
+    McpAddons,
+    mcp_flow,
+    response_message,
+    run_hooks,
+)
 
 # Configuration ------------------------------------------------------------------
 
@@ -309,3 +322,232 @@ def test_a_stream_that_fails_mid_way_goes_on_decoded(context, monkeypatch):
            for piece in flow.response.stream(compressed[start : start + 512])]
     out += flow.response.stream(b"")
     assert b"".join(out) == plain
+
+
+# Limits per server and tool -------------------------------------------------------
+
+
+def tool_call(message_id: int, name: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call",
+            "params": {"name": name, "arguments": {}}}
+
+
+def gateway_flow(server: str, request: object, answer: bytes,
+                 content_type: str = "application/json") -> tflow.HTTPFlow:
+    """A flow as the gateway hands it on once routed to the relay: its
+    metadata names the server (the flow already has its answer, so the
+    gateway addon leaves it be)."""
+    flow = mcp_flow(answer, content_type=content_type, request_body=json.dumps(request).encode(),
+                    path=f"/api/mcp-gateway/{server}/rpc")
+    flow.metadata[METADATA_KEY] = {"gateway_server": server}
+    return flow
+
+
+def cut_text(flow: tflow.HTTPFlow, index: int = 0) -> str:
+    answer = json.loads(flow.response.content)
+    message = answer[index] if isinstance(answer, list) else answer
+    return message["result"]["content"][0]["text"]
+
+
+def test_a_gateway_servers_tool_is_cut_at_its_own_limit_and_other_tools_at_the_default(context):
+    """With the rule fs/read_* -> 10000, a read_file answer of the gateway's
+    server fs keeps 5000 + 5000 characters of a 20,008-character string,
+    while a search answer of the same batch, and read_file on another
+    server, are cut at max_chars (2000 + 2000)."""
+    addon, tctx = context
+    tctx.configure(addon.mcp, mcpmask_max_chars_for=["fs/read_*|10000"])
+    answers = b"[" + response_message(message_id=1) + b"," + response_message(message_id=2) + b"]"
+    flow = gateway_flow("fs", [tool_call(1, "read_file"), tool_call(2, "search")], answers)
+    run_hooks(addon, flow)
+    read, search = cut_text(flow, 0), cut_text(flow, 1)
+    assert read == LONG[:5000] + (f"\n... [{TRUNCATION_MARK} original_chars=20008 head=5000 "
+                                  "tail=5000] ...\n") + LONG[-5000:]
+    assert f"[{TRUNCATION_MARK} original_chars=20008 head=2000 tail=2000]" in search
+    assert len(search) < 4100
+    assert flow.metadata[METADATA_KEY]["tools"] == {"1": "read_file", "2": "search"}
+    other = gateway_flow("db", [tool_call(1, "read_file")], response_message(message_id=1))
+    run_hooks(addon, other)
+    assert "head=2000 tail=2000]" in cut_text(other)
+
+
+def test_a_rule_of_zero_from_the_settings_file_never_cuts_that_tool(context, toml_file):
+    addon, tctx = context
+    tctx.configure(addon.mcp, obsmask_config=toml_file(
+        '[mcp_gateway.masking]\nmax_chars_for = [["fs/search", "0"], ["*/*", "6000"]]\n'))
+    assert [(rule.server, rule.tool, rule.max_chars) for rule in addon.tool_limits.rules] == [
+        ("fs", "search", 0), ("*", "*", 6000)]
+    flow = gateway_flow("fs", tool_call(3, "search"), response_message())
+    run_hooks(addon, flow)
+    assert flow.response.content == response_message() and not flow.marked
+    other = gateway_flow("fs", tool_call(3, "read_file"), response_message())
+    run_hooks(addon, other)
+    assert "head=3000 tail=3000]" in cut_text(other)
+
+
+def test_outside_the_gateway_a_rule_names_the_servers_host(context):
+    addon, tctx = context
+    tctx.configure(addon.mcp, mcpmask_max_chars_for=["tools.example.com/*|30000"])
+    flow = mcp_flow(response_message(), request_body=json.dumps(tool_call(3, "x")).encode())
+    flow.request.host = "tools.example.com"
+    run_hooks(addon, flow)
+    assert flow.response.content == response_message()
+    elsewhere = mcp_flow(response_message())
+    run_hooks(addon, elsewhere)
+    assert TRUNCATION_MARK in cut_text(elsewhere)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(["fs/|100"], "mcpmask_max_chars_for: 'fs/'"),
+     (["fs/read|-1"], "'-1' is not a number of characters"),
+     (["fs/read"], "mcpmask_max_chars_for: must be an array of")],
+)
+def test_a_bad_limit_rule_is_refused_naming_the_option(context, value, message):
+    addon, tctx = context
+    with pytest.raises(exceptions.OptionsError, match=re.escape(message)):
+        tctx.configure(addon.mcp, mcpmask_max_chars_for=value)
+
+
+def test_a_bad_limit_rule_in_the_file_names_the_file_and_key(context, toml_file):
+    addon, tctx = context
+    path = toml_file('[mcp_gateway.masking]\nmax_chars_for = [["fs/read", "ten"]]\n')
+    with pytest.raises(exceptions.OptionsError) as refused:
+        tctx.configure(addon.mcp, obsmask_config=path)
+    assert "max_chars_for" in str(refused.value) and path in str(refused.value)
+
+
+def tools_list_answer(*tools: tuple[str, object]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": name, "inputSchema": {"type": "object"},
+         "_meta": {"anthropic/maxResultSizeChars": ceiling}} for name, ceiling in tools]}}).encode()
+
+
+def test_a_tools_list_ceiling_raises_that_tools_limit_on_that_server(context):
+    """A server that declares _meta["anthropic/maxResultSizeChars"] = 30000
+    for read_file in its tools/list answer gets its read_file answers of
+    20,008 characters whole; a tool it declares smaller, and the same tool
+    on another server, are still cut at max_chars."""
+    addon, _ = context
+    listed = gateway_flow("fs", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                          tools_list_answer(("read_file", 30_000), ("search", 100)))
+    run_hooks(addon, listed)
+    read = gateway_flow("fs", tool_call(3, "read_file"), response_message())
+    run_hooks(addon, read)
+    assert read.response.content == response_message() and not read.marked
+    search = gateway_flow("fs", tool_call(3, "search"), response_message())
+    run_hooks(addon, search)
+    assert "head=2000 tail=2000]" in cut_text(search)
+    elsewhere = gateway_flow("db", tool_call(3, "read_file"), response_message())
+    run_hooks(addon, elsewhere)
+    assert "head=2000 tail=2000]" in cut_text(elsewhere)
+
+
+def test_a_tools_list_ceiling_sent_on_an_event_stream_counts_too(context):
+    """MCP servers answer a POST with an event stream by default: the
+    tools/list answer read there declares the ceiling as well (capped at
+    500,000, so a 20,008-character answer is kept whole)."""
+    addon, _ = context
+    listed = gateway_flow("fs", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, b"",
+                          content_type="text/event-stream")
+    assert streamed_answer(addon, listed, sse(tools_list_answer(("read_file", 10**9))))
+    assert addon.ceilings.get("fs", "read_file") == 500_000
+    read = gateway_flow("fs", tool_call(3, "read_file"), b"", content_type="text/event-stream")
+    assert streamed_answer(addon, read, sse(response_message())) == sse(response_message())
+
+
+def test_a_legacy_stream_response_gets_the_limit_of_the_tool_its_post_called(context):
+    """The legacy transport answers a POST on the GET stream: the response
+    gets the limit of the tool that POST called, found by its id among the
+    recent requests to the same server; a response to an id no request
+    used gets max_chars."""
+    addon, tctx = context
+    tctx.configure(addon.mcp, mcpmask_max_chars_for=["*/read_file|30000"])
+    posted = mcp_flow(b"Accepted", content_type="text/plain", path="/messages/",
+                      request_body=json.dumps(tool_call(41, "read_file")).encode())
+    run_hooks(addon, posted)
+    flow = mcp_flow(b"", content_type="text/event-stream", method="GET", request_body=b"",
+                    path="/sse")
+    out = streamed_answer(addon, flow, sse(response_message(message_id=41))
+                          + sse(response_message(message_id=42)))
+    first, second = out.split(b"\r\n\r\n")[:2]
+    assert TRUNCATION_MARK.encode() not in first
+    assert b"head=2000 tail=2000]" in second
+
+
+# Recall --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def recall_context(toml_file):
+    """The addons with a recall addon that keeps what it is handed."""
+    kept = KeptStrings()
+    addons = McpAddons(recall=kept)
+    with taddons.context(addons.settings, addons.gateway, addons.mcp) as tctx:
+        tctx.configure(addons.mcp, obsmask_config=toml_file(""))
+        yield addons, kept
+
+
+def streamed_answer(addon, flow, stream: bytes) -> bytes:
+    """What the client gets when the answer streams, in chunks of 1000 bytes."""
+    flow.response.stream = False
+    flow.response.raw_content = None  # as at responseheaders: the body is still to come
+    asyncio.run(addon.request(flow))
+    addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    out = [piece for start in range(0, len(stream), 1000)
+           for piece in flow.response.stream(stream[start : start + 1000])]
+    return b"".join(out + flow.response.stream(b""))
+
+
+def test_with_recall_a_cut_json_answer_hands_the_whole_string_to_the_store(recall_context):
+    addon, kept = recall_context
+    flow = mcp_flow(response_message())
+    run_hooks(addon, flow)
+    recall_id = store_id(LONG)
+    assert kept.kept == [(recall_id, LONG)]
+    assert cut_text(flow) == LONG[:2000] + (
+        f"\n... [{TRUNCATION_MARK} original_chars=20008 head=2000 tail=2000; recall "
+        f"id={recall_id}] ...\n") + LONG[-2000:]
+    assert flow.metadata[METADATA_KEY]["recall_ids"] == [recall_id]
+
+
+def test_with_recall_a_cut_event_stream_hands_the_whole_string_to_the_store(recall_context):
+    addon, kept = recall_context
+    other = LONG.replace("HEAD", "OTHR")
+    flow = mcp_flow(b"", content_type="text/event-stream")
+    out = streamed_answer(addon, flow, sse(response_message()) + sse(response_message(other)))
+    assert kept.kept == [(store_id(LONG), LONG), (store_id(other), other)]
+    assert f"; recall id={store_id(LONG)}] ...".encode() in out
+    assert flow.metadata[METADATA_KEY]["recall_ids"] == [store_id(LONG), store_id(other)]
+
+
+def test_with_recall_off_nothing_is_kept_and_the_marker_is_plain(recall_context):
+    addon, kept = recall_context
+    kept.enabled = False
+    flow = mcp_flow(response_message())
+    run_hooks(addon, flow)
+    assert kept.kept == [] and "recall_ids" not in flow.metadata[METADATA_KEY]
+    assert f"[{TRUNCATION_MARK} original_chars=20008 head=2000 tail=2000]" in cut_text(flow)
+
+
+def test_an_answer_of_the_recall_server_is_never_cut(recall_context):
+    """The recall server answers with the text the model asked for: MCP
+    truncation leaves it whole, buffered or streamed."""
+    addon, kept = recall_context
+    flow = mcp_flow(response_message())
+    flow.request.headers["mcp-session-id"] = "s1"  # MCP by every other sign
+    flow.metadata[RECALL_METADATA] = {"recall_id": "cut-0123456789abcdef"}
+    run_hooks(addon, flow)
+    assert flow.response.content == response_message() and not flow.marked
+    stream = mcp_flow(b"", content_type="text/event-stream")
+    stream.request.headers["mcp-session-id"] = "s1"
+    stream.metadata[RECALL_METADATA] = {}
+    stream.response.stream = False
+    stream.response.raw_content = None
+    asyncio.run(addon.request(stream))
+    addon.responseheaders(stream)
+    assert stream.response.stream is False
+    stream.response.raw_content = sse(response_message())
+    addon.response(stream)
+    assert stream.response.raw_content == sse(response_message())
+    assert kept.kept == [] and METADATA_KEY not in flow.metadata

@@ -1,11 +1,13 @@
 """Property-based tests of the MCP truncation: on any JSON value the cut keeps
 the JSON-RPC structure and touches only the long strings it may cut; any
 split of a server-sent events stream into transport chunks (compressed or
-not) gives the output of the unsplit stream; and truncating twice is
-truncating once."""
+not) gives the output of the unsplit stream; truncating twice is
+truncating once; and whatever the limits per server and tool, each response
+is cut at its own."""
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import itertools
 import json
@@ -19,7 +21,10 @@ from obsmask_core.mcp.cut import truncate_jsonrpc_text
 from obsmask_core.mcp.jsonrpc_scan import BINARY_CONTENT_TYPES, PROTECTED_KEYS
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
+from obsmask_core.mcp.tool_limits import AnswerLimits
+from obsmask_core.shared.recall_text import store_id
 from obsmask_core.shared.truncation import DEFAULT_MARKER_TEMPLATE
+from support.mcp_messages import marker_text
 from support.sse import sse_events
 
 TEMPLATES = [
@@ -100,9 +105,8 @@ def reference_cut(text: str, limits: TruncationLimits) -> str:
     max_chars, unless that would not be shorter."""
     if len(text) <= limits.max_chars:
         return text
-    marker = limits.marker_template.format(
-        original_chars=len(text), head=limits.head_chars, tail=limits.tail_chars
-    )
+    marker = marker_text(limits.marker_template, len(text), limits.head_chars,
+                         limits.tail_chars)
     if limits.head_chars + len(marker) + limits.tail_chars >= len(text):
         return text
     tail = text[len(text) - limits.tail_chars :] if limits.tail_chars else ""
@@ -372,3 +376,74 @@ def test_truncating_an_sse_stream_twice_is_truncating_it_once(stream, limits):
     if once.body is None:
         return
     assert truncate_sse_body(once.body, limits).body is None
+
+
+# Limits per server and tool --------------------------------------------------------
+
+SERVERS = ["fs", "db"]
+TOOLS = ["read_file", "read_dir", "search", "write"]
+rules_strategy = st.lists(st.tuples(
+    st.sampled_from(["fs", "db", "*", "f?", "[df]*"]),
+    st.sampled_from(["read_*", "search", "*", "r*", "[rs]*", "write"]),
+    st.integers(0, 40),
+), max_size=4)
+rule_strings = st.text("abé😀\n", max_size=12) | st.text("abé😀\n", min_size=20, max_size=120)
+
+
+def chosen_limit(rules: list[tuple[str, str, int]], default: TruncationLimits, server: str,
+                 tool: str | None) -> tuple[int, int, int]:
+    """The rule, written out: the first rule whose globs match the server
+    and the tool (no tool: the empty name), else max_chars; head and tail in
+    the default's proportions."""
+    max_chars = default.max_chars
+    for server_glob, tool_glob, number in rules:
+        if fnmatch.fnmatchcase(server, server_glob) and fnmatch.fnmatchcase(tool or "",
+                                                                           tool_glob):
+            max_chars = number
+            break
+    return (max_chars, max_chars * default.head_chars // default.max_chars,
+            max_chars * default.tail_chars // default.max_chars)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(limits=limits_strategy(), rules=rules_strategy, server=st.sampled_from(SERVERS),
+       calls=st.lists(st.tuples(st.sampled_from([None, *TOOLS]),
+                                st.lists(rule_strings, max_size=3)),
+                      min_size=1, max_size=4),
+       recall=st.booleans())
+def test_with_any_rules_a_string_is_cut_iff_longer_than_its_messages_limit(
+    limits, rules, server, calls, recall
+):
+    """Whatever the max_chars_for rules, each response's strings are cut
+    exactly when longer than the limit chosen for that response's server and
+    tool (0: never), and a cut string keeps a prefix and a suffix of the
+    original around its marker (with its recall id when recall is on)."""
+    limits = TruncationLimits(max_chars=limits.max_chars, head_chars=limits.head_chars,
+                              tail_chars=limits.tail_chars,
+                              marker_template=limits.marker_template,
+                              max_chars_for=tuple((f"{s}/{t}", str(n)) for s, t, n in rules))
+    tools = {str(index): tool for index, (tool, _) in enumerate(calls) if tool is not None}
+    per_message = AnswerLimits(limits.tool_limits(), server, tools.get)
+    batch = [{"jsonrpc": "2.0", "id": index, "result": strings}
+             for index, (_, strings) in enumerate(calls)]
+    outcome = truncate_jsonrpc_text(json.dumps(batch), limits, per_message=per_message,
+                                    recall=recall)
+    after = json.loads(outcome.text) if outcome.text is not None else batch
+    for (tool, strings), message in zip(calls, after, strict=True):
+        max_chars, head, tail = chosen_limit(rules, limits, server, tool)
+        for original, out in zip(strings, message["result"], strict=True):
+            if not max_chars or len(original) <= max_chars:
+                assert out == original
+                continue
+            marker = marker_text(limits.marker_template, len(original), head, tail,
+                                 store_id(original) if recall else None)
+            if head + len(marker) + tail >= len(original):
+                assert out == original  # cutting would not shorten it
+                continue
+            assert out.startswith(original[:head]) and out.endswith(
+                original[len(original) - tail :] if tail else "")
+            assert out == original[:head] + marker + (original[len(original) - tail :]
+                                                      if tail else "")
+    assert len(outcome.cuts) == sum(
+        a != b for (_, strings), message in zip(calls, after, strict=True)
+        for a, b in zip(strings, message["result"], strict=True))

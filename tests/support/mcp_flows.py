@@ -11,6 +11,7 @@ from mitmproxy.test import tflow, tutils
 
 from obsmask_core.mitm.gateway_addon import McpGateway
 from obsmask_core.mitm.mcp_addon import McpTruncation
+from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import SettingsFile
 
 LONG = "HEAD" + "x" * 20_000 + "TAIL"
@@ -41,12 +42,13 @@ def mcp_flow(
 class McpAddons:
     """The MCP addon with the gateway and settings addons it runs beside, in
     the order obsmask.py lists them; ``limits`` and the rest are the MCP
-    addon's, ``servers`` and ``timeout`` the gateway's."""
+    addon's, ``servers`` and ``timeout`` the gateway's. ``recall``: the
+    recall addon the MCP addon hands cut strings to, if any."""
 
-    def __init__(self) -> None:
+    def __init__(self, recall: Recall | KeptStrings | None = None) -> None:
         self.settings = SettingsFile()
         self.gateway = McpGateway(self.settings)
-        self.mcp = McpTruncation(self.settings)
+        self.mcp = McpTruncation(self.settings, recall=recall)
 
     def __getattr__(self, name: str) -> object:
         owner = self.gateway if name in ("servers", "timeout", "relay") else self.mcp
@@ -67,3 +69,17 @@ class McpAddons:
 def run_hooks(addons: McpAddons, flow: tflow.HTTPFlow) -> None:
     asyncio.run(addons.request(flow))
     addons.response(flow)
+
+
+class KeptStrings:
+    """A stand-in for the recall addon (its interface: ``enabled``, ``keep``,
+    ``answered``) that keeps what it is handed, in memory."""
+
+    answered = staticmethod(Recall.answered)
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.kept: list[tuple[str, str]] = []
+
+    def keep(self, recall_id: str, text: str) -> None:
+        self.kept.append((recall_id, text))

@@ -10,8 +10,15 @@ from obsmask_core.mcp.cut import truncate_jsonrpc_text
 from obsmask_core.mcp.limits import TruncationLimits
 
 DEFAULTS = TruncationLimits()
-# The default marker as README.md documents it.
+# The default marker as README.md documents it ({recall} is empty with recall
+# off, "; recall id=ID" with it on).
 README_MARKER_TEMPLATE = (
+    "\n... [OBSMASK_TRUNCATED original_chars={original_chars} head={head} tail={tail}{recall}]"
+    " ...\n"
+)
+# The marker of the spec, before recall: the default renders exactly this
+# with recall off.
+PLAIN_MARKER_TEMPLATE = (
     "\n... [OBSMASK_TRUNCATED original_chars={original_chars} head={head} tail={tail}] ...\n"
 )
 MEGABYTE = 1_000_000
@@ -27,14 +34,26 @@ def numbered(n: int, tag: str = "") -> str:
 LONG = numbered(6000)
 
 
-def expected_cut(text: str, limits: TruncationLimits = DEFAULTS) -> str:
-    """head + marker + tail, written out from the rule: the first
-    ``head_chars`` characters, the marker, the last ``tail_chars``."""
-    marker = limits.marker_template.format(
-        original_chars=len(text), head=limits.head_chars, tail=limits.tail_chars
+def marker_text(template: str, original_chars: int, head: int, tail: int,
+                recall_id: str | None = None) -> str:
+    """A marker written out from its template: the hint is "; recall id=ID"
+    with an id, nothing without."""
+    return template.format(
+        original_chars=original_chars, head=head, tail=tail,
+        recall="" if recall_id is None else "; recall id=" + recall_id,
+        recall_id=recall_id or "",
     )
-    tail = text[len(text) - limits.tail_chars :] if limits.tail_chars else ""
-    return text[: limits.head_chars] + marker + tail
+
+
+def expected_cut(text: str, limits: TruncationLimits = DEFAULTS, head: int | None = None,
+                 tail: int | None = None, recall_id: str | None = None) -> str:
+    """head + marker + tail, written out from the rule: the first
+    ``head_chars`` characters (or ``head``), the marker, the last
+    ``tail_chars`` (or ``tail``)."""
+    head = limits.head_chars if head is None else head
+    tail = limits.tail_chars if tail is None else tail
+    marker = marker_text(limits.marker_template, len(text), head, tail, recall_id)
+    return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
 def response(result: object, id_: object = 1) -> dict[str, object]:

@@ -279,3 +279,25 @@ def test_scan_reports_messages_and_spans():
     [(start, end, index)] = scan.spans
     assert text[start:end] == json.dumps("s" * 30) and index == 0
     assert scan_jsonrpc(text).spans == []
+
+
+# The tool a request calls --------------------------------------------------------------
+
+
+def test_a_requests_params_name_is_read_and_its_params_never_cut():
+    """The scan reads the ``name`` at the top of a request's ``params`` (the
+    tool of a tools/call), however deep the arguments beside it go, and
+    still finds nothing to cut in a request."""
+    depth = 100_000
+    arguments = '{"path":' + "[" * depth + json.dumps(LONG) + "]" * depth + "}"
+    text = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":'
+            + arguments + ',"name":"read_file"}}')
+    scan = scan_jsonrpc(text, 10)
+    assert scan.problem is None and scan.spans == []
+    assert [m.params_name for m in scan.messages] == ["read_file"]
+    batch = scan_jsonrpc(json.dumps([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ["read_file"]},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": None}},
+        {"jsonrpc": "2.0", "id": 3, "result": {"name": "a result"}},
+    ]))
+    assert [m.params_name for m in batch.messages] == [None, None, None]

@@ -2,7 +2,9 @@
 over ``max_chars`` becomes its first ``head_chars`` characters + the marker +
 its last ``tail_chars``, only when that makes it shorter, never twice, on the
 decoded value (not its escapes), and every byte outside the cut strings stays
-as it came."""
+as it came. Each response of a batch is cut at its own tool's limit; with
+recall on, a cut string's marker carries its store id and the whole string
+is handed over for the store."""
 
 from __future__ import annotations
 
@@ -13,12 +15,16 @@ import pytest
 
 from obsmask_core.mcp.cut import cut_string, truncate_jsonrpc_body, truncate_jsonrpc_text
 from obsmask_core.mcp.limits import TruncationLimits
+from obsmask_core.mcp.tool_limits import AnswerLimits
+from obsmask_core.shared.recall_text import store_id
 from obsmask_core.shared.truncation import TruncationMarker
 from support.mcp_messages import (
     DEFAULTS,
     LONG,
+    PLAIN_MARKER_TEMPLATE,
     README_MARKER_TEMPLATE,
     expected_cut,
+    marker_text,
     numbered,
     response,
     text_block,
@@ -35,7 +41,7 @@ def test_ten_thousand_chars_become_head_marker_tail():
     original = numbered(10_000)
     message = truncated(response({"content": [text_block(original)]}))
     out = message["result"]["content"][0]["text"]
-    marker = README_MARKER_TEMPLATE.format(original_chars=10_000, head=2000, tail=2000)
+    marker = marker_text(README_MARKER_TEMPLATE, 10_000, 2000, 2000)
     assert len(out) <= DEFAULTS.max_chars + len(marker)
     assert out.startswith(original[:2000])
     assert out.endswith(original[-2000:])
@@ -124,7 +130,7 @@ def test_a_cut_string_is_not_cut_again(limits):
     again = truncate_jsonrpc_text(once.text, limits)
     assert again.scan.problem is None and again.text is None and again.cuts == []
     # A marker rendered with other numbers, anywhere in a long string, counts too.
-    other = limits.marker_template.format(original_chars=123456, head=7, tail=8)
+    other = marker_text(limits.marker_template, 123456, 7, 8)
     carrying = numbered(10_000)[:5000] + other + numbered(10_000)[5000:]
     outcome = truncate_jsonrpc_text(json.dumps(response([carrying])), limits)
     assert outcome.text is None
@@ -203,3 +209,95 @@ def test_a_lone_surrogate_escape_stays_an_escape():
     outcome = truncate_jsonrpc_body(body, DEFAULTS)
     assert outcome.body is not None
     assert json.loads(outcome.body)["result"][0] == expected_cut(original)
+
+
+# Recall ---------------------------------------------------------------------------------
+
+
+def test_with_recall_on_each_cut_string_carries_its_store_id_and_its_original():
+    """With recall on, the marker of each cut string carries "; recall
+    id=cut-...", the store id of the whole string, and the cut hands over that
+    id and the whole string for the store."""
+    first, second = numbered(9000, "a"), numbered(5000, "b")
+    text = json.dumps(response({"content": [text_block(first), text_block(second)]}))
+    outcome = truncate_jsonrpc_text(text, DEFAULTS, recall=True)
+    assert outcome.text is not None
+    blocks = json.loads(outcome.text)["result"]["content"]
+    assert [block["text"] for block in blocks] == [
+        expected_cut(first, recall_id=store_id(first)),
+        expected_cut(second, recall_id=store_id(second)),
+    ]
+    assert [(cut.recall_id, cut.original) for cut in outcome.cuts] == [
+        (store_id(first), first), (store_id(second), second)]
+    assert "; recall id=cut-" in blocks[0]["text"]
+
+
+def test_with_recall_off_no_id_or_original_is_kept_and_the_marker_is_plain():
+    original = numbered(9000)
+    outcome = truncate_jsonrpc_text(json.dumps(response([original])), DEFAULTS)
+    assert outcome.text is not None
+    assert json.loads(outcome.text)["result"] == [expected_cut(original)]
+    assert expected_cut(original) == (original[:2000] + marker_text(
+        PLAIN_MARKER_TEMPLATE, 9000, 2000, 2000) + original[-2000:])
+    [cut] = outcome.cuts
+    assert cut.recall_id is None and cut.original is None
+
+
+def test_a_string_cut_with_recall_is_not_cut_again_with_or_without_it():
+    original = numbered(20_000)
+    once = truncate_jsonrpc_text(json.dumps(response([original])), DEFAULTS, recall=True)
+    assert once.text is not None
+    for recall in (True, False):
+        again = truncate_jsonrpc_text(once.text, DEFAULTS, recall=recall)
+        assert again.text is None and again.cuts == []
+
+
+# Limits per response ----------------------------------------------------------------------
+
+
+def answer_limits(rules: list[tuple[str, str]], tools: dict[str, str],
+                  server: str = "fs", ceilings: dict[str, int] | None = None) -> AnswerLimits:
+    limits = TruncationLimits(max_chars_for=tuple(rules))
+    return AnswerLimits(limits.tool_limits(), server, tools.get, (ceilings or {}).get)
+
+
+def test_a_batch_cuts_each_response_at_the_limit_of_its_own_tool():
+    """A batch may answer calls of several tools: each response's strings are
+    cut over its own tool's limit, with head and tail in the default's
+    proportions (half and half), and a response to no known tool at
+    max_chars."""
+    per_message = answer_limits([("fs/read_*", "10000"), ("*/search", "3000")],
+                                {"1": "read_file", "2": "search"})
+    long, middle = numbered(12_000, "l"), numbered(6000, "m")
+    batch = [response([long, middle], 1), response([long, middle], 2),
+             response([long, middle], 3)]
+    outcome = truncate_jsonrpc_text(json.dumps(batch), DEFAULTS, per_message=per_message)
+    assert outcome.text is not None
+    read, search, other = (message["result"] for message in json.loads(outcome.text))
+    assert read == [expected_cut(long, head=5000, tail=5000), middle]
+    assert search == [expected_cut(long, head=1500, tail=1500),
+                      expected_cut(middle, head=1500, tail=1500)]
+    assert other == [expected_cut(long), expected_cut(middle)]
+    assert sorted((cut.message, cut.head, cut.tail) for cut in outcome.cuts) == [
+        (0, 5000, 5000), (1, 1500, 1500), (1, 1500, 1500), (2, 2000, 2000), (2, 2000, 2000)]
+
+
+def test_a_response_whose_limit_is_zero_is_never_cut():
+    per_message = answer_limits([("*/read_file", "0")], {"1": "read_file"})
+    huge = numbered(200_000)
+    batch = [response([huge], 1), response([huge], 2)]
+    outcome = truncate_jsonrpc_text(json.dumps(batch), DEFAULTS, per_message=per_message)
+    assert outcome.text is not None
+    kept, cut = json.loads(outcome.text)
+    assert kept["result"] == [huge] and cut["result"] == [expected_cut(huge)]
+
+
+def test_a_declared_ceiling_lets_a_tool_keep_more():
+    per_message = answer_limits([], {"1": "read_file", "2": "search"},
+                                ceilings={"read_file": 50_000, "search": 100})
+    long = numbered(30_000)
+    batch = [response([long], 1), response([long], 2)]
+    outcome = truncate_jsonrpc_text(json.dumps(batch), DEFAULTS, per_message=per_message)
+    assert outcome.text is not None
+    read, search = json.loads(outcome.text)
+    assert read["result"] == [long] and search["result"] == [expected_cut(long)]

@@ -9,16 +9,20 @@ from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.settings import check_value
 from obsmask_core.shared.truncation import DEFAULT_MARKER_TEMPLATE, TruncationMarker
-from support.mcp_messages import DEFAULTS, README_MARKER_TEMPLATE
+from support.mcp_messages import DEFAULTS, PLAIN_MARKER_TEMPLATE, README_MARKER_TEMPLATE
 
 
 def test_the_defaults_keep_2000_and_2000_of_strings_over_4000():
     """By default a string over 4000 characters keeps its first 2000 and its
-    last 2000, and the marker is the one README.md shows: ``\\n...
-    [OBSMASK_TRUNCATED original_chars={original_chars} head={head}
-    tail={tail}] ...\\n``."""
+    last 2000, no tool has a limit of its own, and the marker is the one
+    README.md shows: ``\\n... [OBSMASK_TRUNCATED original_chars={original_chars}
+    head={head} tail={tail}{recall}] ...\\n``, which with recall off renders
+    exactly as the marker without ``{recall}``."""
     assert (DEFAULTS.max_chars, DEFAULTS.head_chars, DEFAULTS.tail_chars) == (4000, 2000, 2000)
+    assert DEFAULTS.max_chars_for == () and DEFAULTS.tool_limits().rules == ()
     assert DEFAULTS.marker_template == DEFAULT_MARKER_TEMPLATE == README_MARKER_TEMPLATE
+    assert TruncationMarker(DEFAULTS.marker_template).render(100_000, 2000, 2000) == (
+        PLAIN_MARKER_TEMPLATE.format(original_chars=100_000, head=2000, tail=2000))
 
 
 @pytest.mark.parametrize(
@@ -59,6 +63,8 @@ def test_each_key_of_the_masking_table_is_checked_on_its_own():
     check_value(TruncationLimits, "max_chars", 1)
     check_value(TruncationLimits, "head_chars", 0)
     check_value(TruncationLimits, "marker_template", "[cut {original_chars}]")
+    check_value(TruncationLimits, "marker_template", "[cut{recall}]")
+    check_value(TruncationLimits, "max_chars_for", [["fs/read_*", "20000"], ["search", "0"]])
     for key, value in [("enabled", "yes"), ("max_chars", 0), ("tail_chars", -1),
                        ("marker_template", "{foo} bar"), ("max_char", 10)]:
         with pytest.raises(SettingError) as raised:

@@ -1,7 +1,8 @@
 """Which traffic is MCP (obsmask_core.mcp.methods and obsmask_core.mcp.scope):
 an ``eth_`` method is not, ``tools/call`` is, a batch mixing them has its
 MCP responses told by id, the transport's headers make a flow MCP, and a
-GET stream with no header is decided by its first event that tells."""
+GET stream with no header is decided by its first event that tells. A
+tools/call request names its tool, by which its response gets its limit."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from obsmask_core.mcp.scope import (
     answers_to_request,
     canonical_id,
     has_mcp_header,
+    tools_called,
 )
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
 from obsmask_core.shared.truncation import TRUNCATION_MARK
@@ -188,3 +190,21 @@ def test_a_buffered_stream_is_decided_the_same_way():
     assert truncate_sse_body(ETH_STREAM, LIMITS, decision=StreamDecision()).body is None
     cut = truncate_sse_body(LEGACY_STREAM, LIMITS, decision=StreamDecision())
     assert cut.body is not None and TRUNCATION_MARK.encode() in cut.body
+
+
+def test_each_tools_call_request_names_its_tool_by_its_id():
+    """The tool of a tools/call request is its params.name (a string, at the
+    top of params: not a "name" among the arguments), by the request's id;
+    other methods, notifications and names that are not strings name none."""
+    body = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "read_file", "arguments": {"name": "not this"}}},
+        {"jsonrpc": "2.0", "id": "b", "method": "tools/call",
+         "params": {"arguments": {"name": "nor this"}, "name": "search"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "a prompt"}},
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "a notification"}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": 7}},
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": ["read_file"]},
+    ]
+    text = json.dumps(body).replace('"search"', '"sea\\u0072ch"')
+    assert tools_called(scan_jsonrpc(text)) == {"1": "read_file", '"b"': "search"}

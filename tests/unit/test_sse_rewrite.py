@@ -12,7 +12,9 @@ import pytest
 
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
+from obsmask_core.mcp.tool_limits import AnswerLimits
 from obsmask_core.shared.inflate import can_inflate
+from obsmask_core.shared.recall_text import store_id
 from obsmask_core.shared.truncation import TRUNCATION_MARK
 from support.mcp_messages import DEFAULTS, LONG, expected_cut, numbered, response, text_block
 from support.sse import sse_events
@@ -233,3 +235,43 @@ def test_sse_every_member_of_a_gzip_stream_is_read():
     out = b"".join(truncator.feed(compressed) + truncator.finish())
     assert out.startswith(first + b"data: ") and TRUNCATION_MARK.encode() in out
     assert truncator.problem is None
+
+
+def test_sse_with_recall_each_cut_string_carries_its_store_id_and_original():
+    stream = (data_lines(SSE_RESPONSE) + "\n").encode()
+    truncator = SseTruncator(DEFAULTS, recall=True)
+    out = b"".join(truncator.feed(stream[:100]) + truncator.feed(stream[100:])
+                   + truncator.finish())
+    [(_, data, _)] = sse_events(out)
+    recall_id = store_id(LONG_SSE)
+    assert json.loads(data)["result"]["content"][0]["text"] == expected_cut(
+        LONG_SSE, recall_id=recall_id)
+    [event] = truncator.take_cuts()
+    assert [(cut.recall_id, cut.original) for cut in event.cuts] == [(recall_id, LONG_SSE)]
+
+
+def test_sse_each_response_is_cut_at_the_limit_of_its_tool():
+    """On a stream, as in a body, each response gets its own tool's limit."""
+    limits = TruncationLimits(max_chars_for=(("fs/read_file", "9000"),))
+    per_message = AnswerLimits(limits.tool_limits(), "fs", {"7": "read_file"}.get)
+    other = response({"content": [text_block(LONG_SSE)]}, id_=8)
+    stream = (data_lines(SSE_RESPONSE) + "\n" + data_lines(other) + "\n").encode()
+    out = truncate_sse_body(stream, limits, per_message=per_message).body
+    assert out is not None
+    first, second = (json.loads(event[1]) for event in sse_events(out))
+    assert first == SSE_RESPONSE
+    assert second["result"]["content"][0]["text"] == expected_cut(LONG_SSE)
+
+
+def test_sse_a_tools_list_event_is_handed_to_the_ceiling_reader():
+    """The data of an event that may declare tool ceilings (it names
+    anthropic/maxResultSizeChars) goes to the reader, however short; other
+    events do not."""
+    listed = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": "read_file", "_meta": {"anthropic/maxResultSizeChars": 30000}}]}}
+    read: list[str] = []
+    stream = (": ping\n\n" + data_lines(listed) + "\n" + data_lines(SSE_RESPONSE) + "\n").encode()
+    truncator = SseTruncator(DEFAULTS, read_ceilings=read.append)
+    truncator.feed(stream)
+    truncator.finish()
+    assert [json.loads(text) for text in read] == [listed]

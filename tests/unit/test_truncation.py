@@ -1,7 +1,7 @@
 """Head + marker + tail (``shared/truncation.py``), the one way obsmask
 shortens a text it keeps: the first and last characters with a marker
 between them, only when that is shorter, and never twice, which the marker,
-recognised by its words and any numbers, guarantees."""
+recognised by its words and any numbers (and any recall id), guarantees."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from obsmask_core.shared.truncation import (
 )
 
 TEXT = "".join(f"<{n:04d}>" for n in range(500))  # 3000 characters, no two alike
+RECALL_ID = "cut-0123456789abcdef"
+# The marker of the spec, as it was before recall existed.
+PLAIN_MARKER = "\n... [" + TRUNCATION_MARK + " original_chars={} head={} tail={}] ...\n"
 
 
 def test_a_text_keeps_its_head_and_tail_around_the_marker():
@@ -64,6 +67,8 @@ def test_a_marker_is_found_by_its_words_with_any_numbers():
         ("{original_chars}/{head}/{tail}", "needs some words besides its fields"),
         ("... ...", "needs some words besides its fields"),
         ("[cut {size}]", "unknown field {size}"),
+        ("[cut{recall!r}]", "the field {recall} takes no format spec or conversion"),
+        ("[cut {recall_id:>20}]", "the field {recall_id} takes no format spec or conversion"),
     ],
 )
 def test_a_marker_that_could_not_be_recognised_is_refused(template, message):
@@ -76,3 +81,51 @@ def test_a_marker_that_could_not_be_recognised_is_refused(template, message):
 
 def test_the_check_leaves_the_type_to_the_setting():
     check_marker_template("marker_template", 42)  # typed_value says "must be a string"
+
+
+# Recall ids ---------------------------------------------------------------------
+
+
+def test_with_recall_off_the_default_marker_is_the_plain_one_byte_for_byte():
+    """Without a recall id, {recall} renders as nothing: the default marker is
+    exactly the marker obsmask wrote before recall existed."""
+    assert DEFAULT_MARKER.render(3000, 100, 50) == PLAIN_MARKER.format(3000, 100, 50)
+    assert DEFAULT_MARKER.render(3000, 100, 50, None) == PLAIN_MARKER.format(3000, 100, 50)
+    assert truncate_text(TEXT, 100, 50) == (
+        TEXT[:100] + PLAIN_MARKER.format(3000, 100, 50) + TEXT[-50:])
+
+
+def test_with_a_recall_id_the_marker_carries_the_hint_before_its_bracket():
+    out = truncate_text(TEXT, 100, 50, recall_id=RECALL_ID)
+    marker = (f"\n... [{TRUNCATION_MARK} original_chars=3000 head=100 tail=50; recall "
+              f"id={RECALL_ID}] ...\n")
+    assert out == TEXT[:100] + marker + TEXT[-50:]
+
+
+def test_the_recall_id_field_renders_the_id_alone_or_nothing():
+    marker = TruncationMarker("[cut {original_chars} id={recall_id}]")
+    assert marker.render(5, 1, 1, RECALL_ID) == f"[cut 5 id={RECALL_ID}]"
+    assert marker.render(5, 1, 1) == "[cut 5 id=]"
+
+
+@pytest.mark.parametrize("template", [
+    None,  # the default
+    "[cut {original_chars}{recall}]",
+    "<{head}+{tail} of {original_chars} kept, id={recall_id}>",
+])
+def test_a_text_cut_with_or_without_a_recall_id_is_never_cut_again(template):
+    """A marker is recognised with its hint and without it, so a text cut
+    with recall on or off is left alone by a second cut either way."""
+    marker = DEFAULT_MARKER if template is None else TruncationMarker(template)
+    for first_id in (None, RECALL_ID):
+        once = truncate_text(TEXT, 100, 50, marker, first_id)
+        assert once != TEXT and marker.found_in(once)
+        for second_id in (None, "cut-ffffffffffffffff"):
+            assert truncate_text(once, 10, 10, marker, second_id) is once
+
+
+def test_a_hint_that_is_not_a_recall_id_is_not_taken_for_a_marker():
+    """The hint's id is made of id characters only: a marker whose hint holds
+    a space is not a marker of this template."""
+    text = f"[{TRUNCATION_MARK} original_chars=3 head=1 tail=1; recall id=a b] ..."
+    assert not DEFAULT_MARKER.found_in("\n... " + text + "\n")

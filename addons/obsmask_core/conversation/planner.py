@@ -208,7 +208,7 @@ def plan_masking(
     if plan.decisions:
         plan.stage = "masking"
     if policy.max_input_tokens and items:
-        _clip(plan, index, items, policy, frontier)
+        _clip(plan, index, items, policy, frontier, recall)
     return plan
 
 
@@ -234,10 +234,13 @@ def _clip(
     items: Sequence[object],
     policy: MaskPolicy,
     frontier: Frontier,
+    recall: bool,
 ) -> None:
     """The second stage: while the request is still estimated over
     ``max_input_tokens``, clip results inside the window to head + marker +
-    tail, oldest first. No message is ever removed."""
+    tail, oldest first. No message is ever removed. With ``recall``, the
+    marker names the call's id: the whole result comes back from the
+    request like a masked one."""
     chars = frontier.chars_before[-1] - sum(
         len(d.original) - len(d.new_text) for d in plan.decisions
     )
@@ -255,7 +258,8 @@ def _clip(
             or (result.tool_name is not None and result.tool_name in policy.exclude_tools)
         ):
             continue
-        clipped = truncate_text(text, policy.clip_head_chars, policy.clip_tail_chars)
+        clipped = truncate_text(text, policy.clip_head_chars, policy.clip_tail_chars,
+                                recall_id=result.call_id if recall else None)
         if clipped == text:
             continue
         plan.decisions.append(

@@ -1,6 +1,7 @@
 """Cut the long strings of JSON-RPC 2.0 responses to head + marker + tail.
 
-Every string longer than ``max_chars`` inside a response's ``result`` or
+Every string longer than ``max_chars`` (the response's own limit:
+``obsmask_core.mcp.tool_limits``) inside a response's ``result`` or
 ``error.data`` is cut, at any depth, without breaking the JSON-RPC envelope
 or the MCP schema (``obsmask_core.mcp.jsonrpc_scan`` says which strings may
 be cut). Only the string tokens that are cut are decoded and replaced in
@@ -12,29 +13,56 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from obsmask_core.mcp.jsonrpc_message import JsonRpcScan
 from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers
+from obsmask_core.mcp.tool_limits import AnswerLimits, Limit, ToolLimits
 from obsmask_core.shared.json_text import Span, splice
+from obsmask_core.shared.recall_text import store_id
 from obsmask_core.shared.truncation import TruncationMarker, truncate_text
 
 KEEP_REMOVED_CHARS = 1_000_000
 
-def cut_string(text: str, limits: TruncationLimits, marker: TruncationMarker) -> str | None:
-    """``text`` as head + marker + tail, or None when it stays whole: not
-    longer than ``max_chars``, already cut, or not shortened by cutting."""
-    if len(text) <= limits.max_chars:
+
+class Sizes(Protocol):
+    """A limit: TruncationLimits, or one response's Limit."""
+
+    @property
+    def max_chars(self) -> int: ...
+    @property
+    def head_chars(self) -> int: ...
+    @property
+    def tail_chars(self) -> int: ...
+
+
+def cut_with_id(text: str, limit: Sizes, marker: TruncationMarker,
+                recall: bool = False) -> tuple[str, str | None] | None:
+    """``text`` as head + marker + tail with its recall id (``store_id`` of
+    the whole text, in the marker, when ``recall``; else None), or None
+    when it stays whole: not longer than ``max_chars`` (or ``max_chars``
+    is 0), already cut, or not shortened by cutting."""
+    if not limit.max_chars or len(text) <= limit.max_chars:
         return None
-    cut = truncate_text(text, limits.head_chars, limits.tail_chars, marker)
-    return None if cut is text else cut
+    recall_id = store_id(text) if recall else None
+    cut = truncate_text(text, limit.head_chars, limit.tail_chars, marker, recall_id)
+    return None if cut is text else (cut, recall_id)
+
+
+def cut_string(text: str, limit: Sizes, marker: TruncationMarker,
+               recall: bool = False) -> str | None:
+    """``text`` as head + marker + tail, or None when it stays whole (see
+    cut_with_id)."""
+    cut = cut_with_id(text, limit, marker, recall)
+    return None if cut is None else cut[0]
 
 
 @dataclass
 class StringCut:
-    """One string that was cut: where in which message, and its sizes."""
+    """One string that was cut: where in which message, its sizes, and (with
+    recall on) its recall id and the whole string, for the store."""
 
     message: int  # index in JsonRpcScan.messages
     chars_before: int
@@ -43,6 +71,10 @@ class StringCut:
     # longer than KEEP_REMOVED_CHARS (counting it would hold the proxy up,
     # and keeping it would double the memory of a huge answer).
     removed: str | None
+    head: int = 0  # the characters kept of its start and its end
+    tail: int = 0
+    recall_id: str | None = None  # None: recall is off
+    original: str | None = None  # the whole string, only with recall on
 
 
 @dataclass
@@ -63,39 +95,58 @@ class TextTruncation:
         return sum(cut.chars_after for cut in self.cuts)
 
 
+def uniform_limits(limits: TruncationLimits) -> AnswerLimits:
+    """The same limit for every response: ``max_chars`` and its head and
+    tail, no rule."""
+    return AnswerLimits(ToolLimits(limits.max_chars, limits.head_chars, limits.tail_chars))
+
+
 def truncate_jsonrpc_text(
     text: str, limits: TruncationLimits, marker: TruncationMarker | None = None,
-    answers: McpAnswers = EVERY_RESPONSE,
+    answers: McpAnswers = EVERY_RESPONSE, *, per_message: AnswerLimits | None = None,
+    recall: bool = False,
 ) -> TextTruncation:
     """Cut every long string of the responses in ``text`` (one JSON-RPC
     message or a batch) that ``answers`` covers; the rest of the text is
-    kept byte for byte."""
+    kept byte for byte. Each response is cut at its own limit
+    (``per_message``; by default ``limits``' max_chars for all). With
+    ``recall``, each cut string carries its recall id and its original."""
     marker = marker or TruncationMarker(limits.marker_template)
-    scan = scan_jsonrpc(text, limits.max_chars)
+    per_message = per_message or uniform_limits(limits)
+    # One scan finds the strings over the smallest limit in force; each
+    # response then keeps only those over its own.
+    scan = scan_jsonrpc(text, per_message.scan_chars)
     if scan.problem is not None or not scan.spans:
         return TextTruncation(scan, None, [])
     replacements: list[tuple[Span, str]] = []
     cuts: list[StringCut] = []
+    message_limits: dict[int, Limit] = {}
     for start, end, message in scan.spans:
         if not answers.covers(scan.messages[message]):
             continue
+        limit = message_limits.get(message)
+        if limit is None:
+            limit = message_limits[message] = per_message.of(scan.messages[message])
+        if not limit.max_chars or end - start - 2 <= limit.max_chars:
+            continue  # the value is never longer than its escaped text
         value = json.loads(text[start:end])
         assert isinstance(value, str)
-        cut = cut_string(value, limits, marker)
-        if cut is None:
+        outcome = cut_with_id(value, limit, marker, recall)
+        if outcome is None:
             continue
+        cut, recall_id = outcome
         encoded = json.dumps(cut, ensure_ascii=False)
         try:
             encoded.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate escape: keep it escaped
             encoded = json.dumps(cut)
         replacements.append(((start, end), encoded))
-        tail = limits.tail_chars
-        removed = len(value) - limits.head_chars - tail
+        head, tail = limit.head_chars, limit.tail_chars
+        removed = len(value) - head - tail
         cuts.append(StringCut(
             message, len(value), len(cut),
-            value[limits.head_chars : len(value) - tail] if removed <= KEEP_REMOVED_CHARS
-            else None))
+            value[head : len(value) - tail] if removed <= KEEP_REMOVED_CHARS else None,
+            head, tail, recall_id, value if recall_id is not None else None))
     if not cuts:
         return TextTruncation(scan, None, [])
     return TextTruncation(scan, splice(text, replacements), cuts)
@@ -133,14 +184,16 @@ BodyTruncation = Cut | NothingToCut | NotJsonRpc
 
 def truncate_jsonrpc_body(
     body: bytes, limits: TruncationLimits, marker: TruncationMarker | None = None,
-    answers: McpAnswers = EVERY_RESPONSE,
+    answers: McpAnswers = EVERY_RESPONSE, *, per_message: AnswerLimits | None = None,
+    recall: bool = False,
 ) -> BodyTruncation:
     """truncate_jsonrpc_text for a UTF-8 body."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         return NotJsonRpc(f"body is not valid UTF-8 (byte {e.start})")
-    outcome = truncate_jsonrpc_text(text, limits, marker, answers)
+    outcome = truncate_jsonrpc_text(text, limits, marker, answers, per_message=per_message,
+                                    recall=recall)
     if outcome.scan.problem is not None:
         return NotJsonRpc(outcome.scan.problem)
     if outcome.text is None:

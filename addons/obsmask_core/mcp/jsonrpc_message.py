@@ -21,6 +21,8 @@ class JsonRpcMessage:
     id_text: str | None = None  # the id as it is written in the text
     has_method: bool = False
     method: str | None = None  # the method's name, when it is a string
+    # params.name, when it is a string (the tool a tools/call request calls)
+    params_name: str | None = None
     has_result: bool = False
     has_error: bool = False
 

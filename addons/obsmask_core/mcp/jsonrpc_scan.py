@@ -4,6 +4,7 @@ The text is read by one loop over regular-expression tokens, never by
 recursion, so 100 000 levels of nesting cost what they weigh, and it is read
 once: O(size of the text). The scan validates the JSON and the JSON-RPC
 envelope, tells each message's kind (request, notification, response) and
+the ``name`` in its ``params`` (the tool of a tools/call request), and
 finds the strings in a response's ``result`` and ``error.data`` that are long
 enough to cut; ``obsmask_core.mcp.cut`` cuts them.
 """
@@ -37,8 +38,9 @@ BINARY_CONTENT_TYPES: frozenset[str] = frozenset({"image", "audio"})
 # Parser states: what the next token may be. _OPENED_*: just after "{" or
 # "[", where the container may also close at once.
 _VALUE, _KEY, _COLON, _NEXT, _OPENED_OBJECT, _OPENED_ARRAY = range(6)
-# Roles of containers.
-_PLAIN, _MESSAGE, _ERROR, _BATCH = range(4)
+# Roles of containers (_PARAMS: a message's "params" object, read for its
+# "name").
+_PLAIN, _MESSAGE, _ERROR, _BATCH, _PARAMS = range(5)
 
 
 class _Frame:
@@ -162,6 +164,8 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                         message.has_error = True
                         role = _ERROR if is_object else _PLAIN
                         frame = _Frame(is_object, role, False, top.message)
+                    elif key == "params" and is_object:
+                        frame = _Frame(True, _PARAMS, False, top.message)
                     else:
                         # A container is neither a valid id nor a method name:
                         # the message stays invalid on that account.
@@ -215,6 +219,10 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                 message.has_error = True
             continue
         if group != 1:
+            continue
+        if top.role == _PARAMS:
+            if key == "name":
+                messages[top.message].params_name = _decode_key(token.group(1))
             continue
         start, end = token.start(1), token.end(1)
         if top.role == _ERROR:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from obsmask_core.mcp.jsonrpc_message import JsonRpcMessage, JsonRpcScan
 from obsmask_core.mcp.methods import LEGACY_ENDPOINT_EVENT, MCP_REQUEST_HEADERS, is_mcp_method
 
+TOOLS_CALL = "tools/call"
+
 
 def canonical_id(id_text: str) -> str:
     """A JSON-RPC id as one text whatever its spelling (``"a"`` and
@@ -51,6 +53,14 @@ def mcp_request_ids(scan: JsonRpcScan) -> frozenset[str]:
     return frozenset(canonical_id(m.id_text) for m in scan.messages
                      if m.kind == "request" and m.id_text is not None
                      and is_mcp_method(m.method))
+
+
+def tools_called(scan: JsonRpcScan) -> dict[str, str]:
+    """The tool each tools/call request of a request body calls (its
+    ``params.name``), by the request's id (canonical_id)."""
+    return {canonical_id(m.id_text): m.params_name for m in scan.messages
+            if m.kind == "request" and m.method == TOOLS_CALL and m.id_text is not None
+            and m.params_name is not None}
 
 
 def answers_to_request(scan: JsonRpcScan) -> McpAnswers | None:

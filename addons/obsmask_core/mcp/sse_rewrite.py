@@ -18,12 +18,14 @@ lines of one event are joined with ``\\n`` to read the event's JSON.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from obsmask_core.mcp.cut import TextTruncation, truncate_jsonrpc_text
+from obsmask_core.mcp.cut import TextTruncation, truncate_jsonrpc_text, uniform_limits
 from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers, StreamDecision
+from obsmask_core.mcp.tool_limits import CEILING_KEY, AnswerLimits
 from obsmask_core.shared.inflate import can_inflate, inflater_for
 from obsmask_core.shared.sse import SseLineSplitter, data_value, is_data_line
 from obsmask_core.shared.truncation import TruncationMarker
@@ -31,6 +33,7 @@ from obsmask_core.shared.truncation import TruncationMarker
 # An event's data is held until the event ends; a bigger event goes out as it
 # came, uncut (the proxy must not hold unbounded memory for one client).
 MAX_EVENT_BYTES = 256 << 20
+CEILING_BYTES = CEILING_KEY.encode()
 
 
 class SseTruncator:
@@ -41,9 +44,13 @@ class SseTruncator:
     With a Content-Encoding (gzip or deflate) the output is the decoded
     stream: the caller must drop the Content-Encoding header.
 
-    Only the responses that ``answers`` covers are cut. With a ``decision``
-    (a stream not known to be MCP), nothing is cut until it says MCP; once
-    it says not MCP, the rest of the stream passes as it comes, unread.
+    Only the responses that ``answers`` covers are cut, each at its own
+    limit (``per_message``); with ``recall`` each cut string carries its
+    recall id and original. With a ``decision`` (a stream not known to be
+    MCP), nothing is cut until it says MCP; once it says not MCP, the rest
+    of the stream passes as it comes, unread. ``read_ceilings`` is given the
+    data of each MCP event that may declare tool ceilings (a tools/list
+    answer: ``obsmask_core.mcp.tool_limits``).
     """
 
     def __init__(
@@ -54,10 +61,17 @@ class SseTruncator:
         max_event_bytes: int = MAX_EVENT_BYTES,
         answers: McpAnswers = EVERY_RESPONSE,
         decision: StreamDecision | None = None,
+        *,
+        per_message: AnswerLimits | None = None,
+        recall: bool = False,
+        read_ceilings: Callable[[str], None] | None = None,
     ) -> None:
         if not can_inflate(content_encoding):
             raise ValueError(f"cannot decode content-encoding {content_encoding!r}")
         self.limits = limits
+        self.per_message = per_message or uniform_limits(limits)
+        self.recall = recall
+        self.read_ceilings = read_ceilings
         self.marker = marker or TruncationMarker(limits.marker_template)
         self._inflater = inflater_for(content_encoding)
         self._max_event_bytes = max_event_bytes
@@ -206,13 +220,17 @@ class SseTruncator:
             self._decide(data)
             if not self.decision.is_mcp:
                 return lines
-        if len(data) <= self.limits.max_chars or b'"jsonrpc"' not in data:
+        if self.read_ceilings is not None and CEILING_BYTES in data:
+            self.read_ceilings(data.decode("utf-8", "replace"))
+        scan_chars = self.per_message.scan_chars
+        if scan_chars is None or len(data) <= scan_chars or b'"jsonrpc"' not in data:
             return lines
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return lines
-        truncation = truncate_jsonrpc_text(text, self.limits, self.marker, self.answers)
+        truncation = truncate_jsonrpc_text(text, self.limits, self.marker, self.answers,
+                                           per_message=self.per_message, recall=self.recall)
         if truncation.text is None:
             return lines
         # A cut string is written with escapes, never with a raw line end, so
@@ -249,10 +267,14 @@ class SseBodyTruncation:
 
 def truncate_sse_body(
     body: bytes, limits: TruncationLimits, marker: TruncationMarker | None = None,
-    answers: McpAnswers = EVERY_RESPONSE, decision: StreamDecision | None = None,
+    answers: McpAnswers = EVERY_RESPONSE, decision: StreamDecision | None = None, *,
+    per_message: AnswerLimits | None = None, recall: bool = False,
+    read_ceilings: Callable[[str], None] | None = None,
 ) -> SseBodyTruncation:
     """The whole-body form, for a stream that was buffered (decoded body)."""
-    truncator = SseTruncator(limits, marker=marker, answers=answers, decision=decision)
+    truncator = SseTruncator(limits, marker=marker, answers=answers, decision=decision,
+                             per_message=per_message, recall=recall,
+                             read_ceilings=read_ceilings)
     out = b"".join(truncator.feed(body) + truncator.finish())
     cuts = truncator.take_cuts()
     return SseBodyTruncation(out if cuts else None, cuts, truncator.problem)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from obsmask_core.mcp.cut import TextTruncation
-from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.shared.tokens import TokenCounter
 from obsmask_core.shared.truncation import TruncationMarker
 
@@ -45,12 +44,16 @@ class McpSummary:
     tokens_saved: int | None = 0
     token_encoding: str = "loading"
     last_messages: list[MessageCut] = field(default_factory=list)
+    # The recall ids of the strings cut (with recall on), each once, in order.
+    recall_ids: dict[str, None] = field(default_factory=dict)
 
-    def add(self, truncations: list[TextTruncation], limits: TruncationLimits,
-            marker: TruncationMarker, tokens: TokenCounter) -> list[MessageCut]:
+    def add(self, truncations: list[TextTruncation], marker: TruncationMarker,
+            tokens: TokenCounter) -> list[MessageCut]:
         """Add the cuts of some texts; the messages they cut, for the log."""
         messages: list[MessageCut] = []
         for truncation in truncations:
+            self.recall_ids.update((cut.recall_id, None) for cut in truncation.cuts
+                                   if cut.recall_id is not None)
             by_message: dict[int, tuple[int, int, int]] = {}
             for cut in truncation.cuts:
                 strings, before, after = by_message.get(cut.message, (0, 0, 0))
@@ -63,13 +66,15 @@ class McpSummary:
             self.strings_cut += len(truncation.cuts)
             self.chars_before += truncation.chars_before
             self.chars_after += truncation.chars_after
-            saved = tokens_saved(truncation, limits, marker, tokens)
+            saved = tokens_saved(truncation, marker, tokens)
             self.tokens_saved = None if saved is None or self.tokens_saved is None else (
                 self.tokens_saved + saved)
         self.token_encoding = tokens.encoding_label
         return messages
 
     def as_metadata(self) -> dict[str, object]:
+        recall: dict[str, object] = (
+            {"recall_ids": list(self.recall_ids)} if self.recall_ids else {})
         return {
             "action": "truncated",
             "transport": self.transport,
@@ -79,6 +84,7 @@ class McpSummary:
             "chars_after": self.chars_after,
             "tokens_saved": self.tokens_saved,
             "token_encoding": self.token_encoding,
+            **recall,
         }
 
     def comment_line(self) -> str:
@@ -91,8 +97,8 @@ class McpSummary:
         )
 
 
-def tokens_saved(truncation: TextTruncation, limits: TruncationLimits,
-                 marker: TruncationMarker, tokens: TokenCounter) -> int | None:
+def tokens_saved(truncation: TextTruncation, marker: TruncationMarker,
+                 tokens: TokenCounter) -> int | None:
     """Tokens of the text cut away, minus the markers; None while the
     encoding loads, or when the text is too long to count on the spot."""
     removed = [cut.removed for cut in truncation.cuts]
@@ -104,8 +110,8 @@ def tokens_saved(truncation: TextTruncation, limits: TruncationLimits,
     for cut in truncation.cuts:
         assert cut.removed is not None
         counted = tokens.count(cut.removed)
-        marker_tokens = tokens.count(marker.render(cut.chars_before, limits.head_chars,
-                                                  limits.tail_chars))
+        marker_tokens = tokens.count(marker.render(cut.chars_before, cut.head, cut.tail,
+                                                  cut.recall_id))
         if counted is None or marker_tokens is None:
             return None
         saved += counted - marker_tokens

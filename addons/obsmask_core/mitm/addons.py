@@ -27,5 +27,5 @@ def obsmask_addons() -> list[object]:
         recall,
         ConversationMasking(settings, tokens, recall),
         McpGateway(settings),
-        McpTruncation(settings, tokens),
+        McpTruncation(settings, tokens, recall),
     ]

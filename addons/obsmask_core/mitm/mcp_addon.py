@@ -13,11 +13,19 @@ MCP; never one that ``mcpmask_exclude`` matches. Every other JSON-RPC API
 (an Ethereum node, a language server...) passes byte for byte. A flow
 found MCP says why in its metadata (``"mcp"``: ``gateway``, ``method``,
 ``header``, ``include`` or ``stream``).
+
+Each response is cut at its own limit: ``mcpmask_max_chars``, or a
+``mcpmask_max_chars_for`` rule's for its server and tool, raised to the
+ceiling its server declared for that tool (``obsmask_core.mcp.tool_limits``).
+With recall on, each cut string's marker carries its recall id and the
+whole string goes to the recall store; the recall server's own answers are
+never cut.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from mitmproxy import http
 from mitmproxy.addonmanager import Loader
@@ -33,10 +41,17 @@ from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits
 from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
 from obsmask_core.mcp.summary import COMMENT_PREFIX, McpSummary
+from obsmask_core.mcp.tool_limits import (
+    CEILING_KEY,
+    AnswerLimits,
+    ToolCeilings,
+    declared_ceilings,
+)
 from obsmask_core.mitm.flows import MARK, MCP_METADATA, add_comment, guarded, where
-from obsmask_core.mitm.mcp_scope import McpScope
+from obsmask_core.mitm.mcp_scope import McpScope, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
 from obsmask_core.mitm.options import add_options, settings_in_force
+from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.shared.inflate import can_inflate
 from obsmask_core.shared.tokens import TokenCounter
@@ -47,6 +62,7 @@ logger = logging.getLogger(__name__)
 PREFIX = "mcpmask_"
 METADATA_KEY = MCP_METADATA
 EVENT_STREAM = "text/event-stream"
+CEILING_BYTES = CEILING_KEY.encode()
 
 
 
@@ -68,17 +84,42 @@ class McpTruncation:
     """Cuts long strings in JSON-RPC responses to head + marker + tail, on
     every MCP transport."""
 
-    def __init__(self, settings: SettingsFile, tokens: TokenCounter | None = None) -> None:
+    def __init__(self, settings: SettingsFile, tokens: TokenCounter | None = None,
+                 recall: Recall | None = None) -> None:
         self.settings = settings
         self.limits = TruncationLimits()
+        self.tool_limits = self.limits.tool_limits()
         self.marker = TruncationMarker(self.limits.marker_template)
         self.tokens = tokens or TokenCounter()
         self.scope = McpScope()
+        self.recall = recall
+        # The ceilings servers declared for their tools (tools/list answers).
+        self.ceilings = ToolCeilings()
         self._options: set[str] = set(FILE_OPTIONS)
 
     @property
     def enabled(self) -> bool:
         return self.limits.enabled
+
+    @property
+    def recall_on(self) -> bool:
+        """Cut strings carry recall ids and go to the store."""
+        return self.recall is not None and self.recall.enabled
+
+    def _answer_limits(self, flow: http.HTTPFlow) -> AnswerLimits:
+        """The limit of each response of the flow's answer, by its tool."""
+        server = server_name(flow)
+        return AnswerLimits(self.tool_limits, server, self.scope.tool_of(flow),
+                            lambda tool: self.ceilings.get(server, tool))
+
+    def _ceilings_reader(self, flow: http.HTTPFlow) -> Callable[[str], None]:
+        """Remembers the ceilings a tools/list answer of the flow declares."""
+        server = server_name(flow)
+
+        def read(text: str) -> None:
+            self.ceilings.remember(server, declared_ceilings(text))
+
+        return read
 
     def load(self, loader: Loader) -> None:
         self._options.update(add_options(loader, TruncationLimits, PREFIX))
@@ -92,23 +133,28 @@ class McpTruncation:
         limits, source = self.settings.switched(limits, PREFIX, config, MASKING_SECTION)
         self.scope.configure(limits)
         self.limits, self.marker = limits, TruncationMarker(limits.marker_template)
+        self.tool_limits = limits.tool_limits()
         if not limits.enabled:
             logger.info("obsmask: MCP truncation off (settings: %s)", source)
             return
+        rules = len(self.tool_limits.rules)
         logger.info("obsmask: MCP truncation on: strings over %s chars in JSON-RPC responses "
-                    "become %s + marker + %s (settings: %s)",
+                    "become %s + marker + %s%s (settings: %s)",
                     f"{limits.max_chars:,}", f"{limits.head_chars:,}",
-                    f"{limits.tail_chars:,}", source)
+                    f"{limits.tail_chars:,}",
+                    f", {rules} max_chars_for rule{'' if rules == 1 else 's'}" if rules else "",
+                    source)
 
     def running(self) -> None:
         self.tokens.start_loading()
 
     def request(self, flow: http.HTTPFlow) -> None:
-        """Remember which flows post MCP methods (the gateway's are known
-        already, and so is a flow read from a file that was decided then)."""
+        """Remember which flows post MCP methods, and the tools they call
+        (the gateway's flows are known to be MCP already: only their tools
+        are noted; a flow read from a file was decided then)."""
         facts = flow.metadata.get(MCP_METADATA)
-        if flow.request.method != "POST" or (
-                isinstance(facts, dict) and ("gateway_server" in facts or "mcp" in facts)):
+        if (flow.request.method != "POST" or Recall.answered(flow)
+                or (isinstance(facts, dict) and "mcp" in facts)):
             return
         with guarded(flow, "forwarded unchanged"):
             body = flow.request.get_content(strict=False) or b""
@@ -120,7 +166,7 @@ class McpTruncation:
         # A whole body already (the gateway's own answers) is the response
         # hook's: a stream callable would never see it.
         if (response is None or response.stream or response.raw_content is not None
-                or not _is_event_stream(response)):
+                or not _is_event_stream(response) or Recall.answered(flow)):
             return
         scope = self.scope.of(flow)
         if scope is None and not self.scope.may_be_stream(flow):
@@ -145,12 +191,16 @@ class McpTruncation:
             logger.warning("obsmask: %s streamed unchanged: cannot decode content-encoding "
                            "%r on the fly", where(flow), encoding)
             return
+        answers, decision = EVERY_RESPONSE, None
         if scope is None:
-            truncator = SseTruncator(self.limits, encoding, self.marker,
-                                     decision=self.scope.stream_decision(flow))
+            decision = self.scope.stream_decision(flow)
         else:
             _say_why(flow, scope[0])
-            truncator = SseTruncator(self.limits, encoding, self.marker, answers=scope[1])
+            answers = scope[1]
+        truncator = SseTruncator(self.limits, encoding, self.marker, answers=answers,
+                                 decision=decision, per_message=self._answer_limits(flow),
+                                 recall=self.recall_on,
+                                 read_ceilings=self._ceilings_reader(flow))
         # Cut events make the body shorter than any announced length (the
         # client would wait for the rest); a compressed stream goes out
         # decoded. Without a length, mitmproxy ends the body by closing.
@@ -160,7 +210,8 @@ class McpTruncation:
         response.stream = SseTap(flow, truncator, self.record_cuts)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if (response := flow.response) is None or response.stream or not self.enabled:
+        if ((response := flow.response) is None or response.stream or not self.enabled
+                or Recall.answered(flow)):
             return
         with guarded(flow, "answered unchanged"):
             self._truncate_buffered(flow, response)
@@ -188,14 +239,20 @@ class McpTruncation:
         answers = EVERY_RESPONSE if scope is None else scope[1]
         if scope is not None:
             _say_why(flow, scope[0])
+        per_message, recall = self._answer_limits(flow), self.recall_on
         if is_sse:
             decision = self.scope.stream_decision(flow) if scope is None else None
-            outcome = truncate_sse_body(content, self.limits, self.marker, answers, decision)
+            outcome = truncate_sse_body(content, self.limits, self.marker, answers, decision,
+                                        per_message=per_message, recall=recall,
+                                        read_ceilings=self._ceilings_reader(flow))
             new_body, truncations, transport = outcome.body, outcome.cuts, "sse"
             if decision is not None and decision.is_mcp:
                 _say_why(flow, "stream")
         else:
-            match truncate_jsonrpc_body(content, self.limits, self.marker, answers):
+            if CEILING_BYTES in content:
+                self._ceilings_reader(flow)(content.decode("utf-8", "replace"))
+            match truncate_jsonrpc_body(content, self.limits, self.marker, answers,
+                                        per_message=per_message, recall=recall):
                 case Cut(body=cut_body, truncation=truncation):
                     new_body, truncations, transport = cut_body, [truncation], "json"
                 case NotJsonRpc(reason=reason):
@@ -221,8 +278,14 @@ class McpTruncation:
                     truncations: list[TextTruncation]) -> None:
         """Add cuts to the flow's summary: its metadata, comment and mark, and
         one log line per cut message. Called once for a buffered answer and
-        once per rewritten event of a stream, so the figures add up."""
-        for message in summary.add(truncations, self.limits, self.marker, self.tokens):
+        once per rewritten event of a stream, so the figures add up. With
+        recall on, the whole of each cut string goes to the store."""
+        if self.recall is not None:  # cut with recall on: ids and originals
+            for truncation in truncations:
+                for cut in truncation.cuts:
+                    if cut.recall_id is not None and cut.original is not None:
+                        self.recall.keep(cut.recall_id, cut.original)
+        for message in summary.add(truncations, self.marker, self.tokens):
             logger.info("obsmask: %s", message.log_line(where(flow)))
         flow.metadata.setdefault(MCP_METADATA, {}).update(summary.as_metadata())
         add_comment(flow, summary.comment_line(), replacing=COMMENT_PREFIX)

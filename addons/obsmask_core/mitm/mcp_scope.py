@@ -7,6 +7,7 @@ told MCP. The decisions themselves are ``obsmask_core.mcp.scope``'s."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from mitmproxy import flowfilter, http
 
@@ -19,6 +20,7 @@ from obsmask_core.mcp.scope import (
     answers_to_request,
     has_mcp_header,
     mcp_request_ids,
+    tools_called,
 )
 from obsmask_core.mitm.flows import MCP_METADATA
 from obsmask_core.mitm.options import refuse
@@ -26,7 +28,8 @@ from obsmask_core.mitm.options import refuse
 PREFIX = "mcpmask_"
 # The ids of recent MCP requests, per server, by which a GET stream that
 # begins with a response is told MCP (the legacy transport answers a POST on
-# its GET stream). Bounded: the oldest are forgotten.
+# its GET stream), with the tool each called, by which a response on such a
+# stream gets its tool's limit. Bounded: the oldest are forgotten.
 REMEMBERED_IDS = 4096
 
 
@@ -46,7 +49,8 @@ class McpScope:
     def __init__(self) -> None:
         self.include: flowfilter.TFilter | None = None
         self.exclude: flowfilter.TFilter | None = None
-        self._ids: OrderedDict[tuple[str, int, str], None] = OrderedDict()
+        # (server, canonical id) -> the tool the request called, if any
+        self._ids: OrderedDict[tuple[str, int, str], str | None] = OrderedDict()
 
     def configure(self, limits: TruncationLimits) -> None:
         self.include = _compiled("include", limits.include)
@@ -81,29 +85,73 @@ class McpScope:
 
     def note_request(self, flow: http.HTTPFlow, body: bytes) -> None:
         """Remember that a POST's JSON-RPC body holds MCP methods (and, in a
-        batch that mixes them with others, the ids of the MCP requests)."""
+        batch that mixes them with others, the ids of the MCP requests), and
+        which tool each tools/call request calls (``"tools"``: canonical id
+        -> name). A gateway flow is MCP already: only its tools are noted."""
         try:
             scan = scan_jsonrpc(body.decode("utf-8"))
         except UnicodeDecodeError:
             return
-        answers = answers_to_request(scan)
-        if answers is None:
+        facts = flow.metadata.get(MCP_METADATA)
+        if not (isinstance(facts, dict) and "gateway_server" in facts):
+            answers = answers_to_request(scan)
+            if answers is None:
+                return
+            facts = {"request": sorted(scan.kinds()), "mcp": "method"}
+            if answers.ids is not None:
+                facts["mcp_ids"] = sorted(answers.ids)
+            flow.metadata[MCP_METADATA] = facts
+        elif scan.problem is not None:
             return
-        facts: dict[str, object] = {"request": sorted(scan.kinds()), "mcp": "method"}
-        if answers.ids is not None:
-            facts["mcp_ids"] = sorted(answers.ids)
-        flow.metadata[MCP_METADATA] = facts
-        server = (flow.request.host, flow.request.port)
+        tools = tools_called(scan)
+        if tools:
+            facts["tools"] = tools
+        server = _server_key(flow)
         for request_id in mcp_request_ids(scan):
-            self._ids[(*server, request_id)] = None
+            self._ids[(*server, request_id)] = tools.get(request_id)
             self._ids.move_to_end((*server, request_id))
         while len(self._ids) > REMEMBERED_IDS:
             self._ids.popitem(last=False)
 
     def stream_decision(self, flow: http.HTTPFlow) -> StreamDecision:
-        server = (flow.request.host, flow.request.port)
+        server = _server_key(flow)
 
         def known(request_id: str) -> bool:
             return (*server, request_id) in self._ids
 
         return StreamDecision(known)
+
+    def tool_of(self, flow: http.HTTPFlow) -> Callable[[str], str | None]:
+        """The tool a response of this flow's answer reports on, by the
+        response's id (canonical_id): the flow's own tools/call requests
+        for a POST; for a GET stream (the legacy transport answers there
+        the POSTs of other flows), the tools of the recent requests to the
+        same server, remembered with their ids."""
+        if flow.request.method == "GET":
+            server = _server_key(flow)
+            return lambda request_id: self._ids.get((*server, request_id))
+        facts = flow.metadata.get(MCP_METADATA)
+        tools = facts.get("tools") if isinstance(facts, dict) else None
+        if not isinstance(tools, dict):
+            return lambda _request_id: None
+        named: dict[str, str] = {str(k): v for k, v in tools.items() if isinstance(v, str)}
+        return named.get
+
+
+def server_name(flow: http.HTTPFlow) -> str:
+    """The server a flow talks to, as max_chars_for rules name it: the
+    gateway's name for it, else the request's host."""
+    facts = flow.metadata.get(MCP_METADATA)
+    name = facts.get("gateway_server") if isinstance(facts, dict) else None
+    return name if isinstance(name, str) else flow.request.pretty_host
+
+
+def _server_key(flow: http.HTTPFlow) -> tuple[str, int]:
+    """The key of a flow's server for remembered request ids: a gateway
+    flow's server by its name (all of them go to the one relay), any other
+    by its host and port."""
+    facts = flow.metadata.get(MCP_METADATA)
+    name = facts.get("gateway_server") if isinstance(facts, dict) else None
+    if isinstance(name, str):
+        return (f"gateway/{name}", 0)
+    return (flow.request.host, flow.request.port)

@@ -3,6 +3,11 @@
 Used by conversation masking's second stage (clipping results inside the
 window when a request is over its budget) and by MCP truncation (long
 strings in JSON-RPC responses).
+
+A marker may carry a recall id (``{recall}``: "; recall id=ID", or nothing
+when recall is off; ``{recall_id}``: the id alone, or nothing), by which the
+model gets the whole text back. With recall off the default marker is, byte
+for byte, the plain one.
 """
 
 from __future__ import annotations
@@ -10,28 +15,42 @@ from __future__ import annotations
 import re
 
 from obsmask_core.shared.errors import SettingError
+from obsmask_core.shared.recall_text import HINT_PATTERN, ID_CHARS, hint
 from obsmask_core.shared.templates import FieldTemplate, TemplatePart
 
 TRUNCATION_MARK = "OBSMASK_TRUNCATED"
 DEFAULT_MARKER_TEMPLATE = (
-    "\n... [" + TRUNCATION_MARK + " original_chars={original_chars} head={head} tail={tail}] ...\n"
+    "\n... [" + TRUNCATION_MARK
+    + " original_chars={original_chars} head={head} tail={tail}{recall}] ...\n"
 )
-MARKER_FIELDS = ("original_chars", "head", "tail")
+MARKER_FIELDS = ("original_chars", "head", "tail", "recall", "recall_id")
+# How each field looks in a rendered marker, for recognising it again: the
+# numbers, the hint (or nothing) and the id (or nothing).
+_FIELD_PATTERNS = {
+    "original_chars": r"[0-9]+",
+    "head": r"[0-9]+",
+    "tail": r"[0-9]+",
+    "recall": HINT_PATTERN,
+    "recall_id": ID_CHARS + "{0,128}",
+}
 
 
-def _number(part: TemplatePart) -> str:
-    return r"[0-9]+"
+def _field_pattern(part: TemplatePart) -> str:
+    name = part[1]
+    assert name is not None
+    return _FIELD_PATTERNS[name]
 
 
 class TruncationMarker:
     """The marker of one template: rendered between head and tail, and
-    recognised in a string so that a string cut once is never cut again."""
+    recognised in a string so that a string cut once is never cut again
+    (with or without a recall id)."""
 
     def __init__(self, template: str) -> None:
         self._template = FieldTemplate("marker_template", template, MARKER_FIELDS)
         for _literal, name, spec, conversion in self._template.parts:
             if name is not None and (spec or conversion):
-                # The marker is recognised by its numbers: a padded or
+                # The marker is recognised by its fields' shapes: a padded or
                 # repr()'d field would not be found again.
                 raise SettingError("marker_template",
                                    f"the field {{{name}}} takes no format spec or conversion")
@@ -42,10 +61,14 @@ class TruncationMarker:
                 "recognised and is never cut twice",
             )
         self.template = template
-        self._found = re.compile(self._template.pattern(_number))
+        self._found = re.compile(self._template.pattern(_field_pattern))
 
-    def render(self, original_chars: int, head: int, tail: int) -> str:
-        return self._template.render(original_chars=original_chars, head=head, tail=tail)
+    def render(self, original_chars: int, head: int, tail: int,
+               recall_id: str | None = None) -> str:
+        """The marker; ``recall_id`` None (recall off) renders {recall} and
+        {recall_id} as nothing."""
+        return self._template.render(original_chars=original_chars, head=head, tail=tail,
+                                     recall=hint(recall_id), recall_id=recall_id or "")
 
     def found_in(self, text: str) -> bool:
         return self._found.search(text) is not None
@@ -61,14 +84,16 @@ DEFAULT_MARKER = TruncationMarker(DEFAULT_MARKER_TEMPLATE)
 
 
 def truncate_text(
-    text: str, head: int, tail: int, marker: TruncationMarker = DEFAULT_MARKER
+    text: str, head: int, tail: int, marker: TruncationMarker = DEFAULT_MARKER,
+    recall_id: str | None = None,
 ) -> str:
     """``text`` cut to its first ``head`` and last ``tail`` characters with a
-    marker between them, or ``text`` itself if it already holds a marker (a
-    text cut once is never cut again) or cutting would not shorten it."""
+    marker between them (carrying ``recall_id``, if any), or ``text`` itself
+    if it already holds a marker (a text cut once is never cut again) or
+    cutting would not shorten it."""
     if marker.found_in(text):
         return text
-    rendered = marker.render(len(text), head, tail)
+    rendered = marker.render(len(text), head, tail, recall_id)
     if head + len(rendered) + tail >= len(text):
         return text
     return text[:head] + rendered + (text[len(text) - tail :] if tail else "")
