@@ -87,6 +87,22 @@ def test_a_kept_string_is_recalled_whole_and_by_lines(recall):
     assert answer(part)["result"]["content"][0]["text"] == "line 5\nline 6\n"
 
 
+def test_a_kept_string_is_written_by_the_stores_thread_and_readable_at_once(recall):
+    """keep() returns at once (the store's own thread compresses and writes);
+    the string can be recalled before the write ends, and is in the store
+    once it has."""
+    addon, _, _ = recall
+    recall_id = store_id(LONG)
+    addon.keep(recall_id, LONG)
+    flow = recall_call({"id": recall_id})
+    addon.request(flow)
+    assert answer(flow)["result"]["content"][0]["text"] == LONG
+    addon.flush()
+    assert addon.store is not None
+    stored = addon.store.get(recall_id)
+    assert stored is not None and stored.text == LONG
+
+
 def test_an_unknown_id_is_a_json_rpc_error_and_a_log_line(recall, caplog):
     """An id the store does not hold is answered with a JSON-RPC error, and
     the log says so in one line."""
@@ -146,6 +162,7 @@ def test_a_failing_store_is_logged_and_the_flow_goes_on(recall, caplog, monkeypa
     monkeypatch.setattr(addon.store, "get", broken)
     with caplog.at_level(logging.WARNING):
         addon.keep(store_id(LONG), LONG)
+        addon.flush()
         flow = recall_call({"id": store_id(LONG)})
         addon.request(flow)
     assert "not kept: recall store /x: disk I/O error" in caplog.text

@@ -109,6 +109,7 @@ def test_a_failing_store_is_a_json_rpc_error_not_an_exception():
     {}, {"id": ""}, {"id": "has space"}, {"id": 7}, {"id": "a", "first_line": 0},
     {"id": "a", "first_line": "3"}, {"id": "a", "first_line": True},
     {"id": "a", "first_line": 5, "last_line": 2}, {"id": "a", "pattern": ""},
+    {"id": "a", "pattern": "é" * 1000},
     {"id": "a", "colour": "red"},
 ])
 def test_wrong_arguments_are_invalid_params(arguments):

@@ -11,12 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from obsmask_core.shared.recall_text import (
+    MAX_ENCODED_PATTERN,
     STUB_RESULT_MAX_CHARS,
     RecallQuery,
     find_stub,
     hint,
     is_recall_id,
     is_store_id,
+    pattern_fits,
     store_id,
 )
 
@@ -65,6 +67,24 @@ def test_a_line_range_gives_those_lines_as_they_are():
     assert RecallQuery("a", 2, 3).select(TEXT) == "beta\r\ngamma error\n"
     assert RecallQuery("a", 4, None).select(TEXT) == "delta\nepsilon error\n"
     assert RecallQuery("a", None, 1).select(TEXT) == "alpha\n"
+
+
+def test_lines_are_counted_at_newlines_only_as_sed_counts_them():
+    """A form feed, a lone carriage return or a Unicode line separator does
+    not start a line: line numbers are the ones grep -n and sed -n give."""
+    text = "one\fstill one\ntwo\rstill two\u2028same\nthree"
+    assert RecallQuery("a", 2, 2).select(text) == "two\rstill two\u2028same\n"
+    assert RecallQuery("a", 3, 3).select(text) == "three"
+    assert RecallQuery("a", pattern="three").select(text) == "3: three\n"
+
+
+def test_a_pattern_the_server_accepts_always_fits_in_its_stub():
+    """The longest pattern the recall tool takes, in characters that percent
+    encoding makes longest, still gives a stub that is found again."""
+    pattern = "\U0001f600" * (MAX_ENCODED_PATTERN // 12)
+    assert pattern_fits(pattern) and not pattern_fits(pattern + "\U0001f600")
+    assert find_stub(RecallQuery("call_0", pattern=pattern).stub()) == RecallQuery(
+        "call_0", pattern=pattern)
 
 
 def test_a_range_past_the_end_says_the_text_is_shorter():

@@ -12,6 +12,8 @@ names their networks (the store holds tool output).
 from __future__ import annotations
 
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mitmproxy import http
@@ -45,6 +47,11 @@ class Recall:
         self.settings = RecallSettings()
         self.allowed: tuple[Network, ...] = ()
         self.store: RecallStore | None = None
+        # The store is written by one thread of its own, so compressing and
+        # writing a long string never holds up the event loop; until a
+        # string is written, recall reads it from here.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="obsmask-recall")
+        self._pending: dict[str, str] = {}
         self._options: set[str] = set(FILE_OPTIONS)
 
     @property
@@ -65,6 +72,7 @@ class Recall:
         self.allowed = client_networks("allow_clients", settings.allow_clients)
         if self.store is not None and (not settings.enabled or _store_changed(
                 self.settings, settings)):
+            self.flush()
             self.store.close()
             self.store = None
         self.settings = settings
@@ -79,24 +87,47 @@ class Recall:
                     settings.store_max_mb, settings.store_max_days, source)
 
     def done(self) -> None:
+        """Write what is still pending, then close the store (a proxy that
+        stops keeps every string it cut)."""
+        self._writer.shutdown(wait=True)
         if self.store is not None:
             self.store.close()
             self.store = None
 
+    def flush(self) -> None:
+        """Wait until every string handed to keep() is written."""
+        self._writer.submit(lambda: None).result()
+
     def keep(self, recall_id: str, text: str) -> None:
-        """Keep the whole of a cut MCP string under its id. A failing store
-        is logged: the answer still goes out cut, and recalling it later
-        says it is not there."""
-        if self.store is None:
+        """Keep the whole of a cut MCP string under its id, written by the
+        store's thread. It never raises: a failing store is logged, the
+        answer still goes out cut, and recalling the string later says it
+        is not there."""
+        store = self.store
+        if store is None:
             return
+        self._pending[recall_id] = text
         try:
-            if not self.store.put(recall_id, text):
+            self._writer.submit(self._write, store, recall_id, text)
+        except RuntimeError:  # the proxy is stopping: the writer is shut
+            self._pending.pop(recall_id, None)
+
+    def _write(self, store: RecallStore, recall_id: str, text: str) -> None:
+        try:
+            if not store.put(recall_id, text):
                 logger.warning("obsmask: recall store: %s (%s chars) not kept: larger than "
                                "a quarter of the store's cap", recall_id, f"{len(text):,}")
         except StoreError as e:
             logger.warning("obsmask: recall store: %s not kept: %s", recall_id, e)
+        except Exception:
+            logger.exception("obsmask: recall store: internal error, %s not kept", recall_id)
+        finally:
+            self._pending.pop(recall_id, None)
 
     def _lookup(self, recall_id: str) -> StoredText | None:
+        pending = self._pending.get(recall_id)
+        if pending is not None:
+            return StoredText(pending, time.time())
         return None if self.store is None else self.store.get(recall_id)
 
     @staticmethod

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from obsmask_core.recall.store import StoredText, StoreError
-from obsmask_core.shared.recall_text import RecallQuery, is_recall_id, is_store_id
+from obsmask_core.shared.recall_text import RecallQuery, is_recall_id, is_store_id, pattern_fits
 
 # The protocol versions it speaks, newest first: an initialize asking for
 # one of them gets it, any other gets the newest.
@@ -153,6 +153,10 @@ class _Session:
         try:
             result = self._result(method, params)
         except CallFailed as e:
+            if e.code == METHOD_NOT_FOUND:
+                # Clients probe for methods of newer protocol versions
+                # (server/discover) and fall back: not worth a warning.
+                return _error(request_id, e.code, e.message)
             return self._fail(request_id, e.code, e.message)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
@@ -226,10 +230,11 @@ def _query(arguments: JsonObject) -> RecallQuery:
     if first is not None and last is not None and last < first:
         raise CallFailed(INVALID_PARAMS, f"last_line ({last}) comes before first_line ({first})")
     pattern = arguments.get("pattern")
-    if pattern is not None and (not isinstance(pattern, str) or not pattern
-                                or len(pattern) > MAX_PATTERN_CHARS):
+    if pattern is not None and (not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS
+                                or not pattern_fits(pattern)):
         raise CallFailed(INVALID_PARAMS, "pattern must be a non-empty string of at most "
-                                         f"{MAX_PATTERN_CHARS} characters")
+                                         f"{MAX_PATTERN_CHARS} characters (fewer when they "
+                                         "are not ASCII)")
     unknown = sorted(set(arguments) - {"id", "first_line", "last_line", "pattern"})
     if unknown:
         raise CallFailed(INVALID_PARAMS, f"unknown argument {unknown[0]!r}")

@@ -49,6 +49,7 @@ _SCHEMA = (
     # each eviction step would scan the whole table.
     "CREATE INDEX IF NOT EXISTS recall_by_age ON recall (stored_at)",
 )
+COMPRESSION_LEVEL = 1
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,10 @@ class RecallStore:
                 if refreshed:
                     return self._enforce_bounds(connection, now, recall_id)
             # Compressed outside the transaction: other processes are not
-            # kept waiting for it.
-            data = zlib.compress(text.encode(*_ENCODING))
+            # kept waiting for it. Level 1: tool output (logs, listings,
+            # JSON) still shrinks several times, at a fraction of the
+            # default level's time.
+            data = zlib.compress(text.encode(*_ENCODING), COMPRESSION_LEVEL)
             if len(data) > self._max_bytes // MAX_SHARE_OF_ONE_TEXT:
                 return False
             with _write(connection):

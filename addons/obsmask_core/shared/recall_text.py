@@ -83,7 +83,7 @@ class RecallQuery:
         each after its number ("12: ..."). A selection that is empty says so."""
         if self.first_line is None and self.last_line is None and self.pattern is None:
             return text
-        lines = text.splitlines(keepends=True)
+        lines = text_lines(text)
         first = max(1, self.first_line or 1)
         last = min(len(lines), self.last_line or len(lines))
         numbered = list(enumerate(lines, start=1))[first - 1 : last]
@@ -100,6 +100,23 @@ class RecallQuery:
         return "".join(found)
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of ``text``, each with its line end, split at "\n" only
+    (as ``sed -n`` and ``grep -n`` count them: a form feed or a "\r"
+    alone does not start a line)."""
+    return _LINE.findall(text)
+
+
+_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
+# The longest pattern a stub carries, percent-encoded (a non-ASCII character
+# takes up to 12 characters there); the recall tool refuses longer ones.
+MAX_ENCODED_PATTERN = 2000
+
+
+def pattern_fits(pattern: str) -> bool:
+    return 0 < len(urllib.parse.quote(pattern, safe="")) <= MAX_ENCODED_PATTERN
+
+
 STUB_WORD = "obsmask-recall"
 # Said to a model that sees the stub itself: it only does when its
 # requests do not pass through obsmask (or recall is off there).
@@ -107,7 +124,7 @@ STUB_NOTE = "(obsmask puts the text here in the model's next request)"
 _STUB = re.compile(
     r"\[" + STUB_WORD + r" id=(" + ID_CHARS + r"{1,128})"
     r"(?: lines=([0-9]{1,9})-([0-9]{0,9}))?"
-    r"(?: pattern=([A-Za-z0-9%_.~\-]{1,3000}))?\]"
+    r"(?: pattern=([A-Za-z0-9%_.~\-]{1," + str(MAX_ENCODED_PATTERN) + r"}))?\]"
 )
 # A tool result is a recall stub only when it is little more than the stub
 # (an agent may wrap the MCP answer in JSON or add a line of its own).
