@@ -364,7 +364,9 @@ def test_a_gateway_servers_tool_is_cut_at_its_own_limit_and_other_tools_at_the_d
                                   "tail=5000] ...\n") + LONG[-5000:]
     assert f"[{TRUNCATION_MARK} original_chars=20008 head=2000 tail=2000]" in search
     assert len(search) < 4100
-    assert flow.metadata[METADATA_KEY]["tools"] == {"1": "read_file", "2": "search"}
+    # A tool's name is the client's text: it is read from the request, never
+    # left on the flow.
+    assert "tools" not in flow.metadata[METADATA_KEY]
     other = gateway_flow("db", [tool_call(1, "read_file")], response_message(message_id=1))
     run_hooks(addon, other)
     assert "head=2000 tail=2000]" in cut_text(other)
@@ -442,6 +444,18 @@ def test_a_tools_list_ceiling_raises_that_tools_limit_on_that_server(context):
     assert "head=2000 tail=2000]" in cut_text(elsewhere)
 
 
+def test_a_later_tools_list_without_the_ceiling_takes_it_back(context):
+    """A server that lists a tool again without its ceiling no longer has
+    one: the tool's answers are cut at max_chars again."""
+    addon, _ = context
+    for ceiling in (30_000, None):  # None: the tool listed with no valid ceiling
+        run_hooks(addon, gateway_flow("fs", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                      tools_list_answer(("read_file", ceiling))))
+    read = gateway_flow("fs", tool_call(3, "read_file"), response_message())
+    run_hooks(addon, read)
+    assert "head=2000 tail=2000]" in cut_text(read)
+
+
 def test_a_tools_list_ceiling_sent_on_an_event_stream_counts_too(context):
     """MCP servers answer a POST with an event stream by default: the
     tools/list answer read there declares the ceiling as well (capped at
@@ -450,7 +464,7 @@ def test_a_tools_list_ceiling_sent_on_an_event_stream_counts_too(context):
     listed = gateway_flow("fs", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, b"",
                           content_type="text/event-stream")
     assert streamed_answer(addon, listed, sse(tools_list_answer(("read_file", 10**9))))
-    assert addon.ceilings.get("fs", "read_file") == 500_000
+    assert addon.ceilings.get("gateway/fs", "read_file") == 500_000
     read = gateway_flow("fs", tool_call(3, "read_file"), b"", content_type="text/event-stream")
     assert streamed_answer(addon, read, sse(response_message())) == sse(response_message())
 

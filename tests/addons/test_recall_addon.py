@@ -6,6 +6,7 @@ conversation addon puts a recalled result back when recall is on."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -54,6 +55,10 @@ def recall_call(arguments: dict[str, object], **kwargs: str) -> http.HTTPFlow:
     return rpc("tools/call", {"name": "recall", "arguments": arguments}, **kwargs)
 
 
+def serve(addon: Recall, flow: http.HTTPFlow) -> None:
+    asyncio.run(addon.request(flow))
+
+
 def answer(flow: http.HTTPFlow) -> dict[str, object]:
     assert flow.response is not None
     reply = json.loads(flow.response.content or b"")
@@ -66,7 +71,7 @@ def test_the_proxy_answers_the_recall_route_itself(recall):
     upstream), and the flow says the recall server answered it."""
     addon, _, _ = recall
     flow = rpc("tools/list")
-    addon.request(flow)
+    serve(addon, flow)
     assert flow.response is not None and flow.response.status_code == 200
     assert answer(flow)["result"]["tools"][0]["name"] == "recall"
     assert Recall.answered(flow)
@@ -79,11 +84,11 @@ def test_a_kept_string_is_recalled_whole_and_by_lines(recall):
     recall_id = store_id(LONG)
     addon.keep(recall_id, LONG)
     whole = recall_call({"id": recall_id})
-    addon.request(whole)
+    serve(addon, whole)
     assert answer(whole)["result"]["content"][0]["text"] == LONG
     assert whole.metadata[RECALL_METADATA]["recalled"] == [recall_id]
     part = recall_call({"id": recall_id, "first_line": 5, "last_line": 6})
-    addon.request(part)
+    serve(addon, part)
     assert answer(part)["result"]["content"][0]["text"] == "line 5\nline 6\n"
 
 
@@ -95,7 +100,7 @@ def test_a_kept_string_is_written_by_the_stores_thread_and_readable_at_once(reca
     recall_id = store_id(LONG)
     addon.keep(recall_id, LONG)
     flow = recall_call({"id": recall_id})
-    addon.request(flow)
+    serve(addon, flow)
     assert answer(flow)["result"]["content"][0]["text"] == LONG
     addon.flush()
     assert addon.store is not None
@@ -109,7 +114,7 @@ def test_an_unknown_id_is_a_json_rpc_error_and_a_log_line(recall, caplog):
     addon, _, _ = recall
     flow = recall_call({"id": store_id("never kept")})
     with caplog.at_level(logging.WARNING):
-        addon.request(flow)
+        serve(addon, flow)
     assert answer(flow)["error"]["code"] == INVALID_PARAMS
     assert "no text with id" in caplog.text
 
@@ -119,11 +124,11 @@ def test_a_client_off_the_loopback_is_refused(recall):
     allow_clients names their network."""
     addon, _, tctx = recall
     flow = recall_call({"id": "call_1"}, peer="192.0.2.7")
-    addon.request(flow)
+    serve(addon, flow)
     assert flow.response is not None and flow.response.status_code == 403
     tctx.configure(addon, obsmask_recall_allow_clients=["192.0.2.0/24"])
     allowed = recall_call({"id": "call_1"}, peer="192.0.2.7")
-    addon.request(allowed)
+    serve(addon, allowed)
     assert allowed.response is not None and allowed.response.status_code == 200
 
 
@@ -131,7 +136,7 @@ def test_a_get_is_refused_with_405(recall):
     """The server offers no event stream: GET gets 405 and says to POST."""
     addon, _, _ = recall
     flow = rpc("tools/list", verb=b"GET")
-    addon.request(flow)
+    serve(addon, flow)
     assert flow.response is not None and flow.response.status_code == 405
     assert flow.response.headers["allow"] == "POST"
 
@@ -142,7 +147,7 @@ def test_with_recall_off_the_route_says_so_and_keeps_nothing(recall, tmp_path):
     addon, _, tctx = recall
     tctx.configure(addon, obsmask_recall_enabled=False)
     flow = rpc("tools/list")
-    addon.request(flow)
+    serve(addon, flow)
     assert flow.response is not None and flow.response.status_code == 404
     assert "obsmask_recall_enabled" in answer(flow)["error"]["message"]
     addon.keep(store_id(LONG), LONG)
@@ -164,7 +169,7 @@ def test_a_failing_store_is_logged_and_the_flow_goes_on(recall, caplog, monkeypa
         addon.keep(store_id(LONG), LONG)
         addon.flush()
         flow = recall_call({"id": store_id(LONG)})
-        addon.request(flow)
+        serve(addon, flow)
     assert "not kept: recall store /x: disk I/O error" in caplog.text
     assert "disk I/O error" in answer(flow)["error"]["message"]
 

@@ -176,3 +176,49 @@ def test_a_held_out_conversation_still_gets_its_recalled_text():
     items = outgoing(fmt, events, policy)
     assert text_for(fmt, items, "call_r") == original(events, "call_0_0")
     assert text_for(fmt, items, "call_0_0") == original(events, "call_0_0")
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_a_result_of_another_tool_that_quotes_a_stub_is_left_alone(fmt):
+    """Only the recall tool's results are read as stubs: a grep whose output
+    quotes one goes out as the client sent it."""
+    quoted = f"notes.md:3: the tool answers {RecallQuery('call_0_0').stub()} then"
+    events = [*session(3), Turn([Call("call_g", "bash")]), Result("call_g", quoted)]
+    assert text_for(fmt, outgoing(fmt, events), "call_g") == quoted
+
+
+def test_a_call_id_reused_by_several_results_gets_no_recall_hint():
+    """A client that reuses call_0 in every turn: a recall could not tell
+    which result it means, so their placeholders carry no hint (the spec's
+    placeholder), while a unique id keeps its hint."""
+    fmt = FORMATS[0]
+    events: list[Event] = [*session(2)]
+    for turn in range(3):
+        events += [Turn([Call("call_0")]), Result("call_0", f"result {turn} " + "x" * 3000)]
+    items = outgoing(fmt, events)
+    placeholders = [text_of(value) for call_id, value in result_values(fmt, items)
+                    if call_id == "call_0"][:2]
+    assert all(p is not None and p.startswith("[Observation") for p in placeholders)
+    assert not any("recall id" in str(p) for p in placeholders)
+    assert str(text_for(fmt, items, "call_0_0")).endswith("; recall id=call_0_0]")
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_a_recalled_result_is_never_clipped_by_the_budget(fmt):
+    """The second stage (max_input_tokens) clips results in the window, but
+    not the one the model just asked for whole: clipping it would send the
+    model back to recall it again."""
+    policy = MaskPolicy(window_turns=2, max_input_tokens=500, clip_head_chars=100,
+                        clip_tail_chars=100)
+    events = recalling(session(4), "call_r", RecallQuery("call_0_0"))
+    assert text_for(fmt, outgoing(fmt, events, policy), "call_r") == original(events, "call_0_0")
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_a_recall_of_an_empty_result_says_it_is_empty(fmt):
+    """An empty original would make an empty text block, which providers
+    refuse: the recall result says the result is empty instead."""
+    events = [*session(2), Turn([Call("call_e")]), Result("call_e", "")]
+    events = recalling(events, "call_r", RecallQuery("call_e"))
+    text = text_for(fmt, outgoing(fmt, events, MaskPolicy(window_turns=1)), "call_r")
+    assert text == "[obsmask recall id=call_e: the result is empty]"

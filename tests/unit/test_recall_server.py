@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from obsmask_core.recall.server import (
     INVALID_PARAMS,
+    MAX_LINE,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     PROTOCOL_VERSIONS,
@@ -78,6 +79,14 @@ def test_a_conversation_id_is_answered_with_the_stub_naming_it():
     replaces in the next request; the stub carries the range asked for."""
     reply = call({"id": "toolu_01A", "first_line": 3, "last_line": 8})
     assert find_stub(text(reply)) == RecallQuery("toolu_01A", 3, 8)
+
+
+def test_the_largest_line_number_the_tool_takes_still_gives_a_stub_found_again():
+    """Every line number the tool accepts fits in its stub: the stub is
+    always replaced in the next request."""
+    reply = call({"id": "call_0", "first_line": 5, "last_line": MAX_LINE})
+    assert find_stub(text(reply)) == RecallQuery("call_0", 5, MAX_LINE)
+    assert call({"id": "call_0", "last_line": MAX_LINE + 1})["error"]["code"] == INVALID_PARAMS
 
 
 def test_a_stored_id_is_answered_with_the_whole_text_or_the_lines_asked_for():

@@ -117,7 +117,7 @@ def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
 
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
-    *, recall: bool = False,
+    *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -126,7 +126,9 @@ def plan_masking(
     ``items`` (the conversation list) is needed by the rules that measure
     the request: ``trigger_tokens``, ``min_free_percent``, ``max_input_tokens``.
     With ``recall``, placeholders and clip markers say how to get the text
-    back.
+    back (unless the call's id names several results of the request: a
+    recall could not tell which); the ``recalled`` results are never
+    clipped (the model asked for them whole).
     """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results))
     plan.kept["orphan"] = len(index.orphans)
@@ -142,6 +144,7 @@ def plan_masking(
     # Only results older than the window can ever be masked; for them the
     # rules that depend on the result alone (the error heuristic reads the
     # whole text) are applied once: number -> reason kept, or masked text.
+    recallable = _recallable(index) if recall else frozenset()
     first_in_window = max(0, len(index.turns) - policy.window_turns)
     reasons: dict[int, KeptReason] = {}
     maskable: dict[int, str] = {}
@@ -155,7 +158,7 @@ def plan_masking(
         assert result.text is not None
         placeholder = render_placeholder(
             policy.placeholder_template, result.call_id, result.tool_name, len(result.text),
-            recall=recall,
+            recall=result.call_id in recallable,
         )
         blocks = preserved_blocks(result.text, policy.preserve_patterns)
         new_text = _masked_text(placeholder, blocks)
@@ -208,8 +211,15 @@ def plan_masking(
     if plan.decisions:
         plan.stage = "masking"
     if policy.max_input_tokens and items:
-        _clip(plan, index, items, policy, frontier, recall)
+        _clip(plan, index, items, policy, frontier, recallable, recalled)
     return plan
+
+
+def _recallable(index: ToolTurnIndex) -> frozenset[str]:
+    """The call ids that name one result of the request (some clients reuse
+    ids such as call_0 in every turn: a recall of one could not tell which)."""
+    counts = Counter(result.call_id for result in index.results)
+    return frozenset(call_id for call_id, count in counts.items() if count == 1)
 
 
 def _static_reason(result: ToolResult, policy: MaskPolicy) -> KeptReason | None:
@@ -234,7 +244,8 @@ def _clip(
     items: Sequence[object],
     policy: MaskPolicy,
     frontier: Frontier,
-    recall: bool,
+    recallable: frozenset[str],
+    recalled: frozenset[Location],
 ) -> None:
     """The second stage: while the request is still estimated over
     ``max_input_tokens``, clip results inside the window to head + marker +
@@ -254,12 +265,14 @@ def _clip(
         if (
             text is None
             or result.location in masked
+            or result.location in recalled
             or result.turn < frontier.turn
             or (result.tool_name is not None and result.tool_name in policy.exclude_tools)
         ):
             continue
         clipped = truncate_text(text, policy.clip_head_chars, policy.clip_tail_chars,
-                                recall_id=result.call_id if recall else None)
+                                recall_id=result.call_id if result.call_id in recallable
+                                else None)
         if clipped == text:
             continue
         plan.decisions.append(

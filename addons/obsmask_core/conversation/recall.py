@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 from obsmask_core.conversation.turn_model import Location, ToolTurnIndex
 from obsmask_core.conversation.wire_formats import WireFormat, set_at
-from obsmask_core.shared.recall_text import RecallQuery, find_stub, not_in_request
+from obsmask_core.shared.recall_text import (
+    RecallQuery,
+    find_stub,
+    is_recall_tool,
+    not_in_request,
+)
 
 
 @dataclass(frozen=True)
@@ -39,17 +44,17 @@ class Recall:
 
 
 def find_recalls(index: ToolTurnIndex) -> list[Recall]:
-    """The stubs among the request's tool results, in order, each with its
-    text. The original is the latest earlier result of that call id (a
+    """The stubs among the results of the recall tool in the request, in
+    order, each with its text. The original is the latest earlier result of that call id (a
     recalled result counts with its recalled text, so a recall of a recall
     gives the text again)."""
-    texts: dict[str, str] = {}
+    texts: dict[str, str] = {}  # call id -> the text of its latest result
     recalls: list[Recall] = []
     for result in index.results:
         text = result.text
         if text is None:
             continue
-        query = find_stub(text)
+        query = find_stub(text) if is_recall_tool(result.tool_name) else None
         if query is not None:
             original = texts.get(query.recall_id)
             recalled = (query.select(original) if original is not None

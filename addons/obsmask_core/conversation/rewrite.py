@@ -95,7 +95,8 @@ def mask_request_body(
     if recalls:
         items = with_recalls(request.items, recalls, fmt)
         index = fmt.index(items)
-    plan = plan_masking(index, policy, items, recall=recall)
+    plan = plan_masking(index, policy, items, recall=recall,
+                        recalled=frozenset(r.location for r in recalls))
     if plan.held_out and not recalls:
         return Unchanged(HELD_OUT, plan)
     chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)

@@ -13,6 +13,8 @@ from obsmask_core.shared.truncation import TruncationMarker
 # characters per answer (or event); beyond, counting would hold the proxy up.
 MAX_COUNTED_CHARS = 1_000_000
 COMMENT_PREFIX = "obsmask: cut "
+# A GET stream may live for days: its flow keeps the ids of its latest cuts.
+MAX_RECALL_IDS = 100
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class McpSummary:
     tokens_saved: int | None = 0
     token_encoding: str = "loading"
     last_messages: list[MessageCut] = field(default_factory=list)
-    # The recall ids of the strings cut (with recall on), each once, in order.
+    # The recall ids of the strings cut (with recall on), each once, in
+    # order; the last MAX_RECALL_IDS of them.
     recall_ids: dict[str, None] = field(default_factory=dict)
 
     def add(self, truncations: list[TextTruncation], marker: TruncationMarker,
@@ -54,6 +57,8 @@ class McpSummary:
         for truncation in truncations:
             self.recall_ids.update((cut.recall_id, None) for cut in truncation.cuts
                                    if cut.recall_id is not None)
+            while len(self.recall_ids) > MAX_RECALL_IDS:  # a long-lived stream
+                del self.recall_ids[next(iter(self.recall_ids))]
             by_message: dict[int, tuple[int, int, int]] = {}
             for cut in truncation.cuts:
                 strings, before, after = by_message.get(cut.message, (0, 0, 0))

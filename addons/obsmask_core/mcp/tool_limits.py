@@ -164,18 +164,21 @@ class AnswerLimits:
         return self.limits.limit(self.server, tool, ceiling)
 
 
-def declared_ceilings(text: str) -> dict[str, int]:
-    """The ceilings that the tools/list results in ``text`` (a JSON-RPC
-    message or batch) declare: tool name -> ``_meta[CEILING_KEY]``, capped at
-    CEILING_CAP. A result is read as a tools/list result when it holds a
-    ``tools`` array of objects with a ``name``."""
-    if CEILING_KEY not in text:
+def declared_ceilings(text: str) -> dict[str, int | None]:
+    """What the tools/list results in ``text`` (a JSON-RPC message or batch)
+    declare: tool name -> ``_meta[CEILING_KEY]`` capped at CEILING_CAP, or
+    None for a tool listed without one (a server that dropped its ceiling).
+    A result is read as a tools/list result when it holds a ``tools`` array
+    of objects with a ``name``."""
+    # Cheap tests first: every answer passes here, and only a tools/list
+    # result (each tool has an inputSchema) is worth parsing.
+    if '"tools"' not in text or '"inputSchema"' not in text:
         return {}
     try:
         value: object = json.loads(text)
     except (ValueError, RecursionError):
         return {}
-    found: dict[str, int] = {}
+    found: dict[str, int | None] = {}
     for message in value if isinstance(value, list) else [value]:
         result = message.get("result") if isinstance(message, dict) else None
         tools = result.get("tools") if isinstance(result, dict) else None
@@ -184,6 +187,7 @@ def declared_ceilings(text: str) -> dict[str, int]:
                 continue
             meta = tool.get("_meta")
             ceiling = meta.get(CEILING_KEY) if isinstance(meta, dict) else None
+            found[tool["name"]] = None
             if (isinstance(ceiling, (int, float)) and not isinstance(ceiling, bool)
                     and math.isfinite(ceiling) and ceiling >= 1):
                 found[tool["name"]] = min(int(ceiling), CEILING_CAP)
@@ -198,8 +202,13 @@ class ToolCeilings:
         self.size = size
         self._ceilings: OrderedDict[tuple[str, str], int] = OrderedDict()
 
-    def remember(self, server: str, ceilings: dict[str, int]) -> None:
+    def remember(self, server: str, ceilings: dict[str, int | None]) -> None:
+        """What one tools/list answer of ``server`` says: a tool listed with
+        a ceiling has it, one listed without has none any more."""
         for tool, ceiling in ceilings.items():
+            if ceiling is None:
+                self._ceilings.pop((server, tool), None)
+                continue
             self._ceilings[(server, tool)] = ceiling
             self._ceilings.move_to_end((server, tool))
         while len(self._ceilings) > self.size:

@@ -48,7 +48,7 @@ from obsmask_core.mcp.tool_limits import (
     declared_ceilings,
 )
 from obsmask_core.mitm.flows import MARK, MCP_METADATA, add_comment, guarded, where
-from obsmask_core.mitm.mcp_scope import McpScope, server_name
+from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
@@ -108,16 +108,18 @@ class McpTruncation:
 
     def _answer_limits(self, flow: http.HTTPFlow) -> AnswerLimits:
         """The limit of each response of the flow's answer, by its tool."""
-        server = server_name(flow)
-        return AnswerLimits(self.tool_limits, server, self.scope.tool_of(flow),
-                            lambda tool: self.ceilings.get(server, tool))
+        # Rules name the server as users know it (host or gateway name);
+        # ceilings are what one server (host and port) declared.
+        key = server_key(flow)
+        return AnswerLimits(self.tool_limits, server_name(flow), self.scope.tool_of(flow),
+                            lambda tool: self.ceilings.get(key, tool))
 
     def _ceilings_reader(self, flow: http.HTTPFlow) -> Callable[[str], None]:
         """Remembers the ceilings a tools/list answer of the flow declares."""
-        server = server_name(flow)
+        key = server_key(flow)
 
         def read(text: str) -> None:
-            self.ceilings.remember(server, declared_ceilings(text))
+            self.ceilings.remember(key, declared_ceilings(text))
 
         return read
 

@@ -86,8 +86,8 @@ class McpScope:
     def note_request(self, flow: http.HTTPFlow, body: bytes) -> None:
         """Remember that a POST's JSON-RPC body holds MCP methods (and, in a
         batch that mixes them with others, the ids of the MCP requests), and
-        which tool each tools/call request calls (``"tools"``: canonical id
-        -> name). A gateway flow is MCP already: only its tools are noted."""
+        the tool of each of its ids for a GET stream of the same server. A
+        gateway flow is MCP already: only its ids are noted."""
         try:
             scan = scan_jsonrpc(body.decode("utf-8"))
         except UnicodeDecodeError:
@@ -104,8 +104,6 @@ class McpScope:
         elif scan.problem is not None:
             return
         tools = tools_called(scan)
-        if tools:
-            facts["tools"] = tools
         server = _server_key(flow)
         for request_id in mcp_request_ids(scan):
             self._ids[(*server, request_id)] = tools.get(request_id)
@@ -130,12 +128,21 @@ class McpScope:
         if flow.request.method == "GET":
             server = _server_key(flow)
             return lambda request_id: self._ids.get((*server, request_id))
-        facts = flow.metadata.get(MCP_METADATA)
-        tools = facts.get("tools") if isinstance(facts, dict) else None
-        if not isinstance(tools, dict):
-            return lambda _request_id: None
-        named: dict[str, str] = {str(k): v for k, v in tools.items() if isinstance(v, str)}
-        return named.get
+        # Read from the request again when first asked (a tools/call request
+        # is small), rather than kept in the flow's metadata: a tool's name
+        # is the client's text, and obsmask leaves none on a flow.
+        found: list[dict[str, str]] = []
+
+        def tool(request_id: str) -> str | None:
+            if not found:
+                body = flow.request.get_content(strict=False) or b""
+                try:
+                    found.append(tools_called(scan_jsonrpc(body.decode("utf-8"))))
+                except UnicodeDecodeError:
+                    found.append({})
+            return found[0].get(request_id)
+
+        return tool
 
 
 def server_name(flow: http.HTTPFlow) -> str:
@@ -144,6 +151,13 @@ def server_name(flow: http.HTTPFlow) -> str:
     facts = flow.metadata.get(MCP_METADATA)
     name = facts.get("gateway_server") if isinstance(facts, dict) else None
     return name if isinstance(name, str) else flow.request.pretty_host
+
+
+def server_key(flow: http.HTTPFlow) -> str:
+    """One server as one text: a gateway server by its name, any other by
+    its host and port (two servers on one host are two servers)."""
+    host, port = _server_key(flow)
+    return host if host.startswith("gateway/") else f"{host}:{port}"
 
 
 def _server_key(flow: http.HTTPFlow) -> tuple[str, int]:

@@ -11,6 +11,7 @@ names their networks (the store holds tool output).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -136,14 +137,14 @@ class Recall:
         answer whole: the model asked for that text.)"""
         return RECALL_METADATA in flow.metadata
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    async def request(self, flow: http.HTTPFlow) -> None:
         # A flow read from a file already has its answer.
         if not is_recall_route(flow.request.path) or flow.response:
             return
         with guarded(flow, "left without an answer"):
-            self._serve(flow)
+            await self._serve(flow)
 
-    def _serve(self, flow: http.HTTPFlow) -> None:
+    async def _serve(self, flow: http.HTTPFlow) -> None:
         facts: dict[str, object] = {}
         flow.metadata[RECALL_METADATA] = facts
         peer = flow.client_conn.peername
@@ -160,7 +161,11 @@ class Recall:
                          {"allow": "POST"})
         else:
             body = flow.request.get_content(strict=False) or b""
-            answer = answer_post(body, self._lookup, self.settings.store_max_days)
+            # In a thread: reading and decompressing a long string (or
+            # waiting for the store's lock while it writes) never holds up
+            # the event loop.
+            answer = await asyncio.to_thread(answer_post, body, self._lookup,
+                                             self.settings.store_max_days)
             self._answer(flow, answer, facts)
 
     def _answer(self, flow: http.HTTPFlow, answer: ServerAnswer,

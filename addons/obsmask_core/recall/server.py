@@ -16,13 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from obsmask_core.recall.store import StoredText, StoreError
-from obsmask_core.shared.recall_text import RecallQuery, is_recall_id, is_store_id, pattern_fits
+from obsmask_core.shared.recall_text import (
+    TOOL_NAME,
+    RecallQuery,
+    is_recall_id,
+    is_store_id,
+    pattern_fits,
+)
 
 # The protocol versions it speaks, newest first: an initialize asking for
 # one of them gets it, any other gets the newest.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 SERVER_INFO = {"name": "obsmask", "version": "0.1.0"}
-TOOL_NAME = "recall"
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -31,7 +36,7 @@ INVALID_PARAMS = -32602
 STORE_FAILED = -32603
 # How many lines a model may ask for are not limited; these bounds only
 # refuse numbers no text has.
-MAX_LINE = 10**9
+MAX_LINE = 10**9 - 1  # nine digits: what a stub carries
 MAX_PATTERN_CHARS = 1000
 
 TOOL = {

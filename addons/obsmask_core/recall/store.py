@@ -101,13 +101,17 @@ class RecallStore:
                 ).rowcount == 1
                 if refreshed:
                     return self._enforce_bounds(connection, now, recall_id)
-            # Compressed outside the transaction: other processes are not
-            # kept waiting for it. Level 1: tool output (logs, listings,
-            # JSON) still shrinks several times, at a fraction of the
-            # default level's time.
+        # Compressed outside the lock and the transaction: neither a reader
+        # of this store nor another process waits for it. Level 1: tool
+        # output (logs, listings, JSON) still shrinks several times, at a
+        # fraction of the default level's time.
+        with self._errors():
             data = zlib.compress(text.encode(*_ENCODING), COMPRESSION_LEVEL)
-            if len(data) > self._max_bytes // MAX_SHARE_OF_ONE_TEXT:
-                return False
+        if len(data) > self._max_bytes // MAX_SHARE_OF_ONE_TEXT:
+            return False
+        with self._lock, self._errors():
+            connection = self._connect()
+            now = self._clock()
             with _write(connection):
                 connection.execute(
                     "INSERT INTO recall (id, stored_at, chars, data) VALUES (?, ?, ?, ?)"
@@ -134,6 +138,7 @@ class RecallStore:
                 raise sqlite3.DatabaseError(f"entry {recall_id} has the wrong types")
             if stored_at < self._oldest_kept(self._clock()):
                 return None
+        with self._errors():  # decompressed outside the lock, as put compresses
             return StoredText(zlib.decompress(data).decode(*_ENCODING), stored_at)
 
     def disk_bytes(self) -> int:

@@ -82,12 +82,16 @@ class RecallQuery:
         range of its lines as they are, or the lines holding the pattern,
         each after its number ("12: ..."). A selection that is empty says so."""
         if self.first_line is None and self.last_line is None and self.pattern is None:
-            return text
+            # An empty text would make an empty text block, which some
+            # providers refuse.
+            return text or f"[obsmask recall id={self.recall_id}: the result is empty]"
         lines = text_lines(text)
         first = max(1, self.first_line or 1)
         last = min(len(lines), self.last_line or len(lines))
         numbered = list(enumerate(lines, start=1))[first - 1 : last]
         if self.pattern is None:
+            if not numbered and not lines:
+                return f"[obsmask recall id={self.recall_id}: the result is empty]"
             if not numbered:
                 return (f"[obsmask recall id={self.recall_id}: the text has {len(lines)} "
                         f"lines; lines {first}-{self.last_line} hold nothing]")
@@ -129,6 +133,16 @@ _STUB = re.compile(
 # A tool result is a recall stub only when it is little more than the stub
 # (an agent may wrap the MCP answer in JSON or add a line of its own).
 STUB_RESULT_MAX_CHARS = 4096
+
+
+def is_recall_tool(name: str | None) -> bool:
+    """Is this the recall tool, as an agent names it ("recall",
+    "mcp__obsmask__recall", "obsmask__recall"...)? Only its results are
+    read as stubs: a grep that quotes a stub is left alone."""
+    return name is not None and name.lower().endswith(TOOL_NAME)
+
+
+TOOL_NAME = "recall"
 
 
 def find_stub(text: str) -> RecallQuery | None:
