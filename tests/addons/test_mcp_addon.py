@@ -444,13 +444,18 @@ def test_a_tools_list_ceiling_raises_that_tools_limit_on_that_server(context):
     assert "head=2000 tail=2000]" in cut_text(elsewhere)
 
 
-def test_a_later_tools_list_without_the_ceiling_takes_it_back(context):
+@pytest.mark.parametrize("listed_again", [
+    tools_list_answer(("read_file", None)),  # a _meta with no valid ceiling
+    json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": "read_file", "inputSchema": {"type": "object"}}]}}).encode(),  # no _meta
+])
+def test_a_later_tools_list_without_the_ceiling_takes_it_back(context, listed_again):
     """A server that lists a tool again without its ceiling no longer has
     one: the tool's answers are cut at max_chars again."""
     addon, _ = context
-    for ceiling in (30_000, None):  # None: the tool listed with no valid ceiling
+    for answer in (tools_list_answer(("read_file", 30_000)), listed_again):
         run_hooks(addon, gateway_flow("fs", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                                      tools_list_answer(("read_file", ceiling))))
+                                      answer))
     read = gateway_flow("fs", tool_call(3, "read_file"), response_message())
     run_hooks(addon, read)
     assert "head=2000 tail=2000]" in cut_text(read)

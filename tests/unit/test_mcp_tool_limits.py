@@ -159,16 +159,18 @@ def test_ceilings_are_read_from_a_tools_list_answer():
         tools_list(tool("flag", True), tool("negative", -1), tool("text", "9000"),
                    tool(42, 9000), tool("zero", 0), message_id=2),
     ])
-    assert declared_ceilings(text) == {
+    assert declared_ceilings(text.encode()) == {
         "read_file": 30_000, "search": None, "huge": 500_000, "float": 12_000, "flag": None,
         "negative": None, "text": None, "zero": None}
 
 
 def test_a_text_without_the_key_or_not_json_declares_nothing():
-    assert declared_ceilings(json.dumps(tools_list(tool("read_file")))) == {"read_file": None}
-    assert declared_ceilings('{"' + CEILING_KEY + '": ') == {}
-    deep = "[" * 100_000 + json.dumps(CEILING_KEY) + "]" * 100_000  # too deep to load
-    assert declared_ceilings(deep) == {}
+    assert declared_ceilings(json.dumps(tools_list(tool("read_file"))).encode()) == {
+        "read_file": None}
+    assert declared_ceilings(b'{"tools": [{"inputSchema": {}, "' + CEILING_KEY.encode()) == {}
+    listed = json.dumps(tools_list(tool("read_file", 30_000)))
+    deep = "[" * 100_000 + listed + "]" * 100_000  # too deep to load
+    assert declared_ceilings(deep.encode()) == {}
 
 
 def test_a_ceiling_raises_the_limit_only_when_larger():

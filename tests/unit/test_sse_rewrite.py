@@ -264,12 +264,13 @@ def test_sse_each_response_is_cut_at_the_limit_of_its_tool():
 
 
 def test_sse_a_tools_list_event_is_handed_to_the_ceiling_reader():
-    """The data of an event that may declare tool ceilings (it names
-    anthropic/maxResultSizeChars) goes to the reader, however short; other
+    """The data of an event that may be a tools/list answer (a tools array,
+    each tool with its inputSchema) goes to the reader, however short; other
     events do not."""
     listed = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
-        {"name": "read_file", "_meta": {"anthropic/maxResultSizeChars": 30000}}]}}
-    read: list[str] = []
+        {"name": "read_file", "inputSchema": {"type": "object"},
+         "_meta": {"anthropic/maxResultSizeChars": 30000}}]}}
+    read: list[bytes] = []
     stream = (": ping\n\n" + data_lines(listed) + "\n" + data_lines(SSE_RESPONSE) + "\n").encode()
     truncator = SseTruncator(DEFAULTS, read_ceilings=read.append)
     truncator.feed(stream)

@@ -25,7 +25,7 @@ from obsmask_core.mcp.cut import TextTruncation, truncate_jsonrpc_text, uniform_
 from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers, StreamDecision
-from obsmask_core.mcp.tool_limits import CEILING_KEY, AnswerLimits
+from obsmask_core.mcp.tool_limits import AnswerLimits, lists_tools
 from obsmask_core.shared.inflate import can_inflate, inflater_for
 from obsmask_core.shared.sse import SseLineSplitter, data_value, is_data_line
 from obsmask_core.shared.truncation import TruncationMarker
@@ -33,7 +33,6 @@ from obsmask_core.shared.truncation import TruncationMarker
 # An event's data is held until the event ends; a bigger event goes out as it
 # came, uncut (the proxy must not hold unbounded memory for one client).
 MAX_EVENT_BYTES = 256 << 20
-CEILING_BYTES = CEILING_KEY.encode()
 
 
 class SseTruncator:
@@ -49,8 +48,8 @@ class SseTruncator:
     recall id and original. With a ``decision`` (a stream not known to be
     MCP), nothing is cut until it says MCP; once it says not MCP, the rest
     of the stream passes as it comes, unread. ``read_ceilings`` is given the
-    data of each MCP event that may declare tool ceilings (a tools/list
-    answer: ``obsmask_core.mcp.tool_limits``).
+    data of each MCP event that may be a tools/list answer (``lists_tools``
+    in ``obsmask_core.mcp.tool_limits``).
     """
 
     def __init__(
@@ -64,7 +63,7 @@ class SseTruncator:
         *,
         per_message: AnswerLimits | None = None,
         recall: bool = False,
-        read_ceilings: Callable[[str], None] | None = None,
+        read_ceilings: Callable[[bytes], None] | None = None,
     ) -> None:
         if not can_inflate(content_encoding):
             raise ValueError(f"cannot decode content-encoding {content_encoding!r}")
@@ -220,8 +219,8 @@ class SseTruncator:
             self._decide(data)
             if not self.decision.is_mcp:
                 return lines
-        if self.read_ceilings is not None and CEILING_BYTES in data:
-            self.read_ceilings(data.decode("utf-8", "replace"))
+        if self.read_ceilings is not None and lists_tools(data):
+            self.read_ceilings(data)
         scan_chars = self.per_message.scan_chars
         if scan_chars is None or len(data) <= scan_chars or b'"jsonrpc"' not in data:
             return lines
@@ -269,7 +268,7 @@ def truncate_sse_body(
     body: bytes, limits: TruncationLimits, marker: TruncationMarker | None = None,
     answers: McpAnswers = EVERY_RESPONSE, decision: StreamDecision | None = None, *,
     per_message: AnswerLimits | None = None, recall: bool = False,
-    read_ceilings: Callable[[str], None] | None = None,
+    read_ceilings: Callable[[bytes], None] | None = None,
 ) -> SseBodyTruncation:
     """The whole-body form, for a stream that was buffered (decoded body)."""
     truncator = SseTruncator(limits, marker=marker, answers=answers, decision=decision,

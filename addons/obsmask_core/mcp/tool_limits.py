@@ -164,18 +164,23 @@ class AnswerLimits:
         return self.limits.limit(self.server, tool, ceiling)
 
 
-def declared_ceilings(text: str) -> dict[str, int | None]:
-    """What the tools/list results in ``text`` (a JSON-RPC message or batch)
+def lists_tools(data: bytes) -> bool:
+    """Whether an answer may hold a tools/list result (a ``tools`` array,
+    each tool with its ``inputSchema``): a cheap test on the bytes, so that
+    only those answers are parsed for ceilings."""
+    return b'"tools"' in data and b'"inputSchema"' in data
+
+
+def declared_ceilings(data: bytes) -> dict[str, int | None]:
+    """What the tools/list results in ``data`` (a JSON-RPC message or batch)
     declare: tool name -> ``_meta[CEILING_KEY]`` capped at CEILING_CAP, or
     None for a tool listed without one (a server that dropped its ceiling).
     A result is read as a tools/list result when it holds a ``tools`` array
     of objects with a ``name``."""
-    # Cheap tests first: every answer passes here, and only a tools/list
-    # result (each tool has an inputSchema) is worth parsing.
-    if '"tools"' not in text or '"inputSchema"' not in text:
+    if not lists_tools(data):
         return {}
     try:
-        value: object = json.loads(text)
+        value: object = json.loads(data)
     except (ValueError, RecursionError):
         return {}
     found: dict[str, int | None] = {}

@@ -42,7 +42,6 @@ from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
 from obsmask_core.mcp.summary import COMMENT_PREFIX, McpSummary
 from obsmask_core.mcp.tool_limits import (
-    CEILING_KEY,
     AnswerLimits,
     ToolCeilings,
     declared_ceilings,
@@ -62,7 +61,6 @@ logger = logging.getLogger(__name__)
 PREFIX = "mcpmask_"
 METADATA_KEY = MCP_METADATA
 EVENT_STREAM = "text/event-stream"
-CEILING_BYTES = CEILING_KEY.encode()
 
 
 
@@ -114,12 +112,12 @@ class McpTruncation:
         return AnswerLimits(self.tool_limits, server_name(flow), self.scope.tool_of(flow),
                             lambda tool: self.ceilings.get(key, tool))
 
-    def _ceilings_reader(self, flow: http.HTTPFlow) -> Callable[[str], None]:
+    def _ceilings_reader(self, flow: http.HTTPFlow) -> Callable[[bytes], None]:
         """Remembers the ceilings a tools/list answer of the flow declares."""
         key = server_key(flow)
 
-        def read(text: str) -> None:
-            self.ceilings.remember(key, declared_ceilings(text))
+        def read(data: bytes) -> None:
+            self.ceilings.remember(key, declared_ceilings(data))
 
         return read
 
@@ -251,8 +249,7 @@ class McpTruncation:
             if decision is not None and decision.is_mcp:
                 _say_why(flow, "stream")
         else:
-            if CEILING_BYTES in content:
-                self._ceilings_reader(flow)(content.decode("utf-8", "replace"))
+            self._ceilings_reader(flow)(content)
             match truncate_jsonrpc_body(content, self.limits, self.marker, answers,
                                         per_message=per_message, recall=recall):
                 case Cut(body=cut_body, truncation=truncation):
