@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.apply import replace_results
 from obsmask_core.conversation.turn_model import Location, ToolTurnIndex
-from obsmask_core.conversation.wire_formats import WireFormat, set_at
+from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.shared.recall_text import (
     RecallQuery,
     find_stub,
@@ -70,8 +71,4 @@ def with_recalls(items: Sequence[object], recalls: list[Recall],
                  fmt: WireFormat) -> list[object]:
     """The conversation list as it will go out before masking: each stub
     replaced by its text (the input is not modified)."""
-    out = list(items)
-    for recall in recalls:
-        set_at(out, recall.location[0], fmt.value_path(recall.location),
-               fmt.replacement(recall.stub_value, recall.text))
-    return out
+    return replace_results(items, fmt, ((r.location, r.stub_value, r.text) for r in recalls))

@@ -192,6 +192,6 @@ class Recall:
 
 
 def _store_changed(old: RecallSettings, new: RecallSettings) -> bool:
-    return (Path(old.store_path) != Path(new.store_path)
-            or old.store_max_bytes != new.store_max_bytes
-            or old.store_max_seconds != new.store_max_seconds)
+    def store(settings: RecallSettings) -> tuple[Path, int, float]:
+        return settings.store_path, settings.store_max_bytes, settings.store_max_seconds
+    return store(old) != store(new)
