@@ -1,5 +1,6 @@
-"""What the three agent scripts share: the command line, the release call
-that proves a stream is streamed, fake tool output, and a response body tee.
+"""What the agent scripts share: the command line, the release call that
+proves a stream is streamed, fake tool output, a response body tee, and the
+assistant message of a Chat Completions answer.
 
 Imported by the scripts as ``agent_common`` (their folder is on sys.path when
 they run); it runs under the clients' Python, like them.
@@ -14,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import httpx2
 
@@ -79,3 +81,20 @@ def main(description: str, base_url_example: str, run: RunAgent) -> None:
     result = run(args.base_url, args.stub_url.rstrip("/"), args.turns, stream_turns)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
+
+
+def chat_assistant_message(completion: Any) -> dict[str, Any]:
+    """The assistant message of a Chat Completions answer, as an agent
+    appends it to its history (content, and its tool calls if any)."""
+    message = completion.choices[0].message
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name, "arguments": call.function.arguments},
+            }
+            for call in message.tool_calls
+        ]
+    return out

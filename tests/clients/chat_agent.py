@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx2
 import openai
-from agent_common import fit, main, release
+from agent_common import chat_assistant_message, fit, main, release
 
 MODEL = "stub-model"
 TOOLS: list[dict[str, Any]] = [
@@ -109,21 +109,6 @@ def tool_output(turn: int, name: str, arguments: str) -> str:
     if name == "run_tests":
         return _run_tests_output(turn, parsed)
     return f"unknown tool {name!r}"
-
-
-def _assistant_from_completion(completion: Any) -> dict[str, Any]:
-    message = completion.choices[0].message
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
-            }
-            for call in message.tool_calls
-        ]
-    return out
 
 
 def _assistant_from_chunks(chunks: list[Any]) -> dict[str, Any]:
@@ -220,7 +205,7 @@ def run(base_url: str, stub_url: str, max_turns: int, stream_turns: set[int]) ->
                     "parsed": completion.to_dict(mode="json"),
                 }
             )
-            assistant = _assistant_from_completion(completion)
+            assistant = chat_assistant_message(completion)
         if len(sent_bodies) != before + 1:
             raise SystemExit(f"turn {turn}: {len(sent_bodies) - before} HTTP requests, not 1")
         requests[-1]["sent_body"] = sent_bodies[-1].decode("utf-8")

@@ -19,13 +19,11 @@ that any line range of it is recognisable and two tags give two texts.
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import sys
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp_serving import serve_app
 
 PATH = "/mcp"
 
@@ -52,22 +50,7 @@ async def serve(port: int, json_response: bool) -> None:
     app = build_server().streamable_http_app(
         streamable_http_path=PATH, json_response=json_response, host="127.0.0.1"
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    chosen = sock.getsockname()[1]
-
-    async def announce() -> None:
-        while not server.started:
-            await anyio.sleep(0.02)
-        print(json.dumps({"port": chosen, "path": PATH}), flush=True)
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(announce)
-        await server.serve(sockets=[sock])
-        tasks.cancel_scope.cancel()
+    await serve_app(app, port, PATH)
 
 
 def main() -> None:

@@ -40,16 +40,14 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import json
-import socket
 import struct
 import sys
 import zlib
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ImageContent
+from mcp_serving import serve_app
 from pydantic import BaseModel, Field
 
 PATH = "/mcp"
@@ -150,23 +148,7 @@ async def serve(port: int, json_response: bool, transport: str) -> None:
         app = build_server().streamable_http_app(
             streamable_http_path=PATH, json_response=json_response, host="127.0.0.1"
         )
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    chosen = sock.getsockname()[1]
-
-    async def announce() -> None:
-        while not server.started:
-            await anyio.sleep(0.02)
-        print(json.dumps({"port": chosen, "path": path}), flush=True)
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(announce)
-        await server.serve(sockets=[sock])
-        tasks.cancel_scope.cancel()
+    await serve_app(app, port, path)
 
 
 def main() -> None:

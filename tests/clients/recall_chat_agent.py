@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx2
 import openai
+from agent_common import chat_assistant_message
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -58,21 +59,6 @@ def read_file_output(path: str) -> str:
         f"{path}:{n:03d}: setting_{n} = compute({n * 7}, scale={len(path) + n})"
         for n in range(1, 61)
     )
-
-
-def _assistant(completion: Any) -> dict[str, Any]:
-    message = completion.choices[0].message
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
-            }
-            for call in message.tool_calls
-        ]
-    return out
 
 
 async def run(base_url: str, recall_url: str, max_turns: int) -> dict[str, Any]:
@@ -122,7 +108,7 @@ async def run(base_url: str, recall_url: str, max_turns: int) -> dict[str, Any]:
                 if len(sent_bodies) != before + 1:
                     raise SystemExit(f"turn {turn}: {len(sent_bodies) - before} HTTP requests")
                 requests[-1]["sent_body"] = sent_bodies[-1].decode("utf-8")
-                assistant = _assistant(completion)
+                assistant = chat_assistant_message(completion)
                 messages.append(assistant)
                 calls = assistant.get("tool_calls") or []
                 if not calls:

@@ -54,8 +54,6 @@ from __future__ import annotations
 import http.client
 import http.server
 import json
-import os
-import queue
 import re
 import socket
 import subprocess
@@ -63,7 +61,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,8 +75,9 @@ from obsmask_core.gateway.errors import (
     UPSTREAM_UNREACHABLE,
 )
 from obsmask_core.gateway.upstreams import DEFAULT_TIMEOUT_SECONDS
-from support.agents import CLIENTS, CLIENTS_PYTHON, needs_clients
-from support.processes import REPO, MitmdumpProcess, running_mitmdump, stop_process
+from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
+from support.mcp_servers import McpServer, start_mcp_server
+from support.processes import REPO, MitmdumpProcess, running_mitmdump
 
 pytestmark = [pytest.mark.e2e, needs_clients]
 
@@ -121,71 +120,10 @@ ELICIT_SECONDS = 5.0
 # Processes -------------------------------------------------------------------
 
 
-def _client_env() -> dict[str, str]:
-    """No proxy from the environment between the clients and 127.0.0.1."""
-    return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-
-
-@dataclass
-class McpServer:
-    """tests/clients/mcp_server.py, running."""
-
-    variant: str
-    process: subprocess.Popen[str]
-    log: Path
-    port: int = 0
-    path: str = "/mcp"  # /sse for the legacy transport
-    lines: queue.Queue[str] = field(default_factory=queue.Queue)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.path}"
-
-    def wait_until_listening(self) -> int:
-        try:
-            first = self.lines.get(timeout=30)
-        except queue.Empty:
-            first = ""
-        if not first.startswith("{"):
-            raise AssertionError(
-                f"the {self.variant} MCP server did not start: {first!r}\n{self.log.read_text()}"
-            )
-        announced = json.loads(first)
-        self.port, self.path = int(announced["port"]), announced["path"]
-        return self.port
-
-    def stop(self) -> None:
-        stop_process(self.process)
-
-
-def start_mcp_server(variant: str, log: Path) -> McpServer:
-    """Start the server; ``wait_until_listening`` gives its port."""
-    assert CLIENTS_PYTHON is not None
-    command = [CLIENTS_PYTHON, str(SERVER), "--port", "0"]
-    if variant == "json":
-        command.append("--json-response")
-    elif variant == LEGACY:
-        command += ["--transport", "sse"]
-    with log.open("w", encoding="utf-8") as errors:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=_client_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            text=True,
-            encoding="utf-8",
-        )
-    server = McpServer(variant, process, log)
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            server.lines.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
-    return server
+def start_server(variant: str, log: Path) -> McpServer:
+    """Start tests/clients/mcp_server.py in one of its variants."""
+    arguments = {"json": ["--json-response"], LEGACY: ["--transport", "sse"]}.get(variant, [])
+    return start_mcp_server(SERVER, arguments, variant, log)
 
 
 def start_mitmdumps(stack: ExitStack, commands: dict[str, tuple[list[str], Path]]
@@ -224,7 +162,7 @@ def run_clients(
     done = subprocess.run(
         command,
         cwd=REPO,
-        env=_client_env(),
+        env=client_env(),
         capture_output=True,
         text=True,
         encoding="utf-8",
@@ -347,7 +285,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, McpS
     with ExitStack() as stack:
         started: dict[str, McpServer] = {}
         for variant in SERVER_VARIANTS:
-            started[variant] = server = start_mcp_server(variant, logs / f"{variant}.log")
+            started[variant] = server = start_server(variant, logs / f"{variant}.log")
             stack.callback(server.stop)
         for server in started.values():
             server.wait_until_listening()

@@ -35,21 +35,20 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import queue
 import re
 import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.agents import CLIENTS, CLIENTS_PYTHON, needs_clients
-from support.processes import REPO, MitmdumpProcess, running_mitmdump, stop_process
+from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
+from support.mcp_servers import start_mcp_server
+from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, Recorded, RecordingServer, recording_server
 
 pytestmark = [pytest.mark.e2e, needs_clients]
@@ -83,17 +82,12 @@ LOG_LINES = {"sse": 2000, "json": 1200}
 LOG_RANGE = {"sse": (1200, 1210), "json": (1, 2)}
 
 
-def _client_env() -> dict[str, str]:
-    """No proxy from the environment between the clients and 127.0.0.1."""
-    return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-
-
 def _run_client(command: list[str], proxies: list[MitmdumpProcess]) -> dict[str, Any]:
     """Run a client program of tests/clients to its end: its JSON report,
     or a failure with its error output and mitmdump's."""
     assert CLIENTS_PYTHON is not None
     done = subprocess.run(
-        [CLIENTS_PYTHON, *command], cwd=REPO, env=_client_env(), capture_output=True,
+        [CLIENTS_PYTHON, *command], cwd=REPO, env=client_env(), capture_output=True,
         text=True, encoding="utf-8", timeout=PROCESS_TIMEOUT, check=False,
     )
     if done.returncode != 0:
@@ -475,45 +469,6 @@ def test_recall_changes_nothing_but_tool_result_contents_and_every_other_byte_st
 # A cut MCP string, recalled after a restart ---------------------------------------------
 
 
-@dataclass
-class LogServer:
-    """tests/clients/log_mcp_server.py, running."""
-
-    process: subprocess.Popen[str]
-    lines: queue.Queue[str] = field(default_factory=queue.Queue)
-    url: str = ""
-
-    def wait_until_listening(self) -> str:
-        try:
-            first = self.lines.get(timeout=30)
-        except queue.Empty:
-            first = ""
-        assert first.startswith("{"), f"the MCP server did not start: {first!r}"
-        announced = json.loads(first)
-        self.url = f"http://127.0.0.1:{announced['port']}{announced['path']}"
-        return self.url
-
-
-def _start_log_server(json_response: bool, log: Path) -> LogServer:
-    assert CLIENTS_PYTHON is not None
-    command = [CLIENTS_PYTHON, str(LOG_SERVER), "--port", "0"]
-    if json_response:
-        command.append("--json-response")
-    with log.open("w", encoding="utf-8") as errors:
-        process = subprocess.Popen(command, cwd=REPO, env=_client_env(),
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=errors, text=True, encoding="utf-8")
-    server = LogServer(process)
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            server.lines.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
-    return server
-
-
 def _post_json(port: int, path: str, message: object) -> tuple[int, str, Any]:
     """POST one JSON-RPC message straight to mitmdump: (status, content type, JSON body)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -559,10 +514,13 @@ def cut_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutRun]:
     with ExitStack() as stack:
         servers = {}
         for variant in LOG_LINES:
-            servers[variant] = server = _start_log_server(variant == "json",
-                                                          work / f"{variant}.log")
-            stack.callback(stop_process, server.process)
-        urls = {variant: server.wait_until_listening() for variant, server in servers.items()}
+            arguments = ["--json-response"] if variant == "json" else []
+            servers[variant] = server = start_mcp_server(LOG_SERVER, arguments, variant,
+                                                         work / f"{variant}.log")
+            stack.callback(server.stop)
+        for server in servers.values():
+            server.wait_until_listening()
+        urls = {variant: server.url for variant, server in servers.items()}
         gateway = [a for v, url in urls.items()
                    for a in ("--set", f"mcpmask_gateway_servers={v}={url}")]
         first = stack.enter_context(running_mitmdump([*recall, *gateway], REPO,

@@ -23,6 +23,12 @@ needs_clients = pytest.mark.skipif(
 )
 
 
+def client_env() -> dict[str, str]:
+    """The environment of a client process: no proxy from the environment
+    between it and 127.0.0.1."""
+    return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+
+
 def run_agent(
     agent: Path,
     base_url: str,
@@ -33,8 +39,6 @@ def run_agent(
 ) -> object:
     """Run an agent to its end; its JSON report, or a failure with both outputs."""
     assert CLIENTS_PYTHON is not None
-    # No proxy from the environment between the agent and 127.0.0.1.
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     command = [
         CLIENTS_PYTHON,
         str(agent),
@@ -50,7 +54,7 @@ def run_agent(
     done = subprocess.run(
         command,
         cwd=REPO,
-        env=env,
+        env=client_env(),
         capture_output=True,
         text=True,
         encoding="utf-8",
