@@ -7,11 +7,12 @@ share of conversations is never masked."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.holdout import conversation_bucket, held_out
+from obsmask_core.conversation.holdout import conversation_bucket, conversation_id, held_out
 from obsmask_core.conversation.planner import CLIPPED, MaskPlan
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.rewrite import HELD_OUT, Masked, Unchanged, mask_request_body
@@ -232,6 +233,21 @@ def test_holdout_percent_0_holds_nothing_out_and_100_holds_everything_out():
         plan = plan_of(events, window_turns=1, holdout_percent=100)
         assert plan.held_out and plan.decisions == []
     assert not held_out([], 100)  # no first item, no group
+
+
+@pytest.mark.parametrize("fmt", [CHAT, ANTHROPIC, RESPONSES], ids=lambda f: f.name)
+def test_every_request_of_a_conversation_carries_its_name_and_another_task_another(fmt):
+    """Totals and reports group requests by the conversation's name: a hash
+    of the first user message, so it grows with the session but never
+    changes, and it holds none of the text."""
+    events: list[Event] = [Say("user", "Fix bug #7 in parser.py"), *session(turns=4)[1:]]
+    names = {plan_of(after_turns(events, turns), fmt).conversation for turns in range(5)}
+    assert len(names) == 1
+    (name,) = names
+    assert name is not None and re.fullmatch(r"c-[0-9a-f]{12}", name)
+    other: list[Event] = [Say("user", "Fix bug #8 in parser.py"), *session(turns=4)[1:]]
+    assert plan_of(other, fmt).conversation != name
+    assert conversation_id([]) is None
 
 
 def test_moving_a_cache_control_marker_does_not_move_the_conversation():

@@ -1,5 +1,6 @@
 """The holdout: a stable share of conversations that obsmask leaves unmasked,
-so that a user can compare the provider's real bills between the two groups.
+so that a user can compare the provider's real bills between the two groups;
+and the name of a conversation, by which totals and reports group requests.
 
 A conversation is known by its first user message (the task; the system
 prompt before it is the same in every conversation of an agent), which
@@ -29,15 +30,30 @@ def _first_user_item(items: Sequence[object]) -> object:
     return items[0]
 
 
-def conversation_bucket(items: Sequence[object]) -> int | None:
-    """0 to 99 from the first user message's text (the first item when no
+def _digest(items: Sequence[object]) -> bytes | None:
+    """A hash of the first user message's text (the first item when no
     item has the user's role); None for an empty conversation."""
     if not items:
         return None
     digest = hashlib.blake2b(digest_size=8)
     for text in message_strings(_first_user_item(items), IGNORED_KEYS):
         digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
-    return int.from_bytes(digest.digest(), "big") % BUCKETS
+    return digest.digest()
+
+
+def conversation_bucket(items: Sequence[object]) -> int | None:
+    """0 to 99 from the first user message's text; None for an empty
+    conversation."""
+    digest = _digest(items)
+    return None if digest is None else int.from_bytes(digest, "big") % BUCKETS
+
+
+def conversation_id(items: Sequence[object]) -> str | None:
+    """The conversation's name: ``c-`` and 12 hex digits of the hash that
+    also gives its bucket, the same for every request of it and on every
+    proxy. A hash, so it tells nothing of the text. None when empty."""
+    digest = _digest(items)
+    return None if digest is None else "c-" + digest.hex()[:12]
 
 
 def held_out(items: Sequence[object], holdout_percent: int) -> bool:

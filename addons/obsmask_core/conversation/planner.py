@@ -16,7 +16,7 @@ from typing import Literal
 
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
-from obsmask_core.conversation.holdout import held_out
+from obsmask_core.conversation.holdout import conversation_id, held_out
 from obsmask_core.conversation.ledger import BillSoFar
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
@@ -70,6 +70,8 @@ class MaskPlan:
     # was planned); True when the conversation is in the holdout group.
     bill: BillSoFar | None = None
     held_out: bool = False
+    # The conversation's name (holdout.conversation_id): totals group by it.
+    conversation: str | None = None
 
     @property
     def masked(self) -> int:
@@ -130,7 +132,8 @@ def plan_masking(
     recall could not tell which); the ``recalled`` results are never
     clipped (the model asked for them whole).
     """
-    plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results))
+    plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
+                    conversation=conversation_id(items))
     plan.kept["orphan"] = len(index.orphans)
     if not policy.enabled or policy.window_turns <= 0:
         return plan

@@ -41,10 +41,15 @@ class MaskSummary:
     bill: dict[str, object] | None = None
     # Recall stubs replaced by the text they asked for.
     recalled_tool_results: int = 0
+    # The conversation's name (a hash of its first user message).
+    conversation: str | None = None
+    # Milliseconds the rewrite took (parse, plan, splice, verify).
+    mask_ms: float | None = None
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
-           body_bytes_before: int, body_bytes_after: int) -> MaskSummary:
+           body_bytes_before: int, body_bytes_after: int,
+           mask_ms: float | None = None) -> MaskSummary:
         plan = outcome.plan
         shortened = [d for d in plan.decisions if d.kind != RECALLED]
         return cls(
@@ -66,6 +71,8 @@ class MaskSummary:
             window_turns=window_turns,
             bill=plan.bill.as_metadata() if plan.bill is not None else None,
             recalled_tool_results=plan.recalled,
+            conversation=plan.conversation,
+            mask_ms=mask_ms,
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -74,7 +81,7 @@ class MaskSummary:
             del out["bill"]  # no price model with a cache: no ledger
         if not self.recalled_tool_results:
             del out["recalled_tool_results"]  # recall off, or nothing recalled
-        return out
+        return _without_none(out, "conversation", "mask_ms")
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results
@@ -102,19 +109,30 @@ class LeftAlone:
     bill: dict[str, object] | None = None
     # The conversation is in the holdout group (holdout_percent): never masked.
     holdout: bool = False
+    conversation: str | None = None
+    mask_ms: float | None = None
 
     @classmethod
-    def unchanged(cls, fmt: str, reason: str, plan: MaskPlan | None) -> LeftAlone:
-        bill = plan.bill.as_metadata() if plan is not None and plan.bill is not None else None
-        return cls("unchanged", fmt, reason, bill, plan is not None and plan.held_out)
+    def unchanged(cls, fmt: str, reason: str, plan: MaskPlan | None,
+                  mask_ms: float | None = None) -> LeftAlone:
+        if plan is None:
+            return cls("unchanged", fmt, reason, mask_ms=mask_ms)
+        bill = plan.bill.as_metadata() if plan.bill is not None else None
+        return cls("unchanged", fmt, reason, bill, plan.held_out, plan.conversation, mask_ms)
 
     def as_metadata(self) -> dict[str, object]:
         out = asdict(self)
-        if self.bill is None:
-            del out["bill"]
         if not self.holdout:
             del out["holdout"]
-        return out
+        return _without_none(out, "bill", "conversation", "mask_ms")
+
+
+def _without_none(out: dict[str, object], *keys: str) -> dict[str, object]:
+    """Metadata keeps only the figures that were taken."""
+    for key in keys:
+        if out[key] is None:
+            del out[key]
+    return out
 
 
 def describe_policy(policy: MaskPolicy, source: str) -> str:

@@ -8,6 +8,7 @@ OpenAI Responses (``.../v1/responses``).
 from __future__ import annotations
 
 import logging
+import time
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
@@ -105,12 +106,16 @@ class ConversationMasking:
         if body is None:
             return
         recall = self.recall is not None and self.recall.enabled
-        self._report(flow, fmt, mask_request_body(body, self.policy, fmt, recall=recall))
+        started = time.perf_counter()
+        outcome = mask_request_body(body, self.policy, fmt, recall=recall)
+        mask_ms = round((time.perf_counter() - started) * 1000, 3)
+        self._report(flow, fmt, outcome, mask_ms)
 
-    def _report(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: RewriteOutcome) -> None:
+    def _report(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: RewriteOutcome,
+                mask_ms: float) -> None:
         match outcome:
             case Masked():
-                self._apply(flow, fmt, outcome)
+                self._apply(flow, fmt, outcome, mask_ms)
             case Unreadable(reason=reason):
                 self._pass(flow, fmt, reason)
             case Refused(violation=violation):
@@ -120,10 +125,11 @@ class ConversationMasking:
                              "invariant (%s)", where(flow), violation)
             case Unchanged(reason=reason, plan=plan):
                 flow.metadata[CONVERSATION_METADATA] = LeftAlone.unchanged(
-                    fmt.name, reason, plan).as_metadata()
+                    fmt.name, reason, plan, mask_ms).as_metadata()
                 logger.debug("obsmask: %s unchanged: %s", where(flow), reason)
 
-    def _apply(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: Masked) -> None:
+    def _apply(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: Masked,
+               mask_ms: float) -> None:
         # Encode (compress again, if the client did) on a copy: if that fails,
         # the flow has not been touched.
         masked = flow.request.copy()
@@ -134,7 +140,7 @@ class ConversationMasking:
             self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
         summary = MaskSummary.of(outcome, fmt.name, self.tokens, self.policy.window_turns,
                                  len(flow.request.raw_content or b""),
-                                 len(masked.raw_content or b""))
+                                 len(masked.raw_content or b""), mask_ms)
         flow.backup()
         flow.request.raw_content = masked.raw_content
         flow.request.headers = masked.headers
