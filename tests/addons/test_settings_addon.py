@@ -122,3 +122,52 @@ def test_at_start_up_a_refusal_is_one_line_and_an_exit(caplog):
         assert not starting_up()
         with pytest.raises(exceptions.OptionsError, match="must be 0 or more"):
             refuse("obsmask: obsmask_window_turns: must be 0 or more, got -4")
+
+
+def test_the_options_show_the_settings_files_values_as_their_defaults(both, toml_file):
+    """The options editor (mitmweb's GET /options, --options) shows the
+    values in force: a value from mitm.toml becomes the option's default, a
+    key the file does not set keeps the built-in default."""
+    masking, truncation, tctx = both
+    path = toml_file("[observation_masking.schema1]\nwindow_turns = 4\nmin_free_percent = 80\n"
+                     "exclude_tools = [\"read_file\"]\n"
+                     "[mcp_gateway.masking]\nmax_chars = 12000\n")
+    tctx.configure(masking, obsmask_config=path)
+    options = tctx.options
+    assert options.default("obsmask_window_turns") == 4
+    assert options.default("obsmask_min_free_percent") == 80
+    assert options.default("obsmask_exclude_tools") == ["read_file"]
+    assert options.default("mcpmask_max_chars") == 12000
+    assert options.default("obsmask_keep_errors") is True  # not in the file
+    assert options.obsmask_window_turns == 4 and masking.policy.window_turns == 4
+    assert truncation.limits.max_chars == 12000
+
+
+def test_an_option_set_explicitly_still_wins_over_the_files_default(both, toml_file):
+    masking, _, tctx = both
+    path = toml_file("[observation_masking.schema1]\nwindow_turns = 4\n")
+    tctx.configure(masking, obsmask_config=path, obsmask_window_turns=6)
+    assert masking.policy.window_turns == 6
+    assert tctx.options.obsmask_window_turns == 6
+    assert tctx.options.default("obsmask_window_turns") == 4
+    # Setting the built-in default explicitly is a choice too: it wins.
+    tctx.configure(masking, obsmask_window_turns=8)
+    assert masking.policy.window_turns == 8
+
+
+def test_another_settings_file_moves_the_defaults_with_it(both, toml_file):
+    masking, _, tctx = both
+    tctx.configure(masking, obsmask_config=toml_file("[observation_masking.schema1]\n"
+                                                     "window_turns = 4\n"))
+    tctx.configure(masking, obsmask_config=toml_file(""))
+    assert tctx.options.default("obsmask_window_turns") == 8
+    assert masking.policy.window_turns == 8
+
+
+def test_a_profile_s_values_become_the_defaults_too(both, toml_file):
+    masking, _, tctx = both
+    path = toml_file("[observation_masking.schema1]\nwindow_turns = 4\n"
+                     "[observation_masking.profiles.wide]\nwindow_turns = 12\n")
+    tctx.configure(masking, obsmask_config=path, obsmask_profile="wide")
+    assert tctx.options.default("obsmask_window_turns") == 12
+    assert masking.policy.window_turns == 12

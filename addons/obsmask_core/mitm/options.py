@@ -1,4 +1,4 @@
-"""mitmproxy options derived from the settings classes, and the two private
+"""mitmproxy options derived from the settings classes, and the three private
 corners of mitmproxy's option manager that obsmask relies on.
 
 Each setting of a settings class (``obsmask_core.shared.settings``) becomes
@@ -100,11 +100,27 @@ def settings_in_force(
         values = file_values()
     except ConfigError as e:
         refuse(f"obsmask: {e}")
+    from_file = dict(values)
     values.update(option_values(cls, prefix, only_set=True))
     try:
-        return build(cls, values)
+        settings = build(cls, values)
     except SettingError as e:  # a rule between two values, each fine alone
         refuse(f"obsmask: [{'.'.join(section)}] ({file.source}, then {prefix}* options): {e}")
+    show_file_values_as_defaults(cls, prefix, from_file)
+    return settings
+
+
+def show_file_values_as_defaults(cls: type, prefix: str, from_file: dict[str, object]) -> None:
+    """Make the settings file's values the options' defaults, so that
+    mitmweb's options editor (``GET /options``) and ``--options`` show the
+    values in force, not the built-in ones. An option given a value
+    (``--set``, the UI) keeps it: only the default moves, and "reset"
+    returns to the file's value. A private corner of mitmproxy's option
+    manager: ``_Option`` keeps its default in ``_default``."""
+    for item in declared(cls):
+        option = ctx.options._options.get(item.option_name(prefix))
+        if option is not None:
+            option._default = _as_option(item, from_file.get(item.key, item.default))
 
 
 def set_explicitly(name: str) -> bool:
