@@ -31,6 +31,7 @@ from obsmask_core.mitm.settings_addon import SWITCH_SECTION, MasterSwitch  # noq
 from obsmask_core.recall.settings import RECALL_SECTION, RecallSettings  # noqa: E402
 from obsmask_core.shared.config_file import ConfigFile, load_config  # noqa: E402
 from obsmask_core.shared.settings import PAIR_SEPARATOR, Setting, declared  # noqa: E402
+from obsmask_core.totals.settings import TOTALS_SECTION, TotalsSettings  # noqa: E402
 
 # table name -> (settings class, option prefix, its mitm.toml table or None)
 TABLES: dict[str, list[tuple[type, str, tuple[str, ...] | None]]] = {
@@ -39,6 +40,7 @@ TABLES: dict[str, list[tuple[type, str, tuple[str, ...] | None]]] = {
     "mcp": [(TruncationLimits, "mcpmask_", MASKING_SECTION),
             (GatewaySettings, "mcpmask_", GATEWAY_SECTION)],
     "recall": [(RecallSettings, "obsmask_recall_", RECALL_SECTION)],
+    "totals": [(TotalsSettings, "obsmask_totals_", TOTALS_SECTION)],
 }
 README = REPO / "README.md"
 

@@ -1,6 +1,6 @@
 """The rules of the package's layout, checked on the tree itself.
 
-``addons/obsmask_core`` has six folders. Which may import which:
+``addons/obsmask_core`` has seven folders. Which may import which:
 
 - ``shared/``: no folder of ours (it is what the others build on);
 - ``conversation/`` and ``mcp/``: ``shared/`` only (the two features never
@@ -9,6 +9,8 @@
   it, so it may lean on neither);
 - ``gateway/``: ``shared/`` and ``mcp/`` (it reads JSON-RPC with the MCP
   scanner);
+- ``totals/``: ``shared/`` only (it adds up the facts the features leave in
+  flow metadata, so it leans on neither);
 - ``mitm/``: any of them; and it is the only folder that imports mitmproxy.
 
 Every module lives in one of the folders: nothing but ``__init__.py`` at the
@@ -25,14 +27,15 @@ from pathlib import Path
 from support.processes import REPO
 
 PACKAGE = "obsmask_core"
-ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "mitm")
+ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "totals", "mitm")
 MAY_IMPORT = {
     "shared": set(),
     "conversation": {"shared"},
     "mcp": {"shared"},
     "recall": {"shared"},
     "gateway": {"shared", "mcp"},
-    "mitm": {"shared", "conversation", "mcp", "recall", "gateway"},
+    "totals": {"shared"},
+    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
 
@@ -100,7 +103,8 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     problems = layout_violations(package)
     assert problems == [
         "conversation/bad.py: imports obsmask_core.mcp; conversation/ may not import mcp/",
-        "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, mitm",
+        "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, "
+        "totals, mitm",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
         "recall/bad.py: imports obsmask_core.conversation; recall/ may not import "
         "conversation/",

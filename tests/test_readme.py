@@ -18,7 +18,7 @@ def test_the_readme_lists_every_setting_as_declared():
     ).stdout
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     blocks = printed.strip().split("\n\n")
-    assert len(blocks) == 3  # conversation, MCP, recall
+    assert len(blocks) == 4  # conversation, MCP, recall, totals
     for block in blocks:
         assert block in readme, f"README.md is behind (scripts/settings_table.py --write):\n{block}"
     for option in ("obsmask_window_turns", "obsmask_chat_route", "mcpmask_max_chars",

@@ -269,6 +269,24 @@ def test_route_is_configurable_and_ignores_the_query(addon_context):
     assert flow.metadata["obsmask"]["masked_tool_results"] == 2
 
 
+def test_a_flow_read_from_a_file_keeps_what_obsmask_did_when_it_was_recorded(addon_context):
+    """mitmdump -nr of flows saved through obsmask: the saved body is the one
+    that went out; masking it again would report a rewrite that never
+    reached the provider. A saved flow obsmask never saw is masked."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    recorded = chat_flow(body(conversation(turns=3)))
+    addon.request(recorded)
+    facts, sent = dict(recorded.metadata["obsmask"]), recorded.request.raw_content
+    recorded.live = False
+    addon.request(recorded)
+    assert recorded.metadata["obsmask"] == facts and recorded.request.raw_content == sent
+    fresh = chat_flow(body(conversation(turns=3)))
+    fresh.live = False
+    addon.request(fresh)
+    assert fresh.metadata["obsmask"]["action"] == "masked"
+
+
 def test_unchanged_body_is_not_reserialised(addon_context):
     """A body obsmask does not change is forwarded byte for byte."""
     addon, tctx = addon_context

@@ -1,4 +1,4 @@
-"""The five addons of obsmask, in the order mitmproxy must run them.
+"""The six addons of obsmask, in the order mitmproxy must run them.
 
 ``addons/obsmask.py`` (the script ``mitmdump -s`` loads) and the ``obsmask``
 command (``mitm/cli.py``, which loads that script) both take them from here.
@@ -11,6 +11,7 @@ from obsmask_core.mitm.gateway_addon import McpGateway
 from obsmask_core.mitm.mcp_addon import McpTruncation
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import SettingsFile
+from obsmask_core.mitm.totals_addon import RunTotals
 from obsmask_core.shared.tokens import TokenCounter
 
 
@@ -18,7 +19,9 @@ def obsmask_addons() -> list[object]:
     """Fresh addons: the settings file first (every other addon reads it in
     its configure), recall next (its route is answered before any other
     addon looks at the flow, and both features ask it whether recall is
-    on), and one tiktoken encoding in memory for both features."""
+    on), the totals last (a flow's facts are complete once every other
+    addon's hooks have run), and one tiktoken encoding in memory for both
+    features."""
     settings = SettingsFile()
     tokens = TokenCounter()
     recall = Recall(settings)
@@ -28,4 +31,5 @@ def obsmask_addons() -> list[object]:
         ConversationMasking(settings, tokens, recall),
         McpGateway(settings),
         McpTruncation(settings, tokens, recall),
+        RunTotals(settings),
     ]

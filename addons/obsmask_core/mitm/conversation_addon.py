@@ -46,6 +46,14 @@ PREFIX = "obsmask_"
 ENCODING_WAIT_FOR_REPLAYS = 60.0
 
 
+def _handled_when_recorded(flow: http.HTTPFlow) -> bool:
+    """A flow read from a file (``mitmdump -nr``) that obsmask handled when
+    it was recorded keeps that record: its body is the one that went out
+    (the client's is its backup), and masking it again would report a
+    second rewrite that never reached the provider."""
+    return not flow.live and CONVERSATION_METADATA in flow.metadata
+
+
 class ConversationMasking:
     """Masks old tool results in OpenAI Chat Completions, Anthropic Messages
     and OpenAI Responses requests, each recognised by its route."""
@@ -86,7 +94,7 @@ class ConversationMasking:
                                      flow.request.pretty_host)
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if (fmt := self._format_of(flow)) is None:
+        if (fmt := self._format_of(flow)) is None or _handled_when_recorded(flow):
             return
         with guarded(flow, "forwarded unchanged"):
             self._mask(flow, fmt)

@@ -1,0 +1,130 @@
+"""One flow's facts as obsmask left them in its metadata, read back with a
+check of every value: a flow file may hold anything, and a wrong value
+counts as absent rather than breaking the totals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
+                   "output_tokens")
+
+
+def whole(value: object) -> int | None:
+    """An int that is a count (not a bool, not negative), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def number(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
+def _count(facts: Mapping[str, object], key: str) -> int:
+    return whole(facts.get(key)) or 0
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class BillFacts:
+    """The ledger's bill of a conversation so far, at one request."""
+
+    price_model: str
+    requests: int
+    with_masking: float
+    without_masking: float
+
+    @classmethod
+    def read(cls, value: object) -> BillFacts | None:
+        facts = _mapping(value)
+        model, requests = facts.get("price_model"), whole(facts.get("requests"))
+        with_masking = number(facts.get("estimated_with_masking"))
+        without_masking = number(facts.get("estimated_without_masking"))
+        if (not isinstance(model, str) or requests is None or with_masking is None
+                or without_masking is None):
+            return None
+        return cls(model, requests, with_masking, without_masking)
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """A conversation request (``flow.metadata["obsmask"]``)."""
+
+    action: str  # masked, unchanged or passed_through
+    conversation: str | None
+    held_out: bool
+    masked_results: int
+    clipped_results: int
+    recalled_results: int
+    # Tokens of the masked results' text before minus after; None when the
+    # proxy could not count them (no encoding loaded).
+    tokens_saved: int | None
+    tool_chars_saved: int
+    body_bytes_saved: int
+    mask_ms: float | None
+    bill: BillFacts | None
+    # The provider's report, by field; empty when the answer had none.
+    provider: dict[str, int]
+
+    @classmethod
+    def read(cls, value: object) -> RequestFacts | None:
+        facts = _mapping(value)
+        action = facts.get("action")
+        if action not in ("masked", "unchanged", "passed_through"):
+            return None
+        conversation = facts.get("conversation")
+        before, after = (whole(facts.get("masked_tokens_before")),
+                         whole(facts.get("masked_tokens_after")))
+        masked = action == "masked"
+        usage = _mapping(facts.get("provider_usage"))
+        provider = {name: count for name in PROVIDER_FIELDS
+                    if (count := whole(usage.get(name))) is not None}
+        return cls(
+            action=str(action),
+            conversation=conversation if isinstance(conversation, str) else None,
+            held_out=facts.get("holdout") is True,
+            masked_results=_count(facts, "masked_tool_results"),
+            clipped_results=_count(facts, "clipped_tool_results"),
+            recalled_results=_count(facts, "recalled_tool_results"),
+            tokens_saved=(before - after if before is not None and after is not None
+                          else None) if masked else 0,
+            tool_chars_saved=(_count(facts, "tool_chars_before")
+                              - _count(facts, "tool_chars_after")) if masked else 0,
+            body_bytes_saved=(_count(facts, "body_bytes_before")
+                              - _count(facts, "body_bytes_after")) if masked else 0,
+            mask_ms=number(facts.get("mask_ms")),
+            bill=BillFacts.read(facts.get("bill")),
+            provider=provider,
+        )
+
+
+@dataclass(frozen=True)
+class McpFacts:
+    """An MCP flow (``flow.metadata["obsmask_mcp"]``)."""
+
+    truncated: bool
+    messages_truncated: int
+    strings_cut: int
+    chars_saved: int
+    # None when the proxy could not count them (see the MCP summary).
+    tokens_saved: int | None
+    gateway_error: bool
+
+    @classmethod
+    def read(cls, value: object) -> McpFacts | None:
+        if not isinstance(value, Mapping):
+            return None
+        truncated = value.get("action") == "truncated"
+        return cls(
+            truncated=truncated,
+            messages_truncated=_count(value, "messages_truncated"),
+            strings_cut=_count(value, "strings_cut"),
+            chars_saved=_count(value, "chars_before") - _count(value, "chars_after"),
+            tokens_saved=whole(value.get("tokens_saved")) if truncated else 0,
+            gateway_error="gateway_error" in value,
+        )

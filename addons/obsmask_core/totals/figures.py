@@ -1,0 +1,115 @@
+"""Running sums of flow facts: a conversation's, and the whole run's."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from obsmask_core.totals.facts import PROVIDER_FIELDS, McpFacts, RequestFacts
+
+
+@dataclass
+class RequestFigures:
+    """Conversation requests added up (one conversation's, or all)."""
+
+    requests: int = 0
+    masked: int = 0
+    unchanged: int = 0
+    passed_through: int = 0
+    held_out: int = 0
+    tool_results_masked: int = 0
+    tool_results_clipped: int = 0
+    tool_results_recalled: int = 0
+    # Tokens not sent: the masked results' tokens before minus after,
+    # summed over every request (each request sends the history again).
+    tokens_saved: int = 0
+    # Masked requests whose tokens the proxy could not count (not in
+    # tokens_saved).
+    masked_requests_uncounted: int = 0
+    tool_chars_saved: int = 0
+    body_bytes_saved: int = 0
+    mask_ms: float = 0.0
+    # Requests whose answer carried the provider's usage report, and its sums.
+    provider_reports: int = 0
+    provider: Counter[str] = field(default_factory=Counter)
+
+    def add(self, facts: RequestFacts) -> None:
+        self.requests += 1
+        if facts.action == "masked":
+            self.masked += 1
+        elif facts.action == "unchanged":
+            self.unchanged += 1
+        else:
+            self.passed_through += 1
+        self.held_out += facts.held_out
+        self.tool_results_masked += facts.masked_results
+        self.tool_results_clipped += facts.clipped_results
+        self.tool_results_recalled += facts.recalled_results
+        if facts.tokens_saved is None:
+            self.masked_requests_uncounted += 1
+        else:
+            self.tokens_saved += facts.tokens_saved
+        self.tool_chars_saved += facts.tool_chars_saved
+        self.body_bytes_saved += facts.body_bytes_saved
+        self.mask_ms += facts.mask_ms or 0.0
+        if facts.provider:
+            self.provider_reports += 1
+            self.provider.update(facts.provider)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "requests": self.requests,
+            "masked": self.masked,
+            "unchanged": self.unchanged,
+            "passed_through": self.passed_through,
+            "held_out": self.held_out,
+            "tool_results_masked": self.tool_results_masked,
+            "tool_results_clipped": self.tool_results_clipped,
+            "tool_results_recalled": self.tool_results_recalled,
+            "tokens_saved": self.tokens_saved,
+            "masked_requests_uncounted": self.masked_requests_uncounted,
+            "tool_chars_saved": self.tool_chars_saved,
+            "body_bytes_saved": self.body_bytes_saved,
+            "mask_ms": round(self.mask_ms, 3),
+            "provider_reports": self.provider_reports,
+            "provider": {name: self.provider[name] for name in PROVIDER_FIELDS},
+        }
+
+
+@dataclass
+class McpFigures:
+    """MCP flows added up."""
+
+    answers: int = 0
+    answers_truncated: int = 0
+    messages_truncated: int = 0
+    strings_cut: int = 0
+    chars_saved: int = 0
+    tokens_saved: int = 0
+    # Cut answers whose tokens the proxy could not count (not in tokens_saved).
+    answers_uncounted: int = 0
+    gateway_errors: int = 0
+
+    def add(self, facts: McpFacts) -> None:
+        self.answers += 1
+        self.answers_truncated += facts.truncated
+        self.messages_truncated += facts.messages_truncated
+        self.strings_cut += facts.strings_cut
+        self.chars_saved += facts.chars_saved
+        if facts.tokens_saved is None:
+            self.answers_uncounted += 1
+        else:
+            self.tokens_saved += facts.tokens_saved
+        self.gateway_errors += facts.gateway_error
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "answers": self.answers,
+            "answers_truncated": self.answers_truncated,
+            "messages_truncated": self.messages_truncated,
+            "strings_cut": self.strings_cut,
+            "chars_saved": self.chars_saved,
+            "tokens_saved": self.tokens_saved,
+            "answers_uncounted": self.answers_uncounted,
+            "gateway_errors": self.gateway_errors,
+        }

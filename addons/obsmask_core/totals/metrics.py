@@ -1,0 +1,100 @@
+"""The totals as Prometheus metrics (``/obsmask/metrics``), for teams that
+run obsmask as a shared service.
+
+The counters are read from the totals at each scrape (a collector, not a
+second set of books), so the metrics and ``/obsmask/totals`` always agree;
+the histogram of the masking time is the one metric kept here. Each proxy
+has a registry of its own: nothing of obsmask lands in prometheus_client's
+global registry (a second proxy in the same process, or a test, starts from
+zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from obsmask_core.totals.facts import PROVIDER_FIELDS
+from obsmask_core.totals.totals import Totals
+
+# The rewrite takes about a millisecond per 100 kB of body.
+MASK_SECONDS_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+                        2.0, 5.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class TotalsCollector(Collector):
+    """Counters and gauges from the totals, at each scrape."""
+
+    def __init__(self, totals: Totals) -> None:
+        self.totals = totals
+
+    def collect(self) -> Iterator[Metric]:
+        r, m = self.totals.requests, self.totals.mcp
+        requests = CounterMetricFamily(
+            "obsmask_conversation_requests", "Conversation requests seen, by what obsmask did.",
+            labels=["action"])
+        for action, count in (("masked", r.masked), ("unchanged", r.unchanged),
+                              ("passed_through", r.passed_through)):
+            requests.add_metric([action], count)
+        yield requests
+        results = CounterMetricFamily(
+            "obsmask_tool_results", "Tool results shortened (masked, clipped) or put back "
+            "(recalled), summed over requests.", labels=["decision"])
+        for decision, count in (("masked", r.tool_results_masked),
+                                ("clipped", r.tool_results_clipped),
+                                ("recalled", r.tool_results_recalled)):
+            results.add_metric([decision], count)
+        yield results
+        saved = CounterMetricFamily(
+            "obsmask_tokens_saved", "Tokens not sent (tiktoken's count), by feature.",
+            labels=["feature"])
+        saved.add_metric(["conversation"], r.tokens_saved)
+        saved.add_metric(["mcp"], m.tokens_saved)
+        yield saved
+        provider = CounterMetricFamily(
+            "obsmask_provider_tokens", "Tokens the provider reported in its answers, by "
+            "kind (as reported: OpenAI's input includes the cached part, Anthropic's does "
+            "not).", labels=["kind"])
+        for name in PROVIDER_FIELDS:
+            provider.add_metric([name.removesuffix("_tokens")], r.provider[name])
+        yield provider
+        bill = GaugeMetricFamily(
+            "obsmask_bill_estimated_tokens", "The bill of all conversations so far, "
+            "estimated by the ledger in input tokens at the base price, with and without "
+            "masking.", labels=["price_model", "masking"])
+        for total in self.totals.bill_totals():
+            bill.add_metric([total.price_model, "on"], total.with_masking)
+            bill.add_metric([total.price_model, "off"], total.without_masking)
+        yield bill
+        yield GaugeMetricFamily("obsmask_conversations", "Conversations seen.",
+                                value=self.totals.conversations_seen)
+        mcp = CounterMetricFamily("obsmask_mcp_answers", "MCP answers seen, by action.",
+                                  labels=["action"])
+        mcp.add_metric(["truncated"], m.answers_truncated)
+        mcp.add_metric(["unchanged"], m.answers - m.answers_truncated)
+        yield mcp
+        yield CounterMetricFamily("obsmask_mcp_strings_cut", "Long strings cut in MCP "
+                                  "answers.", value=m.strings_cut)
+
+
+class Metrics:
+    """One proxy's registry: the totals' collector and the masking time."""
+
+    def __init__(self, totals: Totals) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(TotalsCollector(totals))
+        self.mask_seconds = Histogram(
+            "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
+            "verify), per conversation request.", buckets=MASK_SECONDS_BUCKETS,
+            registry=self.registry)
+
+    def observe_mask_ms(self, mask_ms: float) -> None:
+        self.mask_seconds.observe(mask_ms / 1000)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,179 @@
+"""The totals of a run: every flow's facts added once, per conversation and
+for the whole run, and what they come to under the price model."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from obsmask_core.totals.facts import BillFacts, McpFacts, RequestFacts
+from obsmask_core.totals.figures import McpFigures, RequestFigures
+
+CENTS_PER_DOLLAR = 100
+TOKENS_PER_MILLION = 1_000_000
+
+
+def dollars(tokens: float, cents_per_million: int) -> float:
+    return tokens * cents_per_million / TOKENS_PER_MILLION / CENTS_PER_DOLLAR
+
+
+@dataclass
+class ConversationEntry:
+    figures: RequestFigures = field(default_factory=RequestFigures)
+    # The ledger's bill at the conversation's latest request (the most
+    # requests: answers may end out of order).
+    bill: BillFacts | None = None
+
+
+@dataclass(frozen=True)
+class BillTotal:
+    """The latest bill of every conversation under one price model, added up
+    (estimates, in input tokens at the base price)."""
+
+    price_model: str
+    conversations: int
+    with_masking: float
+    without_masking: float
+
+    def as_json(self, cents_per_million: int) -> dict[str, object]:
+        saved = self.without_masking - self.with_masking
+        out: dict[str, object] = {
+            "conversations": self.conversations,
+            "estimated_with_masking": round(self.with_masking, 1),
+            "estimated_without_masking": round(self.without_masking, 1),
+            "estimated_saved": round(saved, 1),
+            "ratio": round(self.with_masking / self.without_masking, 4)
+            if self.without_masking else None,
+        }
+        if cents_per_million:
+            out["estimated_saved_usd"] = round(dollars(saved, cents_per_million), 4)
+        return out
+
+
+class Totals:
+    """Adds up the facts of each flow once.
+
+    The whole run's figures count every flow; the figures of the most
+    recently active ``conversations_kept`` conversations are kept one by
+    one. The latest bill of every conversation is kept (four numbers each),
+    so the run's bill is exact whatever the number of conversations.
+    """
+
+    def __init__(self, conversations_kept: int = 1000, cents_per_million: int = 0) -> None:
+        self.conversations_kept = conversations_kept
+        self.cents_per_million = cents_per_million
+        self.started = time.time()
+        self.requests = RequestFigures()
+        self.mcp = McpFigures()
+        self.conversations: OrderedDict[str, ConversationEntry] = OrderedDict()
+        # Every conversation seen, with its latest bill (None: no ledger).
+        self._latest: dict[str, BillFacts | None] = {}
+
+    def add_flow(self, conversation_facts: object, mcp_facts: object) -> RequestFacts | None:
+        """Add one finished flow's metadata values (either may be absent);
+        the conversation request's facts, if it was one."""
+        request = RequestFacts.read(conversation_facts)
+        if request is not None:
+            self._add_request(request)
+        mcp = McpFacts.read(mcp_facts)
+        if mcp is not None:
+            self.mcp.add(mcp)
+        return request
+
+    def _add_request(self, facts: RequestFacts) -> None:
+        self.requests.add(facts)
+        if facts.conversation is None:
+            return
+        entry = self.conversations.pop(facts.conversation, None) or ConversationEntry()
+        self.conversations[facts.conversation] = entry  # now the most recent
+        while len(self.conversations) > self.conversations_kept:
+            self.conversations.popitem(last=False)
+        entry.figures.add(facts)
+        bill, latest = facts.bill, self._latest.get(facts.conversation)
+        if bill is not None and (latest is None or bill.requests >= latest.requests):
+            latest = entry.bill = bill
+        self._latest[facts.conversation] = latest
+
+    @property
+    def conversations_seen(self) -> int:
+        return len(self._latest)
+
+    def bill_totals(self) -> list[BillTotal]:
+        """The bill of all conversations so far, per price model."""
+        sums: dict[str, list[float]] = {}
+        for bill in self._latest.values():
+            if bill is None:
+                continue
+            figures = sums.setdefault(bill.price_model, [0, 0.0, 0.0])
+            figures[0] += 1
+            figures[1] += bill.with_masking
+            figures[2] += bill.without_masking
+        return [BillTotal(model, int(n), with_masking, without_masking)
+                for model, (n, with_masking, without_masking) in sorted(sums.items())]
+
+    def as_json(self, *, conversations: bool = True) -> dict[str, object]:
+        """The totals as one JSON document (``/obsmask/totals``)."""
+        out: dict[str, object] = {
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "conversations_seen": self.conversations_seen,
+            "requests": self.requests.as_json(),
+            "bill": {total.price_model: total.as_json(self.cents_per_million)
+                     for total in self.bill_totals()},
+            "mcp": self.mcp.as_json(),
+        }
+        if conversations:
+            out["conversations"] = {
+                name: _conversation_json(entry, self.cents_per_million)
+                for name, entry in self.conversations.items()}
+        return out
+
+    def summary_lines(self) -> list[str]:
+        """The end-of-run summary, a few log lines."""
+        r, m = self.requests, self.mcp
+        lines = [
+            f"totals: {r.requests:,} conversation request(s): {r.masked:,} masked, "
+            f"{r.unchanged:,} unchanged, {r.passed_through:,} passed through"
+            + (f" ({r.held_out:,} held out)" if r.held_out else "")
+            + f"; {r.tool_results_masked:,} tool results masked"
+            + (f", {r.tool_results_clipped:,} clipped" if r.tool_results_clipped else "")
+            + (f", {r.tool_results_recalled:,} recalled" if r.tool_results_recalled else "")
+            + f"; {r.tokens_saved:,} input tokens not sent"
+            + (f" ({r.masked_requests_uncounted:,} masked request(s) not counted)"
+               if r.masked_requests_uncounted else ""),
+        ]
+        for total in self.bill_totals():
+            saved = total.without_masking - total.with_masking
+            ratio = f" ({total.with_masking / total.without_masking - 1:+.1%})" \
+                if total.without_masking else ""
+            money = (f", about ${dollars(saved, self.cents_per_million):,.2f}"
+                     if self.cents_per_million else "")
+            lines.append(
+                f"totals: bill estimate ({total.price_model}, {total.conversations:,} "
+                f"conversation(s)): {total.with_masking:,.0f} input tokens at base price with "
+                f"masking, {total.without_masking:,.0f} without{ratio}; saved "
+                f"{saved:,.0f}{money}")
+        if r.provider_reports:
+            p = r.provider
+            lines.append(
+                f"totals: the provider reported {r.provider_reports:,} answer(s): "
+                f"{p['input_tokens']:,} input, {p['cached_input_tokens']:,} cached input, "
+                f"{p['cache_creation_input_tokens']:,} written to the cache, "
+                f"{p['output_tokens']:,} output tokens")
+        if m.answers:
+            lines.append(
+                f"totals: {m.answers:,} MCP answer(s), {m.answers_truncated:,} cut "
+                f"({m.strings_cut:,} string(s)): {m.chars_saved:,} chars and "
+                f"{m.tokens_saved:,} tokens saved"
+                + (f" ({m.answers_uncounted:,} not counted)" if m.answers_uncounted else ""))
+        return lines
+
+
+def _conversation_json(entry: ConversationEntry, cents_per_million: int) -> dict[str, object]:
+    out = entry.figures.as_json()
+    if (bill := entry.bill) is not None:
+        figures = BillTotal(bill.price_model, 1, bill.with_masking,
+                            bill.without_masking).as_json(cents_per_million)
+        del figures["conversations"]
+        out["bill"] = {"price_model": bill.price_model, "requests": bill.requests, **figures}
+    return out

@@ -1,0 +1,195 @@
+"""The totals: every flow's facts added once, per conversation and for the
+whole run; what a flow file may hold that is not a fact counts as absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from obsmask_core.totals.facts import McpFacts, RequestFacts
+from obsmask_core.totals.metrics import Metrics
+from obsmask_core.totals.totals import Totals
+
+Json = dict[str, object]
+
+
+def masked(conversation: str, requests: int, *, saved: int = 100, usage: Json | None = None,
+           with_masking: float = 900.0, without_masking: float = 1000.0,
+           mask_ms: float = 2.5) -> Json:
+    """A masked request's metadata, as the conversation addon writes it."""
+    facts: Json = {
+        "action": "masked", "format": "chat", "masked_tool_results": 2,
+        "clipped_tool_results": 1, "tool_results": 9, "tool_chars_before": 5000,
+        "tool_chars_after": 1000, "masked_tokens_before": saved + 20,
+        "masked_tokens_after": 20, "body_bytes_before": 8000, "body_bytes_after": 4000,
+        "conversation": conversation, "mask_ms": mask_ms,
+        "bill": {"price_model": "anthropic", "requests": requests,
+                 "estimated_with_masking": with_masking,
+                 "estimated_without_masking": without_masking},
+    }
+    if usage is not None:
+        facts["provider_usage"] = usage
+    return facts
+
+
+def test_each_action_is_counted_and_only_masked_requests_save_anything():
+    totals = Totals()
+    totals.add_flow(masked("c-a", 1), None)
+    totals.add_flow({"action": "unchanged", "format": "chat", "reason": "nothing to mask",
+                     "conversation": "c-a"}, None)
+    totals.add_flow({"action": "passed_through", "format": "chat", "reason": "bad"}, None)
+    r = totals.requests
+    assert (r.requests, r.masked, r.unchanged, r.passed_through) == (3, 1, 1, 1)
+    assert (r.tool_results_masked, r.tool_results_clipped) == (2, 1)
+    assert (r.tokens_saved, r.tool_chars_saved, r.body_bytes_saved) == (100, 4000, 4000)
+    assert totals.conversations_seen == 1  # the passed-through one has no name
+
+
+def test_a_masked_request_whose_tokens_were_not_counted_is_said_so_not_added_as_zero():
+    totals = Totals()
+    facts = masked("c-a", 1)
+    facts["masked_tokens_before"] = facts["masked_tokens_after"] = None
+    totals.add_flow(facts, None)
+    totals.add_flow(masked("c-a", 2, saved=50), None)
+    assert totals.requests.tokens_saved == 50
+    assert totals.requests.masked_requests_uncounted == 1
+
+
+def test_the_run_s_bill_adds_each_conversation_s_latest_bill_once():
+    """Each request's bill is the conversation's bill so far: the run's bill
+    is the sum of every conversation's latest one, whatever order the
+    answers ended in."""
+    totals = Totals()
+    totals.add_flow(masked("c-a", 2, with_masking=180, without_masking=200), None)
+    totals.add_flow(masked("c-a", 1, with_masking=100, without_masking=100), None)  # late
+    totals.add_flow(masked("c-b", 1, with_masking=50, without_masking=60), None)
+    (total,) = totals.bill_totals()
+    assert (total.price_model, total.conversations) == ("anthropic", 2)
+    assert (total.with_masking, total.without_masking) == (230, 260)
+    document = totals.as_json()
+    bill = document["bill"]
+    assert isinstance(bill, dict) and bill["anthropic"]["estimated_saved"] == 30
+
+
+def test_the_provider_s_figures_are_summed_as_reported():
+    totals = Totals()
+    totals.add_flow(masked("c-a", 1, usage={"input_tokens": 10, "cached_input_tokens": 90,
+                                            "cache_creation_input_tokens": 5,
+                                            "output_tokens": 7}), None)
+    totals.add_flow(masked("c-a", 2, usage={"input_tokens": 3, "output_tokens": 1}), None)
+    totals.add_flow(masked("c-a", 3), None)  # no report
+    r = totals.requests
+    assert r.provider_reports == 2
+    assert dict(r.provider) == {"input_tokens": 13, "cached_input_tokens": 90,
+                                "cache_creation_input_tokens": 5, "output_tokens": 8}
+
+
+def test_mcp_answers_are_counted_and_cut_ones_add_their_savings():
+    totals = Totals()
+    totals.add_flow(None, {"mcp": "method"})
+    totals.add_flow(None, {"action": "truncated", "messages_truncated": 1, "strings_cut": 2,
+                           "chars_before": 100_000, "chars_after": 4_000,
+                           "tokens_saved": 20_000})
+    totals.add_flow(None, {"action": "truncated", "strings_cut": 1, "chars_before": 9_000,
+                           "chars_after": 4_000, "tokens_saved": None})
+    totals.add_flow(None, {"gateway_server": "fs", "gateway_error": -32050})
+    m = totals.mcp
+    assert (m.answers, m.answers_truncated, m.strings_cut) == (4, 2, 3)
+    assert (m.chars_saved, m.tokens_saved, m.answers_uncounted) == (101_000, 20_000, 1)
+    assert m.gateway_errors == 1
+
+
+@pytest.mark.parametrize("value", [
+    None, 5, "masked", [], {"action": "rewritten"}, {"no": "action"},
+])
+def test_metadata_that_is_not_a_conversation_request_is_not_counted(value: object):
+    assert RequestFacts.read(value) is None
+    totals = Totals()
+    totals.add_flow(value, None)
+    assert totals.requests.requests == 0
+
+
+def test_a_wrong_value_in_a_flow_file_counts_as_absent():
+    facts = masked("c-a", 1)
+    facts.update({"masked_tool_results": "two", "mask_ms": True, "masked_tokens_before": -3,
+                  "bill": {"price_model": "anthropic", "requests": "1"},
+                  "provider_usage": {"input_tokens": 1.5, "output_tokens": 4}})
+    read = RequestFacts.read(facts)
+    assert read is not None
+    assert (read.masked_results, read.mask_ms, read.tokens_saved, read.bill) == (
+        0, None, None, None)
+    assert read.provider == {"output_tokens": 4}
+    assert McpFacts.read("truncated") is None
+
+
+def test_only_the_most_recent_conversations_are_kept_one_by_one_but_all_are_counted():
+    totals = Totals(conversations_kept=2)
+    for name in ("c-a", "c-b", "c-c", "c-a"):
+        totals.add_flow(masked(name, 1, with_masking=1, without_masking=2), None)
+    assert list(totals.conversations) == ["c-c", "c-a"]
+    assert totals.conversations_seen == 3
+    assert totals.requests.requests == 4
+    (total,) = totals.bill_totals()
+    assert total.conversations == 3
+
+
+def test_the_saving_is_given_in_dollars_only_with_a_price():
+    totals = Totals(cents_per_million=300)
+    totals.add_flow(masked("c-a", 1, with_masking=0, without_masking=2_000_000), None)
+    bill = totals.as_json()["bill"]
+    assert isinstance(bill, dict) and bill["anthropic"]["estimated_saved_usd"] == 6.0
+    assert "about $6.00" in "\n".join(totals.summary_lines())
+    plain = Totals()
+    plain.add_flow(masked("c-a", 1), None)
+    plain_bill = plain.as_json()["bill"]
+    assert isinstance(plain_bill, dict) and "estimated_saved_usd" not in plain_bill["anthropic"]
+
+
+def test_the_summary_names_each_kind_of_figure_it_has():
+    totals = Totals()
+    assert len(totals.summary_lines()) == 1  # the requests line, even at zero
+    totals.add_flow(masked("c-a", 1, usage={"input_tokens": 10}),
+                    {"action": "truncated", "strings_cut": 1, "chars_before": 10,
+                     "chars_after": 4, "tokens_saved": 2})
+    text = "\n".join(totals.summary_lines())
+    assert "1 conversation request(s): 1 masked" in text
+    assert "bill estimate (anthropic, 1 conversation(s)): 900 input tokens" in text
+    assert "the provider reported 1 answer(s): 10 input" in text
+    assert "1 MCP answer(s), 1 cut (1 string(s))" in text
+
+
+def exposition_values(text: str) -> dict[str, float]:
+    """Sample lines of the Prometheus text format, by name and labels."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def test_the_metrics_are_read_from_the_totals_at_each_scrape():
+    totals = Totals()
+    metrics = Metrics(totals)
+    before = exposition_values(metrics.exposition().decode())
+    assert before['obsmask_conversation_requests_total{action="masked"}'] == 0
+    totals.add_flow(masked("c-a", 1, usage={"cached_input_tokens": 70}),
+                    {"action": "truncated", "strings_cut": 3, "tokens_saved": 9})
+    metrics.observe_mask_ms(2.5)
+    after = exposition_values(metrics.exposition().decode())
+    assert after['obsmask_conversation_requests_total{action="masked"}'] == 1
+    assert after['obsmask_tool_results_total{decision="masked"}'] == 2
+    assert after['obsmask_tokens_saved_total{feature="conversation"}'] == 100
+    assert after['obsmask_tokens_saved_total{feature="mcp"}'] == 9
+    assert after['obsmask_provider_tokens_total{kind="cached_input"}'] == 70
+    assert after['obsmask_bill_estimated_tokens{masking="on",price_model="anthropic"}'] == 900
+    assert after['obsmask_mcp_strings_cut_total'] == 3
+    assert after["obsmask_mask_seconds_count"] == 1
+    assert after['obsmask_mask_seconds_bucket{le="0.005"}'] == 1
+    assert after['obsmask_mask_seconds_bucket{le="0.002"}'] == 0
+
+
+def test_two_proxies_in_one_process_keep_their_own_metrics():
+    first, second = Metrics(Totals()), Metrics(Totals())
+    first.observe_mask_ms(1.0)
+    assert exposition_values(first.exposition().decode())["obsmask_mask_seconds_count"] == 1
+    assert exposition_values(second.exposition().decode())["obsmask_mask_seconds_count"] == 0
