@@ -88,6 +88,17 @@ def test_missing_default_file_means_defaults(tmp_path, monkeypatch):
         assert addon.config_path is None
 
 
+def test_the_built_in_defaults_with_no_file_get_their_start_up_line_too(tmp_path, monkeypatch,
+                                                                        caplog):
+    monkeypatch.chdir(tmp_path)
+    settings, addon = masking_addons()
+    with caplog.at_level(logging.INFO), taddons.context(settings, addon) as tctx:
+        tctx.configure(addon, obsmask_config=None)
+    lines = [r.getMessage() for r in caplog.records if "conversation masking" in r.getMessage()]
+    assert lines == ["obsmask: conversation masking on: window 8 tool turns, keep_errors=on, "
+                     "keep_last_k_per_tool=0 (settings: built-in defaults)"]
+
+
 def test_default_file_in_current_directory_is_read(tmp_path, monkeypatch):
     (tmp_path / "mitm.toml").write_text("[observation_masking.schema1]\nwindow_turns = 2\n")
     monkeypatch.chdir(tmp_path)

@@ -65,6 +65,7 @@ class ConversationMasking:
         self.policy = MaskPolicy()
         self.routes = Routes()
         self.config_path: str | None = None
+        self._described = False
         self.tokens = tokens or TokenCounter()
         self._options: set[str] = set(FILE_OPTIONS)
 
@@ -82,8 +83,10 @@ class ConversationMasking:
                                    lambda: policy_values(config, profile))
         policy, source = self.settings.switched(policy, PREFIX, config, POLICY_SECTION,
                                                 profile=profile)
-        if policy != self.policy or config.path != self.config_path:
-            self.policy, self.config_path = policy, config.path
+        # The start-up line, and again whenever the policy or its file
+        # changes (the built-in defaults with no file get one too).
+        if policy != self.policy or config.path != self.config_path or not self._described:
+            self.policy, self.config_path, self._described = policy, config.path, True
             logger.info("obsmask: %s", describe_policy(policy, source))
 
     def running(self) -> None:
