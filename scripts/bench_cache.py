@@ -55,8 +55,9 @@ Sessions:
   format); a body whose list continues in a later body of the same format
   is one of that body's prefixes and is dropped, every other body is
   replayed by its prefixes like a JSON file (so a file holding two
-  conversations gives two sessions). Record such a file with masking off: a
-  flow saved by the masking proxy holds the masked body.
+  conversations gives two sessions; moved ``cache_control`` breakpoints do
+  not split one). A flow that the proxy masked is read from its backup:
+  the body as the client sent it.
 
 Per policy and request: the request's list is masked with ``mask_items``
 and the session's wire format (masking is a pure function of the request,

@@ -1,22 +1,110 @@
-"""The POST requests of a mitmproxy flow file (.mitm), for the benchmarks
-that replay recorded traffic."""
+"""The HTTP requests of a mitmproxy flow file (.mitm), as the client sent
+them, for the scripts that replay recorded traffic.
+
+A flow recorded through obsmask holds the masked request, which is what
+went to the provider; the client's own request is in the flow's backup
+(obsmask calls ``flow.backup()`` before it rewrites a body, and mitmproxy
+saves the backup with the flow: the "backup" key of its state). Every reader
+here takes the backup's request when there is one, so that a session
+recorded with masking on replays like one recorded with masking off.
+"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchlib.errors import BenchError
+
+if TYPE_CHECKING:  # mitmproxy is imported when a file is read, not by every benchmark
+    from mitmproxy.http import HTTPFlow, Request
+
+# flow.metadata key under which obsmask leaves its per-flow summary
+# (obsmask_core.mitm.flows.CONVERSATION_METADATA; that module loads the
+# addon's mitmproxy side, which a reader of files does not need).
+OBSMASK_METADATA = "obsmask"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One HTTP request of a flow file, as the client sent it."""
+
+    number: int  # its place among the file's HTTP flows, from 1
+    method: str
+    path: str  # without the query (clients put keys there)
+    host: str  # the Host header or the authority asked for (mitmproxy's pretty_host)
+    # The body decoded from any content-encoding (empty if none); None when
+    # it was not recorded (streamed with stream_large_bodies) or cannot be
+    # decoded.
+    body: bytes | None
+    # The flow has a backup whose request differs from the one that went
+    # out: ``body`` is the backup's (the client's), not what was forwarded.
+    from_backup: bool
+    # What obsmask left in flow.metadata["obsmask"] (action, provider_usage...).
+    obsmask: dict[str, object] = field(default_factory=dict)
+
+
+def _backup_request(state: object) -> Request | None:
+    """The request of the flow state that ``flow.backup()`` saved, or None."""
+    from mitmproxy.flow import Flow
+    from mitmproxy.http import HTTPFlow
+
+    if not isinstance(state, dict) or not isinstance(state.get("request"), dict):
+        return None
+    try:
+        # from_state consumes what it is given: a copy, so the flow keeps its backup.
+        saved = Flow.from_state(copy.deepcopy(state))
+    except (AssertionError, KeyError, TypeError, ValueError):
+        return None  # a backup of another flow format: no original to read
+    return saved.request if isinstance(saved, HTTPFlow) else None
+
+
+def _as_recorded(flow: HTTPFlow, number: int) -> RecordedRequest:
+    # mitmproxy keeps the backup on a private attribute: the flow state
+    # that flow.backup() saved (None if it never ran).
+    original = _backup_request(getattr(flow, "_backup", None))
+    request = original if original is not None else flow.request
+    try:
+        body = request.get_content(strict=True) or b"" if request.raw_content is not None else None
+    except ValueError:  # an encoding that cannot be undone
+        body = None
+    metadata = flow.metadata.get(OBSMASK_METADATA)
+    return RecordedRequest(
+        number=number,
+        method=request.method,
+        path=request.path.split("?", 1)[0],
+        host=request.pretty_host,
+        body=body,
+        from_backup=request.raw_content != flow.request.raw_content,
+        obsmask=dict(metadata) if isinstance(metadata, dict) else {},
+    )
+
+
+def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
+    """Every HTTP request of the file, in the file's order, each as the
+    client sent it; BenchError if the file cannot be read as flows."""
+    from mitmproxy import exceptions, io
+    from mitmproxy.http import HTTPFlow
+
+    try:
+        with open(path, "rb") as file:
+            flows = (flow for flow in io.FlowReader(file).stream() if isinstance(flow, HTTPFlow))
+            for number, flow in enumerate(flows, start=1):
+                yield _as_recorded(flow, number)
+    except exceptions.FlowReadException as e:
+        raise BenchError(f"{path}: not a mitmproxy flow file ({e})") from None
+    except OSError as e:
+        raise BenchError(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def post_bodies(path: Path) -> Iterator[tuple[str, bytes]]:
     """(route, body) of every HTTP POST in the file, in order: the route is
-    the request's path without its query, the body decoded from any
-    content-encoding (empty if there is none)."""
-    from mitmproxy import io
-    from mitmproxy.http import HTTPFlow
-
-    with open(path, "rb") as file:
-        for flow in io.FlowReader(file).stream():
-            if not isinstance(flow, HTTPFlow) or flow.request.method != "POST":
-                continue
-            route = flow.request.path.split("?", 1)[0]
-            yield route, flow.request.get_content(strict=False) or b""
+    the request's path without its query, the body the client's (the
+    flow's backup when obsmask masked it), decoded from any
+    content-encoding (empty if there is none or it cannot be decoded)."""
+    for request in recorded_requests(path):
+        if request.method == "POST":
+            yield request.path, request.body or b""

@@ -52,7 +52,7 @@ def _as_option(item: Setting, value: object) -> object:
     return value
 
 
-def _from_option(item: Setting, value: object) -> object:
+def from_option(item: Setting, value: object) -> object:
     """An option's value in the form the setting's check takes."""
     if item.kind == "pairs" and isinstance(value, (list, tuple)):
         return [str(pair).split(PAIR_SEPARATOR, 1) for pair in value]
@@ -83,7 +83,7 @@ def option_values(cls: type, prefix: str, *, only_set: bool) -> dict[str, object
         if only_set and not set_explicitly(name):
             continue
         try:
-            values[item.key] = typed_value(item, _from_option(item, getattr(ctx.options, name)))
+            values[item.key] = typed_value(item, from_option(item, getattr(ctx.options, name)))
         except SettingError as e:
             refuse(f"obsmask: {name}: {e.message}")
     return values

@@ -1,6 +1,7 @@
 """The conversations bench_cache replays: real sessions from a folder, and
-``--input`` files (a request body, or the conversations of a .mitm file), in
-any of the three wire formats (``benchlib.cache.formats``)."""
+``--input`` files (a request body, or the conversations of a .mitm file, read
+as the client sent them), in any of the three wire formats
+(``benchlib.cache.formats``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from benchlib.cache.formats import FORMAT_NAMES, body_format, conversation, requ
 from benchlib.errors import BenchError
 from benchlib.flows import post_bodies
 from benchlib.one_request.inputs import ROUTE_SUFFIXES
+from obsmask_core.conversation.holdout import IGNORED_KEYS
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat
 
 
@@ -40,9 +42,12 @@ class Session:
 Body = tuple[list[object], object, WireFormat]  # (list, preamble, format)
 
 
-def _read_body(path: Path) -> Body:
+def read_body(path: Path) -> Body:
+    """The conversation of a request body file, in the format its shape says."""
     try:
         document = json.loads(path.read_bytes())
+    except OSError as e:
+        raise BenchError(f"{path}: cannot be read ({e.strerror})") from e
     except ValueError as e:
         raise BenchError(f"{path}: not JSON ({e})") from e
     fmt = body_format(document)
@@ -64,7 +69,7 @@ def load_real_sessions(folder: Path, formats: Sequence[str] = FORMAT_NAMES) -> l
              if by_format else sorted(folder.glob("*.json")))
     sessions = []
     for path in paths:
-        items, preamble, fmt = _read_body(path)
+        items, preamble, fmt = read_body(path)
         if by_format and fmt.name != path.parent.name:
             raise BenchError(f"{path}: a {fmt.name} body in the {path.parent.name} folder")
         if fmt.name in formats:
@@ -75,13 +80,56 @@ def load_real_sessions(folder: Path, formats: Sequence[str] = FORMAT_NAMES) -> l
     return sessions
 
 
-def _is_prefix(short: list[object], long: list[object]) -> bool:
-    return len(short) <= len(long) and long[: len(short)] == short
+def same_item(a: object, b: object) -> bool:
+    """Equal, but for cache breakpoints (``cache_control``, holdout's
+    IGNORED_KEYS): clients move them from request to request (Claude Code
+    marks the last message of each), so an item of a later request may
+    carry one where the same item had none, or lose it."""
+    if a == b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = a.keys() - IGNORED_KEYS
+        return keys == b.keys() - IGNORED_KEYS and all(same_item(a[k], b[k]) for k in keys)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(same_item, a, b))
+    return False
+
+
+def continues(short: Body, long: Body) -> bool:
+    """Does ``long`` carry on ``short``'s conversation: the same format, and
+    ``short``'s list the start of ``long``'s (or all of it), cache
+    breakpoints aside (``same_item``)?"""
+    (short_items, _, short_format), (long_items, _, long_format) = short, long
+    if short_format is not long_format or len(short_items) > len(long_items):
+        return False
+    end = len(short_items)
+    # The last item first: most bodies that are no prefix differ there. Then
+    # the whole prefix at C speed, item by item only when that fails.
+    return not end or (same_item(short_items[-1], long_items[end - 1])
+                       and (long_items[:end] == short_items
+                            or all(map(same_item, short_items, long_items))))
+
+
+def last_bodies(bodies: Sequence[Body]) -> list[int]:
+    """The positions of the bodies that end a conversation: every body but
+    those another body of the same format continues (a longer one, or an
+    equal one later in the list: a retry). The order of the bodies only
+    decides between equal ones, so flows written out of order still give
+    one conversation each."""
+    return [
+        position for position, body in enumerate(bodies)
+        if not any(
+            continues(body, other)
+            and (len(other[0]) > len(body[0]) or other_position > position)
+            for other_position, other in enumerate(bodies) if other_position != position
+        )
+    ]
 
 
 def _flow_bodies(path: Path) -> list[Body]:
     """The conversations of the POSTs of a .mitm file to the addon's default
-    routes, each of the format of its route."""
+    routes, each of the format of its route; each body is the client's (the
+    flow's backup when obsmask masked it)."""
     bodies: list[Body] = []
     for route, content in post_bodies(path):
         route_format = next((f for suffix, f in ROUTE_SUFFIXES if route.endswith(suffix)), None)
@@ -100,23 +148,19 @@ def _flow_bodies(path: Path) -> list[Body]:
 def load_input(path: Path) -> list[Session]:
     """A request body, or the conversations of a .mitm file: its POST bodies
     to the addon's default routes (``.../chat/completions``, ``.../v1/messages``,
-    ``.../v1/responses``, which give the format), where a body whose list
-    continues in a later body of the same format is one of that body's
-    prefixes and is dropped."""
+    ``.../v1/responses``, which give the format), each the client's own
+    (the flow's backup when obsmask masked it), where a body whose list
+    continues in another body of the same format is one of that body's
+    prefixes and is dropped (``last_bodies``)."""
     if path.suffix != ".mitm":
-        items, preamble, fmt = _read_body(path)
+        items, preamble, fmt = read_body(path)
         return [Session(path.name, "input", items, fmt=fmt, preamble=preamble)]
     bodies = _flow_bodies(path)
-    last_bodies = [
-        (items, preamble, fmt)
-        for number, (items, preamble, fmt) in enumerate(bodies)
-        if not any(later_fmt is fmt and _is_prefix(items, later)
-                   for later, _, later_fmt in bodies[number + 1:])
-    ]
-    if not last_bodies:
+    ends = [bodies[position] for position in last_bodies(bodies)]
+    if not ends:
         raise BenchError(f"{path}: no POST to a chat, messages or responses route "
                          "with a JSON body")
     return [
         Session(f"{path.name}#{number}", "input", items, fmt=fmt, preamble=preamble)
-        for number, (items, preamble, fmt) in enumerate(last_bodies, start=1)
+        for number, (items, preamble, fmt) in enumerate(ends, start=1)
     ]

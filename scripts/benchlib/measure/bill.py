@@ -1,0 +1,84 @@
+"""One conversation replayed request by request, without obsmask and with
+the settings in force, by the cache benchmark's replay
+(``benchlib.cache.replay``): the bill of each under every price model, and
+a single request's estimate.
+
+The replay keeps, per price model, the bill so far after every request; a
+request's own cost is the step between two of those sums. Its input tokens
+are its cost under the model without a cache (one token, one unit), and
+the tokens it reads from the cache under a cache rule follow from its cost
+under a model of that rule: ``cost = read * cached + uncached * (tokens -
+cached)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchlib.cache.model import ALL_MODELS, CACHE_RULES, PriceModel, SessionBill
+from benchlib.cache.replay import PolicyRun, replay
+from benchlib.cache.sessions import Session
+from benchlib.cache.so_far import worst_so_far
+from benchlib.cache.tokens import MessageTokens
+from obsmask_core.conversation.policy import MaskPolicy
+
+# Masking off: the bill the conversation has without obsmask.
+WITHOUT_OBSMASK = MaskPolicy(enabled=False)
+# The model without a cache, and one model of each cache rule.
+FLAT_MODEL = next(model for model in ALL_MODELS if model.read == model.uncached)
+RULE_MODELS = {rule: next(model for model in ALL_MODELS if model.rule == rule)
+               for rule in CACHE_RULES}
+
+
+@dataclass(frozen=True)
+class RequestEstimate:
+    """The replay's figures for one request."""
+
+    input_tokens: int
+    cached: dict[str, int]  # cache rule -> tokens read from the cache
+
+
+def _own_cost(bill: SessionBill, model: PriceModel, index: int) -> float:
+    so_far = bill.so_far[model.name]
+    return so_far[index] - (so_far[index - 1] if index else 0.0)
+
+
+def request_estimate(bill: SessionBill, index: int) -> RequestEstimate:
+    """Request ``index`` (from 0) of a replayed bill."""
+    tokens = round(_own_cost(bill, FLAT_MODEL, index))
+    cached = {
+        rule: round((model.uncached * tokens - _own_cost(bill, model, index))
+                    / (model.uncached - model.read))
+        for rule, model in RULE_MODELS.items()
+    }
+    return RequestEstimate(tokens, cached)
+
+
+@dataclass(frozen=True)
+class ConversationBill:
+    """The replay of one conversation, without and with obsmask."""
+
+    without: PolicyRun
+    with_obsmask: PolicyRun
+
+    @property
+    def requests(self) -> int:
+        return self.without.bill.requests
+
+    def cost(self, model: PriceModel) -> tuple[float, float]:
+        """(without obsmask, with obsmask), in input tokens at the base price."""
+        return self.without.bill.cost[model.name], self.with_obsmask.bill.cost[model.name]
+
+    def worst_so_far(self, model: PriceModel) -> tuple[float, int] | None:
+        """The highest ratio of the bill so far with obsmask to the one
+        without, from the cache benchmark's first judged request on, and the
+        request (from 1) where it is reached; None for a short conversation."""
+        return worst_so_far(self.with_obsmask.bill.so_far[model.name],
+                            self.without.bill.so_far[model.name])
+
+
+def bill_conversation(session: Session, policy: MaskPolicy,
+                      tokens: MessageTokens) -> ConversationBill:
+    originals = [tokens.segment(message) for message in session.messages]
+    return ConversationBill(replay(session, WITHOUT_OBSMASK, tokens, originals),
+                            replay(session, policy, tokens, originals))

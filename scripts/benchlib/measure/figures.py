@@ -1,0 +1,128 @@
+"""The figures of a measurement, per conversation and in total: the bill
+without and with obsmask under each price model (the headline), the worst
+bill so far, the tokens, and the provider's own figures next to the
+replay's estimate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchlib.cache.model import CACHE_RULES, PriceModel
+from benchlib.measure.bill import ConversationBill
+from benchlib.measure.comparison import RequestComparison, comparisons
+from benchlib.measure.conversations import Conversation
+from benchlib.measure.prices import PRICED_MODELS, SENSITIVITY
+
+
+@dataclass(frozen=True)
+class ReportedModel:
+    """A price model of the report."""
+
+    name: str  # as the settings call it; a sensitivity model by its own name
+    replay: PriceModel
+    sensitivity: bool  # a harsher reading of a cache, not one of the settings' models
+
+    @property
+    def description(self) -> str:
+        return self.replay.description
+
+
+REPORTED_MODELS: tuple[ReportedModel, ...] = (
+    *(ReportedModel(model.name, model.replay, False) for model in PRICED_MODELS),
+    *(ReportedModel(model.name, model, True) for model in SENSITIVITY),
+)
+
+
+@dataclass(frozen=True)
+class Bill:
+    """Input tokens at the base input price, without and with obsmask."""
+
+    without: float
+    with_obsmask: float
+
+    @property
+    def ratio(self) -> float | None:
+        return self.with_obsmask / self.without if self.without else None
+
+    @property
+    def saved(self) -> float:
+        return self.without - self.with_obsmask
+
+    def __add__(self, other: Bill) -> Bill:
+        return Bill(self.without + other.without, self.with_obsmask + other.with_obsmask)
+
+
+@dataclass(frozen=True)
+class TokenFigures:
+    """Tokens summed over the replayed requests, (without, with) obsmask."""
+
+    input_tokens: tuple[int, int]
+    cached: dict[str, tuple[int, int]]  # cache rule -> tokens read from the cache
+    tool_results_last_request: int
+    masked_last_request: int  # with obsmask
+
+    def __add__(self, other: TokenFigures) -> TokenFigures:
+        return TokenFigures(
+            _pair_sum(self.input_tokens, other.input_tokens),
+            {rule: _pair_sum(self.cached[rule], other.cached[rule]) for rule in self.cached},
+            self.tool_results_last_request + other.tool_results_last_request,
+            self.masked_last_request + other.masked_last_request,
+        )
+
+
+def _pair_sum(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
+
+
+@dataclass(frozen=True)
+class ConversationFigures:
+    conversation: Conversation
+    requests: int  # replayed
+    bills: dict[str, Bill]  # per reported model
+    worst_so_far: dict[str, tuple[float, int] | None]  # (ratio, request from 1)
+    tokens: TokenFigures
+    comparisons: list[RequestComparison]
+
+
+def conversation_figures(conversation: Conversation, bill: ConversationBill) -> ConversationFigures:
+    without, with_obsmask = bill.without, bill.with_obsmask
+    tokens = TokenFigures(
+        (without.bill.input_tokens, with_obsmask.bill.input_tokens),
+        {rule: (without.bill.cached[rule], with_obsmask.bill.cached[rule])
+         for rule in CACHE_RULES},
+        with_obsmask.tool_results_last_request,
+        with_obsmask.masked_last_request,
+    )
+    return ConversationFigures(
+        conversation,
+        bill.requests,
+        {model.name: Bill(*bill.cost(model.replay)) for model in REPORTED_MODELS},
+        {model.name: bill.worst_so_far(model.replay) for model in REPORTED_MODELS},
+        tokens,
+        comparisons(conversation, bill),
+    )
+
+
+@dataclass(frozen=True)
+class TotalFigures:
+    conversations: int
+    requests: int  # replayed
+    recorded_requests: int
+    bills: dict[str, Bill]
+    tokens: TokenFigures
+
+
+def total_figures(conversations: Sequence[ConversationFigures]) -> TotalFigures:
+    bills = {model.name: Bill(0.0, 0.0) for model in REPORTED_MODELS}
+    tokens = TokenFigures((0, 0), dict.fromkeys(CACHE_RULES, (0, 0)), 0, 0)
+    for figures in conversations:
+        bills = {name: bill + figures.bills[name] for name, bill in bills.items()}
+        tokens = tokens + figures.tokens
+    return TotalFigures(
+        len(conversations),
+        sum(figures.requests for figures in conversations),
+        sum(len(figures.conversation.requests) for figures in conversations),
+        bills,
+        tokens,
+    )

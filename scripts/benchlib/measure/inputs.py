@@ -1,0 +1,146 @@
+"""The requests measure.py replays, read from its inputs as the client sent
+them, with what the recording says of each.
+
+An input is a mitmproxy flow file (``mitmdump -w``, or saved from mitmweb)
+or a request body (a JSON file; its format told by its shape, see
+``benchlib.cache.formats.body_format``). In a flow file, a request is a
+conversation request when the proxy would read it as one: the routes in
+force (``obsmask_*_route``, ``obsmask_hosts``) match it and give its
+format. Its body is the client's: the flow's backup when obsmask masked it
+(``benchlib.flows``), so a session recorded through obsmask measures like
+one recorded without it. A flow masked by obsmask whose original was not
+saved cannot be measured honestly and is skipped, and said so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchlib.cache.formats import conversation
+from benchlib.cache.sessions import Body, read_body
+from benchlib.errors import BenchError
+from benchlib.flows import RecordedRequest, recorded_requests
+from benchlib.measure.usage import usage_from_metadata
+from obsmask_core.conversation.provider_usage import ProviderUsage
+from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
+
+FLOWS = "flows"
+REQUEST_BODY = "request body"
+MASKED = "masked"  # obsmask's action on a flow it rewrote
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """One conversation request as the client sent it."""
+
+    file: str  # the input it comes from, as named on the command line
+    flow: int | None  # its number among the file's HTTP flows; None: a body file
+    body: Body  # (the conversation list, what is sent in front of it, the format)
+    # Read from the flow's backup: what went to the provider was another body.
+    from_backup: bool = False
+    # What obsmask did to it when it was recorded (flow.metadata["obsmask"]
+    # ["action"]: masked, unchanged, passed_through); None: not recorded
+    # through obsmask, or a body file.
+    action: str | None = None
+    usage: ProviderUsage | None = None  # the provider's own figures, if the flow has them
+
+    @property
+    def where(self) -> str:
+        return self.file if self.flow is None else f"{self.file} flow {self.flow}"
+
+
+@dataclass
+class InputSummary:
+    """What one input held."""
+
+    file: str
+    kind: str  # FLOWS or REQUEST_BODY
+    http_requests: int = 0
+    conversation_requests: int = 0  # read, and replayed
+    from_backup: int = 0
+    masked_when_recorded: int = 0
+    with_provider_usage: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # why -> how many
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def is_request_body_file(path: Path) -> bool:
+    """A JSON document starts with ``{``; a flow file with a length."""
+    try:
+        with open(path, "rb") as file:
+            start = file.read(256).lstrip()
+    except OSError as e:
+        raise BenchError(f"{path}: cannot be read ({e.strerror})") from None
+    return start.startswith(b"{")
+
+
+def _body_of(recorded: RecordedRequest, routes: Routes,
+             summary: InputSummary) -> Body | None:
+    """The conversation of a recorded request the proxy reads as one; None
+    (and the reason counted in ``summary``) when it cannot be measured."""
+    fmt = routes.format_of(recorded.method, recorded.path, recorded.host)
+    if fmt is None:
+        return None
+    action = recorded.obsmask.get("action")
+    if recorded.body is None:
+        summary.skip("body not recorded (streamed) or its encoding cannot be undone")
+        return None
+    if action == MASKED and not recorded.from_backup:
+        summary.skip("masked when recorded, and its original is not in the flow (no backup)")
+        return None
+    try:
+        items, preamble = conversation(json.loads(recorded.body), fmt)
+    except ValueError:  # not JSON, or no list of the format
+        summary.skip(f"not a JSON {FORMAT_TITLES[fmt.name]} request")
+        return None
+    if not items:
+        summary.skip("an empty conversation")
+        return None
+    return items, preamble, fmt
+
+
+def read_flows(path: Path, routes: Routes) -> tuple[list[SentRequest], InputSummary]:
+    summary = InputSummary(str(path), FLOWS)
+    requests = []
+    for recorded in recorded_requests(path):
+        summary.http_requests += 1
+        body = _body_of(recorded, routes, summary)
+        if body is None:
+            continue
+        action = recorded.obsmask.get("action")
+        usage = usage_from_metadata(recorded.obsmask.get("provider_usage"))
+        requests.append(SentRequest(str(path), recorded.number, body, recorded.from_backup,
+                                    action if isinstance(action, str) else None, usage))
+        summary.conversation_requests += 1
+        summary.from_backup += recorded.from_backup
+        summary.masked_when_recorded += action == MASKED
+        summary.with_provider_usage += usage is not None
+    return requests, summary
+
+
+def read_inputs(paths: Sequence[Path],
+                routes: Routes) -> tuple[list[SentRequest], list[InputSummary]]:
+    """Every conversation request of the inputs, in the order given, and
+    what each input held."""
+    requests: list[SentRequest] = []
+    summaries: list[InputSummary] = []
+    for path in paths:
+        if is_request_body_file(path):
+            body = read_body(path)
+            if not body[0]:
+                raise BenchError(f"{path}: an empty conversation")
+            requests.append(SentRequest(str(path), None, body))
+            summaries.append(InputSummary(str(path), REQUEST_BODY, 1, 1))
+            continue
+        found, summary = read_flows(path, routes)
+        requests += found
+        summaries.append(summary)
+    if not requests:
+        raise BenchError("no conversation request in " + ", ".join(map(str, paths)) + ": "
+                         "no POST to a chat, messages or responses route with a JSON body")
+    return requests, summaries

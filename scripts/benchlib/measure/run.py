@@ -1,0 +1,43 @@
+"""One measurement: the inputs read with the settings' routes, grouped
+into conversations, each replayed without and with obsmask, and the
+figures per conversation and in total."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchlib.cache.tokens import MessageTokens, load_encoder
+from benchlib.measure.bill import bill_conversation
+from benchlib.measure.conversations import group_conversations
+from benchlib.measure.figures import (
+    ConversationFigures,
+    TotalFigures,
+    conversation_figures,
+    total_figures,
+)
+from benchlib.measure.inputs import InputSummary, read_inputs
+from benchlib.measure.settings import MeasureSettings
+
+# The encoding load_encoder loads (its offline copy first).
+TOKEN_ENCODING = "cl100k_base"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    settings: MeasureSettings
+    inputs: list[InputSummary]
+    conversations: list[ConversationFigures]
+    total: TotalFigures
+
+
+def measure(paths: Sequence[Path], settings: MeasureSettings) -> Measurement:
+    requests, inputs = read_inputs(paths, settings.routes)
+    tokens = MessageTokens(load_encoder())
+    figures = [
+        conversation_figures(conversation,
+                             bill_conversation(conversation.session, settings.policy, tokens))
+        for conversation in group_conversations(requests)
+    ]
+    return Measurement(settings, inputs, figures, total_figures(figures))

@@ -1,0 +1,199 @@
+"""The settings measure.py masks with, taken exactly as the proxy takes them.
+
+Each wins over the one before: the built-in defaults (``MaskPolicy``'s
+declarations), the settings file's ``[observation_masking.schema1]`` (the
+file of ``--config``, else ./mitm.toml when there is one, as the proxy), the
+profile's ``[observation_masking.profiles.NAME]`` (``--profile``), then the
+``--set`` options. The master switch (``[obsmask] enabled``,
+``obsmask_all_enabled``) turns masking off as it does in the proxy; the
+routes (``obsmask_*_route``, ``obsmask_hosts``) say which flows are
+conversations and in which format.
+
+Nothing is listed twice: the options are the ones the proxy's own addons
+register (their ``load`` is run against a bare mitmproxy option manager), so
+the names, types and value syntax of ``--set`` are the proxy's, parsed by
+mitmproxy's own code; the file is read by ``shared/config_file.py`` and the
+values checked by ``shared/settings.py``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar, cast
+
+from mitmproxy import exceptions, optmanager
+from mitmproxy.addonmanager import Loader
+
+from benchlib.errors import BenchError
+from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy, policy_values
+from obsmask_core.conversation.routes import Routes
+from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.mitm.addons import obsmask_addons
+from obsmask_core.mitm.conversation_addon import PREFIX
+from obsmask_core.mitm.options import from_option
+from obsmask_core.mitm.settings_addon import (
+    SWITCH_OPTION,
+    SWITCH_PREFIX,
+    SWITCH_SECTION,
+    MasterSwitch,
+)
+from obsmask_core.shared.config_file import ConfigFile, load_config
+from obsmask_core.shared.errors import ConfigError, SettingError
+from obsmask_core.shared.settings import build, declared, typed_value
+
+# The two options of the settings addon that are no setting of a class:
+# which file, and which of its profiles (``--config`` and ``--profile`` set them).
+CONFIG_OPTION = "obsmask_config"
+PROFILE_OPTION = "obsmask_profile"
+_Settings = TypeVar("_Settings")
+
+
+class SettingsRefused(BenchError):
+    """An unknown option or a wrong value: measure.py prints the message and
+    exits with status 2, as a command line error."""
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """The settings in force, and where they came from."""
+
+    policy: MaskPolicy
+    routes: Routes
+    source: str  # as the proxy's start-up line says it
+    # Options of the proxy given with --set that change nothing here (MCP
+    # truncation's, recall's...): accepted, so that a proxy's command line
+    # can be pasted, and named in the report.
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def line(self) -> str:
+        """The proxy's start-up line for these settings."""
+        return describe_policy(self.policy, self.source)
+
+
+class _OptionRegistry:
+    """What an addon's ``load`` uses of mitmproxy's Loader: ``add_option``
+    and ``master.options`` (where pending ``--set`` values are checked)."""
+
+    def __init__(self) -> None:
+        self.options = optmanager.OptManager()
+        self.master = self
+
+    def add_option(self, name: str, typespec: type, default: object, help: str,
+                   choices: Sequence[str] | None = None) -> None:
+        self.options.add_option(name, typespec, default, help, choices)
+
+
+def proxy_options() -> optmanager.OptManager:
+    """Every option of obsmask, registered by the proxy's own addons."""
+    registry = _OptionRegistry()
+    for addon in obsmask_addons():
+        load = getattr(addon, "load", None)
+        if callable(load):
+            load(cast(Loader, registry))
+    return registry.options
+
+
+def used_options() -> frozenset[str]:
+    """The options that change what conversation masking does to a request:
+    its settings, its routes, the master switch, and the settings file and
+    profile. The others (MCP truncation, the gateway, recall, the totals)
+    do not change the replay."""
+    names = {CONFIG_OPTION, PROFILE_OPTION, SWITCH_OPTION}
+    for cls in (MaskPolicy, Routes):
+        names.update(item.option_name(PREFIX) for item in declared(cls))
+    return frozenset(names)
+
+
+def _name(spec: str) -> str:
+    return spec.split("=", 1)[0]
+
+
+def apply_set_options(options: optmanager.OptManager, specs: Sequence[str]) -> set[str]:
+    """Parse ``--set NAME=VALUE`` specs into ``options`` as mitmproxy does
+    (a repeated option is an array); the names set. SettingsRefused names
+    an unknown option (with the closest known one) or a wrong value."""
+    names = list(dict.fromkeys(_name(spec) for spec in specs))
+    for name in names:
+        if name not in options:
+            close = difflib.get_close_matches(name, sorted(options._options), n=1)
+            hint = (f"did you mean {close[0]}?" if close else
+                    "not an option of obsmask; they are in the README's settings tables")
+            raise SettingsRefused(f"measure: unknown option {name} ({hint})")
+        mine = [spec for spec in specs if _name(spec) == name]
+        try:
+            options.set(*mine)
+        except exceptions.OptionsError as e:
+            values = ",".join(spec.partition("=")[2] for spec in mine)
+            raise SettingsRefused(f"measure: --set {name}={values}: {e}") from None
+    return set(names)
+
+
+def _explicit_values(cls: type, prefix: str, options: optmanager.OptManager,
+                     explicit: set[str]) -> dict[str, object]:
+    """The typed values of ``cls``'s options given with ``--set``."""
+    values: dict[str, object] = {}
+    for item in declared(cls):
+        name = item.option_name(prefix)
+        if name not in explicit:
+            continue
+        try:
+            values[item.key] = typed_value(item, from_option(item, getattr(options, name)))
+        except SettingError as e:
+            raise SettingsRefused(f"measure: {name}: {e.message}") from None
+    return values
+
+
+def _built(cls: type[_Settings], values: dict[str, object], where: str) -> _Settings:
+    try:
+        return build(cls, values)
+    except SettingError as e:  # a rule between two values, each fine alone
+        raise SettingsRefused(f"measure: {where}: {e}") from None
+
+
+def _switched_off_by(option: str, explicit: set[str], config: ConfigFile,
+                     section: tuple[str, ...]) -> str:
+    """Where a switch's false came from, as the proxy says it."""
+    if option in explicit:
+        return f"--set {option}=false"
+    return f"{config.source} [{'.'.join(section)}] enabled = false"
+
+
+def settings_in_force(specs: Sequence[str], config: str | None = None,
+                      profile: str | None = None) -> MeasureSettings:
+    """The settings the proxy would run with given ``--set`` ``specs`` and
+    the ``--config``/``--profile`` shorthands (``--set obsmask_config=``,
+    ``--set obsmask_profile=``); SettingsRefused says what is wrong."""
+    options = proxy_options()
+    shorthands = [f"{CONFIG_OPTION}={config}"] if config is not None else []
+    shorthands += [f"{PROFILE_OPTION}={profile}"] if profile is not None else []
+    explicit = apply_set_options(options, [*shorthands, *specs])
+    config_name = getattr(options, CONFIG_OPTION)
+    chosen_profile = getattr(options, PROFILE_OPTION)
+    try:
+        file = load_config(config_name if isinstance(config_name, str) else None)
+        file_switch = file.settings(MasterSwitch, SWITCH_SECTION)
+        values = policy_values(file, chosen_profile if isinstance(chosen_profile, str) else "")
+    except ConfigError as e:
+        raise SettingsRefused(f"measure: {e}") from None
+
+    switch = _built(MasterSwitch, {**file_switch, **_explicit_values(
+        MasterSwitch, SWITCH_PREFIX, options, explicit)}, f"[{'.'.join(SWITCH_SECTION)}]")
+    values.update(_explicit_values(MaskPolicy, PREFIX, options, explicit))
+    policy = _built(MaskPolicy, values,
+                    f"[{'.'.join(POLICY_SECTION)}] ({file.source}, then {PREFIX}* options)")
+    routes = _built(Routes, _explicit_values(Routes, PREFIX, options, explicit), "routes")
+
+    if not switch.enabled:
+        policy = build(MaskPolicy, {**values, "enabled": False})
+        source = _switched_off_by(SWITCH_OPTION, explicit, file, SWITCH_SECTION)
+    elif not policy.enabled:
+        source = _switched_off_by(f"{PREFIX}enabled", explicit, file, POLICY_SECTION)
+    else:
+        given = sorted(explicit & used_options() - {CONFIG_OPTION, PROFILE_OPTION})
+        source = file.source + (f", profile {chosen_profile}" if chosen_profile else "")
+        source += f", --set {', '.join(given)}" if given else ""
+    ignored = tuple(sorted(explicit - used_options()))
+    return MeasureSettings(policy, routes, source, ignored)

@@ -1,0 +1,57 @@
+"""The provider's own figures, as obsmask recorded them in a flow
+(``flow.metadata["obsmask"]["provider_usage"]``), made comparable with the
+replay's estimate.
+
+The providers count alike only in part (see
+``obsmask_core.conversation.provider_usage``): OpenAI's ``input_tokens`` is
+the whole prompt, ``cached_input_tokens`` the part of it read from the
+cache; Anthropic's ``input_tokens`` is only what was neither read from
+nor written to its cache, so its prompt is the sum of the three figures.
+Each format is compared with the replay's cache rule of its provider:
+Anthropic's for Anthropic Messages, OpenAI's for the two OpenAI formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from obsmask_core.conversation.provider_usage import ProviderUsage
+from obsmask_core.conversation.wire_formats import ANTHROPIC, WireFormat
+
+ANTHROPIC_RULE = "anthropic"
+OPENAI_RULE = "openai"
+
+
+def usage_from_metadata(value: object) -> ProviderUsage | None:
+    """The figures of a flow's ``provider_usage``; None when it has none."""
+    if not isinstance(value, dict):
+        return None
+    counts = {item.name: value.get(item.name) for item in fields(ProviderUsage)}
+    found = {name: count for name, count in counts.items()
+             if isinstance(count, int) and not isinstance(count, bool)}
+    return ProviderUsage(**found) if found else None
+
+
+def cache_rule(fmt: WireFormat) -> str:
+    """The replay's cache rule (``benchlib.cache.model``) of the format's provider."""
+    return ANTHROPIC_RULE if fmt is ANTHROPIC else OPENAI_RULE
+
+
+@dataclass(frozen=True)
+class ProviderTokens:
+    """A provider's figures for one request, in the same terms for every format."""
+
+    prompt: int  # every input token of the request
+    cached: int  # read from its cache
+    written: int | None  # written to it (Anthropic's figure; None: not reported)
+
+
+def provider_tokens(usage: ProviderUsage, fmt: WireFormat) -> ProviderTokens | None:
+    """None when the provider gave no input count."""
+    if usage.input_tokens is None:
+        return None
+    cached = usage.cached_input_tokens or 0
+    written = usage.cache_creation_input_tokens
+    if fmt is ANTHROPIC:
+        return ProviderTokens(usage.input_tokens + cached + (written or 0), cached, written)
+    return ProviderTokens(usage.input_tokens, cached, written)

@@ -1,0 +1,40 @@
+"""Flow files (.mitm) written the way mitmdump -w writes them, for the tests
+of the scripts that read recorded traffic: a request as the client sent it,
+and, for a flow obsmask masked, its backup taken before the body changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from mitmproxy import http, io
+from mitmproxy.test import tflow, tutils
+
+
+def post_flow(path: str, body: bytes, *, masked: bytes | None = None,
+              metadata: dict[str, object] | None = None, host: str = "api.example.com",
+              method: str = "POST", gzipped: bool = False) -> http.HTTPFlow:
+    """A flow of one request to ``path`` with ``body`` (gzip-encoded on the
+    wire with ``gzipped``); with ``masked``, a backup is taken and the
+    request then carries ``masked``, as obsmask leaves a flow it masked."""
+    headers = http.Headers(host=host, content_type="application/json")
+    if gzipped:
+        headers["content-encoding"] = "gzip"
+    request = tutils.treq(host=host, port=443, scheme=b"https", method=method.encode(),
+                          path=path.encode(), headers=headers, content=b"")
+    request.content = body  # encoded per its content-encoding
+    flow = tflow.tflow(req=request, resp=True)
+    if masked is not None:
+        flow.backup()
+        flow.request.content = masked
+    if metadata is not None:
+        flow.metadata["obsmask"] = metadata
+    return flow
+
+
+def write_flows(path: Path, flows: Sequence[http.HTTPFlow]) -> Path:
+    with open(path, "wb") as file:
+        writer = io.FlowWriter(file)
+        for flow in flows:
+            writer.add(flow)
+    return path

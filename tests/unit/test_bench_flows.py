@@ -1,0 +1,68 @@
+"""Reading flow files (``scripts/benchlib/flows.py``): every request as the
+client sent it, the flow's backup when obsmask masked it; what obsmask left
+in the flow's metadata; and one line for a file that holds no flows."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from benchlib.errors import BenchError
+from benchlib.flows import post_bodies, recorded_requests
+from support.flow_files import post_flow, write_flows
+
+ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'
+MASKED = b'{"messages": [{"role": "tool", "content": "[masked]"}]}'
+
+
+def test_a_masked_flow_is_read_from_its_backup_as_the_client_sent_it(tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED,
+                  metadata={"action": "masked", "provider_usage": {"input_tokens": 12}}),
+    ])
+    [request] = recorded_requests(path)
+    assert request.body == ORIGINAL and request.from_backup
+    assert request.obsmask == {"action": "masked", "provider_usage": {"input_tokens": 12}}
+    assert list(post_bodies(path)) == [("/v1/chat/completions", ORIGINAL)]
+
+
+def test_a_flow_without_a_backup_is_read_as_it_went_out(tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions?key=secret", MASKED, host="api.openai.com"),
+        post_flow("/v1/models", b"", method="GET"),
+    ])
+    first, second = recorded_requests(path)
+    assert (first.number, first.method, first.path, first.host) == (
+        1, "POST", "/v1/chat/completions", "api.openai.com")
+    assert first.body == MASKED and not first.from_backup and first.obsmask == {}
+    assert (second.number, second.method) == (2, "GET")
+    assert list(post_bodies(path)) == [("/v1/chat/completions", MASKED)]
+
+
+def test_a_compressed_original_is_decoded(tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/messages", ORIGINAL, masked=MASKED, gzipped=True)])
+    [request] = recorded_requests(path)
+    assert request.body == ORIGINAL and request.from_backup
+
+
+def test_the_backup_is_read_again_on_every_read(tmp_path):
+    """Reading the backup does not consume it: the file reads the same twice."""
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/responses", ORIGINAL, masked=MASKED)])
+    assert list(post_bodies(path)) == list(post_bodies(path)) == [("/v1/responses", ORIGINAL)]
+
+
+@pytest.mark.parametrize("content", [b'{"messages": []}', b"\x00\x01 not flows"])
+def test_a_file_of_no_flows_is_refused_with_one_line(tmp_path, content):
+    path = tmp_path / "session.mitm"
+    path.write_bytes(gzip.compress(content) if content.startswith(b"\x00") else content)
+    with pytest.raises(BenchError, match=r"session\.mitm: not a mitmproxy flow file"):
+        list(recorded_requests(path))
+
+
+def test_a_missing_file_is_refused_with_one_line(tmp_path):
+    with pytest.raises(BenchError, match=r"missing\.mitm: cannot be read"):
+        list(recorded_requests(Path(tmp_path / "missing.mitm")))
