@@ -11,6 +11,7 @@ from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.truncation import (
     DEFAULT_MARKER,
     TRUNCATION_MARK,
+    MarkerFields,
     TruncationMarker,
     check_marker_template,
     truncate_text,
@@ -129,3 +130,16 @@ def test_a_hint_that_is_not_a_recall_id_is_not_taken_for_a_marker():
     a space is not a marker of this template."""
     text = f"[{TRUNCATION_MARK} original_chars=3 head=1 tail=1; recall id=a b] ..."
     assert not DEFAULT_MARKER.found_in("\n... " + text + "\n")
+
+
+def test_a_marker_is_read_back_into_its_fields():
+    """What the content view tells of a cut string whose original is gone:
+    the marker's own figures and recall id; a template's repeated field is
+    read at its first place, a field it lacks is None."""
+    cut = truncate_text(TEXT, 100, 50, recall_id=RECALL_ID)
+    assert DEFAULT_MARKER.read(cut) == MarkerFields(3000, 100, 50, RECALL_ID)
+    assert DEFAULT_MARKER.read(truncate_text(TEXT, 10, 0)) == MarkerFields(3000, 10, 0, None)
+    assert DEFAULT_MARKER.read(TEXT) is None
+    own = TruncationMarker("<<cut {original_chars}, see {recall_id} ({original_chars})>>")
+    assert own.read("x<<cut 42, see cut-1 (42)>>y") == MarkerFields(42, None, None, "cut-1")
+    assert own.read("x<<cut 42, see  (42)>>y") == MarkerFields(42, None, None, None)

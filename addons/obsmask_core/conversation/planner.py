@@ -66,6 +66,10 @@ class MaskPlan:
     frontier_turn: int = 0
     stage: Stage = "none"
     kept: Counter[KeptReason] = field(default_factory=Counter)
+    # Why each kept result was kept, by its location (orphans included):
+    # ``kept`` counts these. A result kept by the first stage and then
+    # clipped by the second is in both (its decision says "clipped").
+    kept_at: dict[Location, KeptReason] = field(default_factory=dict)
     # The bill so far (None when the price model has no cache, or nothing
     # was planned); True when the conversation is in the holdout group.
     bill: BillSoFar | None = None
@@ -135,6 +139,7 @@ def plan_masking(
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
                     conversation=conversation_id(items))
     plan.kept["orphan"] = len(index.orphans)
+    plan.kept_at.update((location, "orphan") for location in index.orphans)
     if not policy.enabled or policy.window_turns <= 0:
         return plan
     if held_out(items, policy.holdout_percent):
@@ -189,16 +194,20 @@ def plan_masking(
                 kept_by_tool.add(number)
 
     for number, result in enumerate(index.results):
+        kept: KeptReason | None = None
         if result.turn >= first_in_window:
-            plan.kept["in_window"] += 1
+            kept = "in_window"
         elif result.turn >= frontier.turn:
-            plan.kept["pending"] += 1
+            kept = "pending"
         elif not frontier.masks(result.turn):
-            plan.kept["cache"] += 1
+            kept = "cache"
         elif number in kept_by_tool:
-            plan.kept["per_tool"] += 1
+            kept = "per_tool"
         elif number in reasons:
-            plan.kept[reasons[number]] += 1
+            kept = reasons[number]
+        if kept is not None:
+            plan.kept[kept] += 1
+            plan.kept_at[result.location] = kept
         else:
             assert result.text is not None
             plan.decisions.append(

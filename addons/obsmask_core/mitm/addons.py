@@ -1,4 +1,4 @@
-"""The six addons of obsmask, in the order mitmproxy must run them.
+"""The seven addons of obsmask, in the order mitmproxy must run them.
 
 ``addons/obsmask.py`` (the script ``mitmdump -s`` loads) and the ``obsmask``
 command (``mitm/cli.py``, which loads that script) both take them from here.
@@ -6,6 +6,7 @@ command (``mitm/cli.py``, which loads that script) both take them from here.
 
 from __future__ import annotations
 
+from obsmask_core.mitm.contentview import MaskingView
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.gateway_addon import McpGateway
 from obsmask_core.mitm.mcp_addon import McpTruncation
@@ -19,9 +20,9 @@ def obsmask_addons() -> list[object]:
     """Fresh addons: the settings file first (every other addon reads it in
     its configure), recall next (its route is answered before any other
     addon looks at the flow, and both features ask it whether recall is
-    on), the totals last (a flow's facts are complete once every other
-    addon's hooks have run), and one tiktoken encoding in memory for both
-    features."""
+    on), the totals after the features (a flow's facts are complete once
+    their hooks have run), the content view (it hooks no flow), and one
+    tiktoken encoding in memory for both features."""
     settings = SettingsFile()
     tokens = TokenCounter()
     recall = Recall(settings)
@@ -32,4 +33,5 @@ def obsmask_addons() -> list[object]:
         McpGateway(settings),
         McpTruncation(settings, tokens, recall),
         RunTotals(settings),
+        MaskingView(),
     ]

@@ -13,9 +13,10 @@ for byte, the plain one.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from obsmask_core.shared.errors import SettingError
-from obsmask_core.shared.recall_text import HINT_PATTERN, ID_CHARS, hint
+from obsmask_core.shared.recall_text import HINT_PATTERN, HINT_WORDS, ID_CHARS, hint
 from obsmask_core.shared.templates import FieldTemplate, TemplatePart
 
 TRUNCATION_MARK = "OBSMASK_TRUNCATED"
@@ -41,6 +42,17 @@ def _field_pattern(part: TemplatePart) -> str:
     return _FIELD_PATTERNS[name]
 
 
+@dataclass(frozen=True)
+class MarkerFields:
+    """What a marker found in a text says (None: its template has no such
+    field; ``recall_id`` is also None when recall was off)."""
+
+    original_chars: int | None
+    head: int | None
+    tail: int | None
+    recall_id: str | None
+
+
 class TruncationMarker:
     """The marker of one template: rendered between head and tail, and
     recognised in a string so that a string cut once is never cut again
@@ -62,6 +74,18 @@ class TruncationMarker:
             )
         self.template = template
         self._found = re.compile(self._template.pattern(_field_pattern))
+        # The same, with the first place of each field captured by name.
+        named: set[str] = set()
+
+        def capture(part: TemplatePart) -> str:
+            name = part[1]
+            assert name is not None
+            if name in named:
+                return "(?:" + _FIELD_PATTERNS[name] + ")"
+            named.add(name)
+            return f"(?P<{name}>{_FIELD_PATTERNS[name]})"
+
+        self._fields = re.compile(self._template.pattern(capture))
 
     def render(self, original_chars: int, head: int, tail: int,
                recall_id: str | None = None) -> str:
@@ -72,6 +96,21 @@ class TruncationMarker:
 
     def found_in(self, text: str) -> bool:
         return self._found.search(text) is not None
+
+    def read(self, text: str) -> MarkerFields | None:
+        """The fields of the first marker in ``text``, or None if it holds none."""
+        match = self._fields.search(text)
+        if match is None:
+            return None
+        found = match.groupdict()
+
+        def count(name: str) -> int | None:
+            value = found.get(name)
+            return int(value) if value else None
+
+        recall_id = found.get("recall_id") or (found.get("recall") or "")[len(HINT_WORDS):]
+        return MarkerFields(count("original_chars"), count("head"), count("tail"),
+                            recall_id or None)
 
 
 def check_marker_template(key: str, value: object) -> None:

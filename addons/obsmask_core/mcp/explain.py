@@ -1,0 +1,264 @@
+"""What MCP truncation did to one answer: each string it cut, where, its
+length before and after and its recall id; the facts obsmask's content view
+shows (``mitm/contentview.py``).
+
+With the original answer (the flow's backup, kept for a buffered answer)
+the two bodies are compared string by string. Without it, the cut strings
+are the ones that hold a marker, and the marker says how long each was.
+A body is a JSON-RPC message or batch, or an event stream whose events
+carry them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from obsmask_core.shared.sse import SseLineSplitter, data_value
+from obsmask_core.shared.truncation import TruncationMarker
+from obsmask_core.shared.view_text import (
+    ViewLine,
+    comment_lines,
+    diff_lines,
+    heading,
+    number,
+    paragraph,
+    pretty_body,
+    pretty_json,
+    sizes,
+    table,
+    text,
+    title,
+    wrapped,
+)
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class CutFacts:
+    """One cut string: the event that carries it (1 for the first; None in
+    a JSON body), its message's id as JSON writes it (None: no id), its
+    place in the message (``result.content[0].text``), its length before
+    (None: not known) and after, and its recall id (None: recall was off)."""
+
+    event: int | None
+    message_id: str | None
+    path: str
+    chars_before: int | None
+    chars_after: int
+    recall_id: str | None
+
+
+@dataclass(frozen=True)
+class CutExplanation:
+    """The cut strings of an answer, in order; ``compared`` says whether
+    they come from comparing the answer with its original."""
+
+    cuts: tuple[CutFacts, ...]
+    compared: bool
+
+    @property
+    def chars_before(self) -> int | None:
+        befores = [cut.chars_before for cut in self.cuts]
+        return None if None in befores else sum(b for b in befores if b is not None)
+
+    @property
+    def chars_after(self) -> int:
+        return sum(cut.chars_after for cut in self.cuts)
+
+
+# A message of a body: (event number or None, the message).
+Message = tuple[int | None, object]
+
+
+def answer_messages(body: str, event_stream: bool) -> list[Message]:
+    """The JSON-RPC messages of a body: one, the members of a batch, or
+    those of each event of a stream (data that is not JSON is left out)."""
+    if not event_stream:
+        return [(None, message) for message in _messages_of(body)]
+    return [(number, message) for number, data in enumerate(event_data(body), start=1)
+            for message in _messages_of(data)]
+
+
+def _messages_of(data: str) -> list[object]:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def event_data(body: str) -> list[str]:
+    """The data of each event of an event stream (its ``data`` lines
+    joined by newlines), in order; events without data are left out."""
+    splitter = SseLineSplitter(eager_cr=True, comments=False)
+    encoded = body.encode("utf-8", "surrogatepass")
+    lines = [*splitter.feed(encoded), *splitter.finish(), splitter.take_rest()]
+    events: list[str] = []
+    data: list[bytes] = []
+    for line in lines:
+        content = line.rstrip(b"\r\n")
+        if not content:
+            if data:
+                events.append(b"\n".join(data).decode("utf-8", "replace"))
+            data = []
+        elif (value := data_value(content)) is not None:
+            data.append(value)
+    if data:
+        events.append(b"\n".join(data).decode("utf-8", "replace"))
+    return events
+
+
+def strings_of(value: object, path: str = "") -> Iterator[tuple[str, str]]:
+    """(path, string) of every string value inside ``value``, in order."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, member in value.items():
+            step = f".{key}" if _NAME.match(str(key)) else f"[{json.dumps(key)}]"
+            yield from strings_of(member, (path + step) if path else step.lstrip("."))
+    elif isinstance(value, list):
+        for position, member in enumerate(value):
+            yield from strings_of(member, f"{path}[{position}]")
+
+
+def _message_id(message: object) -> str | None:
+    if isinstance(message, dict) and "id" in message:
+        return json.dumps(message["id"], ensure_ascii=False)
+    return None
+
+
+def explain_cuts(cut_body: str, original: str | None, marker: TruncationMarker, *,
+                 event_stream: bool) -> CutExplanation:
+    """The strings cut in ``cut_body``: those that differ from the same
+    place of ``original`` when it is given (and holds the same messages),
+    else those that hold a marker."""
+    after = answer_messages(cut_body, event_stream)
+    before = answer_messages(original, event_stream) if original is not None else None
+    compared = before is not None and [e for e, _ in before] == [e for e, _ in after]
+    cuts: list[CutFacts] = []
+    for index, (event, message) in enumerate(after):
+        originals = (dict(strings_of(before[index][1])) if compared and before is not None
+                     else None)
+        for path, value in strings_of(message):
+            fields = marker.read(value)
+            if originals is not None:
+                was = originals.get(path)
+                if was is None or was == value:
+                    continue
+                chars_before: int | None = len(was)
+            elif fields is None:
+                continue
+            else:
+                chars_before = fields.original_chars
+            cuts.append(CutFacts(event, _message_id(message), path, chars_before, len(value),
+                                 fields.recall_id if fields is not None else None))
+    return CutExplanation(tuple(cuts), compared)
+
+
+# The page -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CutRecord:
+    """What the flow's metadata says of the cut (summary.McpSummary as
+    saved); any figure may be missing (None)."""
+
+    transport: str | None = None
+    messages_truncated: int | None = None
+    strings_cut: int | None = None
+    chars_before: int | None = None
+    chars_after: int | None = None
+    tokens_saved: int | None = None
+    recall_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, object]) -> CutRecord:
+        def whole(key: str) -> int | None:
+            value = metadata.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        transport = metadata.get("transport")
+        ids = metadata.get("recall_ids")
+        return cls(transport if isinstance(transport, str) else None,
+                   whole("messages_truncated"), whole("strings_cut"), whole("chars_before"),
+                   whole("chars_after"), whole("tokens_saved"),
+                   tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ())
+
+    def figures(self) -> str:
+        return (f"{number(self.strings_cut)} string(s) cut in {number(self.messages_truncated)} "
+                f"response(s): {sizes(self.chars_before, self.chars_after, 'chars')}"
+                + (f", {number(self.tokens_saved)} tokens saved"
+                   if self.tokens_saved is not None else ""))
+
+
+def cut_page(explanation: CutExplanation, record: CutRecord, cut_body: str,
+             original: str | None, *, event_stream: bool,
+             comment: Sequence[str] = ()) -> list[ViewLine]:
+    """The view of a cut MCP answer: the record, each cut string, the
+    flow's comment, and the diff of the original and the cut answer."""
+    kind = "event stream" if event_stream else "JSON"
+    lines = [title(f"obsmask: cut MCP answer ({kind})"), text(record.figures())]
+    lines.append(text(""))
+    lines.append(heading(f"Cut strings ({len(explanation.cuts)}):"))
+    if not explanation.compared:
+        lines.append(text("  (read from the markers: the original answer is not in the flow)"))
+    if explanation.cuts:
+        lines.extend(table(
+            ((f"event {cut.event}" if cut.event is not None else "")
+             + (" " if cut.event is not None else "") + f"id {cut.message_id or '(none)'}",
+             cut.path, sizes(cut.chars_before, cut.chars_after, "chars"),
+             f"recall id {cut.recall_id}" if cut.recall_id else "no recall id")
+            for cut in explanation.cuts))
+    else:
+        lines.append(text("  none found"))
+    lines.extend(comment_lines(comment))
+    lines.append(text(""))
+    if original is None:
+        lines.append(heading("The original answer is not in the flow: no diff."))
+        lines.append(heading("The answer as it went out:"))
+        lines.extend(text(line) for line in pretty_answer(cut_body, event_stream).splitlines())
+        return lines
+    lines.append(heading(f"The original answer (-) and the one that went out (+), "
+                         f"pretty-printed {kind}:"))
+    diff = diff_lines(pretty_answer(original, event_stream), pretty_answer(cut_body, event_stream),
+                      "original answer", "cut answer")
+    lines.extend(diff or [text("  (the two bodies are the same)")])
+    return lines
+
+
+def streamed_page(record: CutRecord, request_body: str,
+                  comment: Sequence[str] = ()) -> list[ViewLine]:
+    """The view of the request of a flow whose streamed answer was cut:
+    mitmproxy keeps no body of a streamed answer, so only the record can
+    be shown (on the request, since the answer has no content to view)."""
+    lines = [
+        title("obsmask: the MCP answer to this request was cut as it streamed"),
+        text(record.figures()),
+        *paragraph("mitmproxy keeps no body of a streamed answer: the cut strings and the "
+                   "original cannot be shown, only what obsmask recorded."),
+    ]
+    if record.recall_ids:
+        lines.append(text("Recall ids of the cut strings:"))
+        lines.extend(wrapped(record.recall_ids, indent="  "))
+    lines.extend(comment_lines(comment))
+    lines.append(text(""))
+    lines.append(heading("The request:"))
+    lines.extend(text(line) for line in pretty_body(request_body).splitlines())
+    return lines
+
+
+def pretty_answer(body: str, event_stream: bool) -> str:
+    """A body pretty-printed: its JSON, or each event's data JSON under a
+    ``data:`` line (other data as it is), events apart by a blank line."""
+    if not event_stream:
+        return pretty_body(body)
+    events = []
+    for data in event_data(body):
+        pretty = pretty_json(data)
+        events.append("data:\n" + pretty if pretty is not None else "data: " + data)
+    return "\n\n".join(events)
+
