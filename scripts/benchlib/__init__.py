@@ -9,7 +9,8 @@
 - ``cache/``: scripts/bench_cache.py;
 - ``one_request/``: scripts/bench_observation_masking_schema1.py;
 - ``mcp_truncation/``: scripts/bench_mcp_truncation.py;
-- ``measure/``: scripts/measure.py (your own sessions, with your settings).
+- ``measure/``: scripts/measure.py (your own sessions, with your settings);
+- ``report/``: scripts/report.py (one HTML page with plots, from flow files).
 
 Modules that import obsmask_core need addons/ on sys.path: the entry
 scripts put it there, as pyproject.toml does for the tests.

@@ -1,0 +1,44 @@
+"""What obsmask decides for each request under the replayed policy: where
+its frontier stands, which stage it is in, how many results it masks and
+clips; and whether the request it makes is exactly the one that was sent.
+
+The plan is the masking code's own (``plan_masking``, then ``apply_plan``:
+what ``mask_items``, and so bench_cache's replay, do in one call). For flows
+recorded without obsmask it shows what obsmask would have done; for flows
+masked by obsmask the check "as sent" says whether the bill "with masking"
+is the bill of what really went out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchlib.cache.tokens import MessageTokens
+from benchlib.report.conversations import ParsedBody
+from benchlib.report.estimates import prompt_tokens
+from obsmask_core.conversation.apply import apply_plan
+from obsmask_core.conversation.planner import plan_masking
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.wire_formats import WireFormat
+
+
+@dataclass(frozen=True)
+class ReplayedPlan:
+    frontier_turn: int  # tool turns before this one are past the frontier
+    tool_turns: int
+    stage: str
+    masked: int
+    clipped: int
+    input_tokens: int  # of the replayed request (benchlib.report.estimates)
+    # The replayed request equals the one sent; None when the sent body
+    # cannot be read.
+    as_sent: bool | None
+
+
+def replay_plan(original: ParsedBody, sent: ParsedBody | None, fmt: WireFormat,
+                policy: MaskPolicy, tokens: MessageTokens) -> ReplayedPlan:
+    plan = plan_masking(fmt.index(original.items), policy, original.items)
+    replayed = ParsedBody(apply_plan(original.items, plan, fmt), original.preamble)
+    as_sent = None if sent is None else replayed == sent
+    return ReplayedPlan(plan.frontier_turn, plan.tool_turns, plan.stage, plan.masked,
+                        plan.clipped, prompt_tokens(replayed, tokens), as_sent)

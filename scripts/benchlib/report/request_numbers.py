@@ -1,0 +1,111 @@
+"""The numbers of one request that the page shows: its input tokens as the
+client sent it and as it went out (``benchlib.report.estimates``), what the
+provider reported, what obsmask recorded about its masking, and what the
+replayed policy decides."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from benchlib.cache.tokens import MessageTokens
+from benchlib.report.conversations import ConversationRequest
+from benchlib.report.estimates import prompt_tokens
+from benchlib.report.replayed_plans import ReplayedPlan
+
+NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
+# Formats whose input_tokens leave out the tokens read from or written to
+# the cache (conversation/provider_usage.py: Anthropic's).
+CACHE_OUTSIDE_INPUT = frozenset({"anthropic"})
+
+
+def _count(mapping: Mapping[str, object], key: str) -> int | None:
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class ProviderFigures:
+    """The usage the provider reported for a request, as reported."""
+
+    input_tokens: int | None
+    cached_input_tokens: int | None
+    cache_creation_input_tokens: int | None
+    # Anthropic: input_tokens counts neither the cached tokens nor those
+    # written to the cache; OpenAI: input_tokens includes the cached ones.
+    cache_outside_input: bool
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The whole prompt the provider counted, whatever the format."""
+        if self.input_tokens is None:
+            return None
+        if not self.cache_outside_input:
+            return self.input_tokens
+        return (self.input_tokens + (self.cached_input_tokens or 0)
+                + (self.cache_creation_input_tokens or 0))
+
+    @property
+    def cached_percent(self) -> float | None:
+        """The share of the prompt read from the cache, in percent."""
+        prompt = self.prompt_tokens
+        if not prompt or self.cached_input_tokens is None:
+            return None
+        return 100.0 * self.cached_input_tokens / prompt
+
+
+def provider_figures(masking: Mapping[str, object], fmt_name: str) -> ProviderFigures | None:
+    """The usage of ``flow.metadata["obsmask"]["provider_usage"]``, if any."""
+    usage = masking.get("provider_usage")
+    if not isinstance(usage, dict):
+        return None
+    return ProviderFigures(_count(usage, "input_tokens"), _count(usage, "cached_input_tokens"),
+                           _count(usage, "cache_creation_input_tokens"),
+                           fmt_name in CACHE_OUTSIDE_INPUT)
+
+
+@dataclass(frozen=True)
+class RequestNumbers:
+    number: int  # 1-based in its conversation
+    flow_number: int  # 1-based in the files
+    action: str  # masked, unchanged, passed_through or NO_RECORD
+    reason: str  # why it was left alone, as obsmask said
+    tokens_without: int | None  # the body the client sent
+    tokens_with: int | None  # the body that went out
+    provider: ProviderFigures | None
+    # As obsmask recorded them (None: not recorded for this request).
+    frontier_turn: int | None
+    tool_turns: int | None
+    stage: str | None
+    masked: int | None
+    clipped: int | None
+    # Tokens of the masked results before minus after, as obsmask counted them.
+    masked_tokens_saved: int | None
+    replayed: ReplayedPlan | None  # under the replayed policy; None: body unreadable
+
+
+def request_numbers(request: ConversationRequest, tokens: MessageTokens,
+                    replayed: ReplayedPlan | None) -> RequestNumbers:
+    masking = request.recorded.masking
+    action = masking.get("action")
+    reason = masking.get("reason")
+    stage = masking.get("stage")
+    before = _count(masking, "masked_tokens_before")
+    after = _count(masking, "masked_tokens_after")
+    return RequestNumbers(
+        number=request.number,
+        flow_number=request.recorded.flow_number,
+        action=action if isinstance(action, str) else NO_RECORD,
+        reason=reason if isinstance(reason, str) else "",
+        tokens_without=(prompt_tokens(request.original, tokens)
+                        if request.original is not None else None),
+        tokens_with=prompt_tokens(request.sent, tokens) if request.sent is not None else None,
+        provider=provider_figures(masking, request.recorded.fmt.name),
+        frontier_turn=_count(masking, "frontier_turn"),
+        tool_turns=_count(masking, "tool_turns"),
+        stage=stage if isinstance(stage, str) else None,
+        masked=_count(masking, "masked_tool_results"),
+        clipped=_count(masking, "clipped_tool_results"),
+        masked_tokens_saved=before - after if before is not None and after is not None else None,
+        replayed=replayed,
+    )

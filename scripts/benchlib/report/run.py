@@ -1,0 +1,161 @@
+"""scripts/report.py's work, from flow files to the page: read the flows,
+group them by conversation, measure each request, replay each conversation
+for its bill, then lay the page out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchlib.cache.tokens import MessageTokens, load_encoder
+from benchlib.report.bills import ConversationBill, bill_conversation
+from benchlib.report.conversations import Conversation, group_conversations
+from benchlib.report.figures import (
+    Figure,
+    bill_figure,
+    cache_figure,
+    frontier_figure,
+    mcp_figure,
+    token_figure,
+)
+from benchlib.report.flow_file import read_flow_files
+from benchlib.report.html_page import Page, Section, render_page
+from benchlib.report.mcp_cuts import McpCut, mcp_cuts
+from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
+from benchlib.report.replayed_plans import replay_plan
+from benchlib.report.request_numbers import RequestNumbers, request_numbers
+from benchlib.report.totals import bill_totals_table, totals, totals_table
+from obsmask_core.conversation.summary import describe_policy
+
+TITLE = "obsmask report"
+BILL_NOTE = (
+    "Bills are in input tokens at the model's base price (1 = one input token without a "
+    "cache), for the conversation list and the system prompt. Each conversation's requests "
+    "as the client sent them are replayed by bench_cache's code: masked as the proxy would "
+    "under the policy its section states, and billed against the previous request under "
+    "each price model's cache rule (a cached prefix from 1,024 tokens; OpenAI's in steps "
+    "of 128). anthropic: reads 0.1, every uncached token a write at 1.25; openai: cached "
+    "0.1, uncached 1.0; openai_50: cached 0.5; none: no cache, every token 1.0."
+)
+
+
+@dataclass(frozen=True)
+class ConversationReport:
+    section: Section
+    requests: list[RequestNumbers]
+    bill: ConversationBill | None
+
+
+def _sources(conversation: Conversation) -> str:
+    names = dict.fromkeys(r.recorded.source for r in conversation.requests)
+    return ", ".join(names)
+
+
+def _other_section(conversation: Conversation, tokens: MessageTokens) -> ConversationReport:
+    numbers = [request_numbers(r, tokens, None) for r in conversation.requests]
+    reasons = dict.fromkeys(r.reason for r in numbers if r.reason)
+    paragraphs = [
+        f"{len(numbers)} request(s) on a conversation route whose body could not be read as "
+        "its format, so they have no conversation and are not replayed; they count in the "
+        "totals." + (f" obsmask said: {'; '.join(reasons)}." if reasons else ""),
+        "Flows: " + ", ".join(f"{r.recorded.source} #{r.recorded.flow_number} "
+                              f"{r.recorded.path}" for r in conversation.requests) + ".",
+    ]
+    figures: list[Figure] = [token_figure(numbers)]
+    cache = cache_figure(numbers)
+    if cache is not None:
+        figures.append(cache)
+    return ConversationReport(Section("other", conversation.title, tuple(paragraphs),
+                                      tuple(figures)), numbers, None)
+
+
+def conversation_report(conversation: Conversation, chooser: PolicyChooser,
+                        tokens: MessageTokens) -> ConversationReport:
+    fmt = conversation.fmt
+    if fmt is None:
+        return _other_section(conversation, tokens)
+    replay = chooser.for_conversation(
+        recorded_settings(r.recorded.masking for r in conversation.requests))
+    numbers = [
+        request_numbers(r, tokens, replay_plan(r.original, r.sent, fmt, replay.policy, tokens)
+                        if r.original is not None else None)
+        for r in conversation.requests
+    ]
+    bill = bill_conversation([(r.number, r.original) for r in conversation.requests
+                              if r.original is not None], fmt, replay.policy, tokens)
+    checked = [r.replayed.as_sent for r in numbers
+               if r.replayed is not None and r.replayed.as_sent is not None]
+    paragraphs = [
+        f"{len(numbers)} request(s) from {_sources(conversation)}.",
+        "Replayed (the bill, and the dashed lines of the replay) under: "
+        + describe_policy(replay.policy, replay.source) + ".",
+    ]
+    if checked:
+        paragraphs.append(
+            f"Replayed under this policy, {sum(checked)} of {len(checked)} request(s) come "
+            "out exactly as they were sent"
+            + (": the bill with masking is the bill of what went out." if all(checked)
+               else ": the bill with masking is what this policy would cost, not the bill "
+                    "of what went out."))
+    if replay.differences:
+        paragraphs.append("The flows recorded other settings: "
+                          + "; ".join(replay.differences) + ".")
+    if bill is not None and bill.restarts:
+        paragraphs.append(
+            "The client rewrote its history at request(s) "
+            + ", ".join(str(n) for n in bill.restarts)
+            + ": the replay starts a new run there, with nothing in the cache.")
+    figures: list[Figure] = [token_figure(numbers)]
+    cache = cache_figure(numbers)
+    if cache is not None:
+        figures.append(cache)
+    figures.append(frontier_figure(numbers))
+    if bill is not None:
+        figures += [bill_figure(model, bill.request_numbers) for model in bill.models]
+    section = Section(f"{conversation.name}-{fmt.name}", conversation.title,
+                      tuple(paragraphs), tuple(figures))
+    return ConversationReport(section, numbers, bill)
+
+
+def _mcp_section(cuts: Sequence[McpCut]) -> Section:
+    return Section("mcp", "MCP answers cut", (
+        f"{len(cuts)} MCP answer(s) in which obsmask cut long strings to a head, a marker "
+        "and a tail.",), (mcp_figure(cuts),))
+
+
+def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, int, int]:
+    """The page's HTML, its conversation count and its request count;
+    BenchError for a file or setting that cannot be used."""
+    chooser = PolicyChooser(settings)
+    recorded = read_flow_files(paths, chooser.routes())
+    conversations = group_conversations(recorded.requests)
+    tokens = MessageTokens(load_encoder())
+    reports = [conversation_report(c, chooser, tokens) for c in conversations]
+    cuts = mcp_cuts(recorded.mcp_cuts)
+    requests = [number for report in reports for number in report.requests]
+    bills = [report.bill for report in reports if report.bill is not None]
+    sections = [report.section for report in reports]
+    if cuts:
+        sections.append(_mcp_section(cuts))
+    named = sum(1 for c in conversations if c.fmt is not None)
+    intro = [
+        "Made by scripts/report.py from " + ", ".join(Path(p).name for p in recorded.files)
+        + f" ({recorded.flows} flows) on "
+        + datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC") + ".",
+        "Per conversation: the input tokens of each request with and without masking and "
+        "the share the provider read from its cache, the moves of the masking frontier, "
+        "and the bill so far under each price model; then the MCP answers cut. Every plot "
+        "has the table of its numbers beside it.",
+        "Settings of the replay: " + chooser.source_statement() + ".",
+    ]
+    page = Page(
+        title=TITLE,
+        intro=tuple(intro),
+        totals=totals_table(totals(recorded.flows, named, requests, cuts)),
+        bill_totals=bill_totals_table(bills),
+        bill_note=BILL_NOTE,
+        sections=tuple(sections),
+    )
+    return render_page(page), named, len(requests)

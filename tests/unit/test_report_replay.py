@@ -1,0 +1,255 @@
+"""The report's conversations, policy and replay (scripts/benchlib/report/:
+conversations.py, policy_choice.py, bills.py, replayed_plans.py,
+request_numbers.py), on conversations built here in each wire format."""
+
+from __future__ import annotations
+
+import copy
+import json
+from itertools import accumulate
+
+import pytest
+
+from benchlib.cache.formats import request_ends
+from benchlib.cache.tokens import MessageTokens, load_encoder
+from benchlib.errors import BenchError
+from benchlib.report.bills import bill_conversation, growing_runs
+from benchlib.report.conversations import OTHER, ParsedBody, group_conversations, parse_body
+from benchlib.report.estimates import prompt_tokens
+from benchlib.report.flow_file import RecordedRequest
+from benchlib.report.policy_choice import PolicyChooser, parse_set_options, recorded_settings
+from benchlib.report.replayed_plans import replay_plan
+from obsmask_core.conversation.apply import mask_items
+from obsmask_core.conversation.holdout import conversation_id
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from support.formats import FORMAT_IDS, FORMATS, convert, session
+
+
+@pytest.fixture(scope="module")
+def tokens() -> MessageTokens:
+    return MessageTokens(load_encoder())
+
+
+def body_of(fmt: WireFormat, items: list[object]) -> bytes:
+    extra = {"system": "You are a coding agent."} if fmt is ANTHROPIC else {}
+    return json.dumps({"model": "m", fmt.list_member: items, **extra}).encode()
+
+
+def recorded(fmt: WireFormat, original: bytes, sent: bytes | None = None,
+             number: int = 1, **masking: object) -> RecordedRequest:
+    return RecordedRequest(number, "flows.mitm", "/v1/x", fmt, original,
+                           original if sent is None else sent, masking)
+
+
+def requests_of(fmt: WireFormat, turns: int) -> list[list[object]]:
+    """The lists a client sends: each ends before an answer of the model
+    (bench_cache's reading of a session), and the whole list is the last."""
+    items = convert(fmt, session(turns))
+    return [items[:end] for end in request_ends(items, fmt)]
+
+
+# Conversations ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_a_request_recorded_without_obsmask_is_named_by_its_first_user_message(fmt):
+    items = convert(fmt, session(2))
+    [group] = group_conversations([recorded(fmt, body_of(fmt, items))])
+    assert group.name == conversation_id(items) and group.fmt is fmt
+
+
+def test_the_conversation_name_obsmask_recorded_wins():
+    items = convert(CHAT, session(2))
+    [group] = group_conversations([recorded(CHAT, body_of(CHAT, items),
+                                            conversation="c-000000000042")])
+    assert group.name == "c-000000000042"
+
+
+def test_a_body_that_is_not_its_format_goes_to_the_group_of_no_conversation_last():
+    items = convert(CHAT, session(1))
+    groups = group_conversations([recorded(CHAT, b"this is not JSON {", number=1),
+                                  recorded(CHAT, body_of(CHAT, items), number=2),
+                                  recorded(CHAT, b'{"messages": 3}', number=3)])
+    assert [g.name for g in groups] == [conversation_id(items), OTHER]
+    assert [r.recorded.flow_number for r in groups[1].requests] == [1, 3]
+    assert groups[1].fmt is None
+
+
+def test_the_same_task_in_two_formats_is_two_conversations_numbered_apart():
+    chat = [recorded(CHAT, body_of(CHAT, items), number=n)
+            for n, items in enumerate(requests_of(CHAT, 2), start=1)]
+    anthropic = [recorded(ANTHROPIC, body_of(ANTHROPIC, items), number=10 + n)
+                 for n, items in enumerate(requests_of(ANTHROPIC, 2), start=1)]
+    groups = group_conversations([chat[0], anthropic[0], chat[1], anthropic[1]])
+    assert [(g.fmt, [r.number for r in g.requests]) for g in groups] == [
+        (CHAT, [1, 2]), (ANTHROPIC, [1, 2])]
+
+
+def test_the_original_body_is_read_from_the_backup_and_the_sent_one_from_the_request():
+    items = convert(CHAT, session(12))
+    masked = mask_items(items, MaskPolicy(window_turns=1), CHAT)
+    [group] = group_conversations([recorded(CHAT, body_of(CHAT, items),
+                                            body_of(CHAT, masked))])
+    [request] = group.requests
+    assert request.original.items == items and request.sent.items == masked
+
+
+# The policy -------------------------------------------------------------------
+
+
+def test_without_settings_the_values_the_flows_recorded_go_over_the_settings_file(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mitm.toml").write_text(
+        "[observation_masking.schema1]\nwindow_turns = 4\nmin_free_percent = 80\n")
+    chooser = PolicyChooser(parse_set_options(None, []))
+    recorded_values = recorded_settings([
+        {"action": "masked", "window_turns": 2, "bill": {"price_model": "openai"}},
+        {"action": "unchanged", "bill": {"price_model": "openai", "allowance_percent": 3}},
+    ])
+    assert recorded_values == {"window_turns": 2, "price_model": "openai",
+                               "allowance_percent": 3}
+    replay = chooser.for_conversation(recorded_values)
+    assert (replay.policy.window_turns, replay.policy.min_free_percent,
+            replay.policy.price_model, replay.policy.allowance_percent) == (2, 80, "openai", 3)
+    assert replay.source == (
+        "mitm.toml [observation_masking.schema1]; with window_turns = 2, price_model = "
+        "'openai', allowance_percent = 3 as the flows recorded")
+    assert replay.differences == ()
+
+
+def test_a_masked_request_without_a_bill_was_masked_without_a_cache_price_model():
+    assert recorded_settings([
+        {"action": "masked", "window_turns": 3,
+         "bill": {"price_model": "anthropic", "allowance_percent": 2}},
+        {"action": "masked", "window_turns": 3},
+        {"action": "unchanged"},
+    ]) == {"window_turns": 3, "price_model": "none"}
+
+
+def test_a_recorded_value_equal_to_the_one_in_force_is_not_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    replay = PolicyChooser(parse_set_options(None, [])).for_conversation(
+        {"window_turns": 2, "price_model": "none"})
+    assert replay.policy.window_turns == 2 and replay.policy.price_model == "none"
+    assert replay.source == ("the built-in defaults (no mitm.toml in the current directory); "
+                             "with window_turns = 2 as the flows recorded")
+
+
+def test_the_users_settings_win_and_the_recorded_values_they_contradict_are_listed(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "other.toml"
+    config.write_text("[observation_masking.schema1]\nwindow_turns = 4\n"
+                      "[observation_masking.profiles.short]\nwindow_turns = 1\n")
+    chooser = PolicyChooser(parse_set_options(str(config), [
+        "obsmask_profile=short", "obsmask_keep_errors=false",
+        "obsmask_exclude_tools=read", "obsmask_exclude_tools=grep", "mcpmask_max_chars=10"]))
+    replay = chooser.for_conversation({"window_turns": 2})
+    assert replay.policy.window_turns == 1 and not replay.policy.keep_errors
+    assert replay.policy.exclude_tools == ("read", "grep")
+    assert replay.differences == ("window_turns: 2 in the flows, 1 in this replay",)
+    assert chooser.ignored == ("mcpmask_max_chars",)
+    assert "--set obsmask_keep_errors" in replay.source and "profile short" in replay.source
+
+
+def test_the_master_switch_turns_the_replayed_masking_off(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    chooser = PolicyChooser(parse_set_options(None, ["obsmask_all_enabled=false"]))
+    assert not chooser.for_conversation({}).policy.enabled
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ("obsmask_window_turns=ten", "must be an integer"),
+    ("obsmask_window_turns=-1", "window_turns"),
+    ("obsmask_price_model=cheap", "price_model"),
+    ("window_turns=2", "not an obsmask option"),
+    ("obsmask_window_turns", "expected NAME=VALUE"),
+    ("obsmask_keep_errors=maybe", "true or false"),
+])
+def test_a_wrong_setting_stops_the_report_naming_it(tmp_path, monkeypatch, assignment,
+                                                     message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BenchError, match=message):
+        PolicyChooser(parse_set_options(None, [assignment]))
+
+
+def test_a_settings_file_that_does_not_exist_stops_the_report(tmp_path):
+    with pytest.raises(BenchError, match="not found"):
+        PolicyChooser(parse_set_options(str(tmp_path / "missing.toml"), []))
+
+
+# The replay -------------------------------------------------------------------
+
+
+def numbered(fmt: WireFormat, lists: list[list[object]]) -> list[tuple[int, ParsedBody]]:
+    bodies = [(n, parse_body(body_of(fmt, items), fmt)) for n, items in enumerate(lists, 1)]
+    assert all(body is not None for _, body in bodies)
+    return bodies  # type: ignore[return-value]
+
+
+def test_requests_that_continue_each_other_are_one_run_and_a_rewritten_history_starts_another():
+    lists = requests_of(CHAT, 4)
+    rewritten = [lists[0][0], {"role": "user", "content": "Summary so far."}]
+    runs = growing_runs(numbered(CHAT, [*lists[:3], rewritten, [*rewritten, lists[3][-1]]]))
+    assert [[n for n, _ in run] for run in runs] == [[1, 2, 3], [4, 5]]
+
+
+def test_a_moved_cache_breakpoint_does_not_start_a_new_run():
+    """Claude Code marks the last item of each request with a cache
+    breakpoint: the next request's copy of that item has none."""
+    marked = [copy.deepcopy(items) for items in requests_of(ANTHROPIC, 3)]
+    for items in marked:
+        items[-1]["cache_control"] = {"type": "ephemeral"}
+    runs = growing_runs(numbered(ANTHROPIC, marked))
+    assert [[n for n, _ in run] for run in runs] == [list(range(1, len(marked) + 1))]
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_without_a_cache_the_bill_so_far_adds_up_the_input_tokens_of_each_request(fmt, tokens):
+    """Under the price model "none" a request costs its input tokens: the
+    bill without masking adds up the original requests' tokens, the bill
+    with masking those of the requests as the policy masks them."""
+    policy = MaskPolicy(window_turns=1)
+    bodies = numbered(fmt, requests_of(fmt, 10))
+    bill = bill_conversation(bodies, fmt, policy, tokens)
+    none = next(model for model in bill.models if model.name == "none")
+    assert none.without_masking == tuple(accumulate(
+        float(prompt_tokens(body, tokens)) for _, body in bodies))
+    assert none.with_masking == tuple(accumulate(
+        float(prompt_tokens(ParsedBody(mask_items(body.items, policy, fmt), body.preamble),
+                            tokens)) for _, body in bodies))
+    assert none.with_masking[-1] < none.without_masking[-1]
+    assert [model.name for model in bill.models] == ["anthropic", "openai", "openai_50", "none"]
+    assert bill.request_numbers == tuple(range(1, len(bodies) + 1)) and bill.restarts == ()
+
+
+def test_a_new_run_carries_the_bill_so_far_of_the_one_before(tokens):
+    lists = requests_of(CHAT, 3)
+    rewritten = [lists[0][0], {"role": "user", "content": "Summary so far."}]
+    bodies = numbered(CHAT, [*lists, rewritten])
+    bill = bill_conversation(bodies, CHAT, MaskPolicy(enabled=False), tokens)
+    none = next(model for model in bill.models if model.name == "none")
+    assert bill.restarts == (len(lists) + 1,)
+    assert none.without_masking[-1] == none.without_masking[-2] + prompt_tokens(
+        bodies[-1][1], tokens)
+
+
+def test_with_masking_off_both_bills_are_the_same(tokens):
+    bill = bill_conversation(numbered(CHAT, requests_of(CHAT, 10)), CHAT,
+                             MaskPolicy(enabled=False), tokens)
+    assert all(model.with_masking == model.without_masking for model in bill.models)
+
+
+def test_the_replayed_plan_says_whether_the_request_comes_out_as_it_was_sent(tokens):
+    policy = MaskPolicy(window_turns=1)
+    items = convert(CHAT, session(6))
+    original = parse_body(body_of(CHAT, items), CHAT)
+    masked = parse_body(body_of(CHAT, mask_items(items, policy, CHAT)), CHAT)
+    plan = replay_plan(original, masked, CHAT, policy, tokens)
+    assert plan.as_sent is True and plan.masked == 5 and plan.tool_turns == 6
+    assert plan.frontier_turn == 5 and plan.stage == "masking"
+    assert plan.input_tokens == prompt_tokens(masked, tokens) < prompt_tokens(original, tokens)
+    assert replay_plan(original, original, CHAT, policy, tokens).as_sent is False
+    assert replay_plan(original, None, CHAT, policy, tokens).as_sent is None
