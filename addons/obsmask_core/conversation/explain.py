@@ -24,6 +24,7 @@ from obsmask_core.conversation.rewrite import Masked, mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.turn_model import Location, ToolResult
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.recall_text import find_stub, is_recall_tool
 from obsmask_core.shared.truncation import DEFAULT_MARKER
 from obsmask_core.shared.view_text import (
@@ -235,19 +236,14 @@ class MaskingRecord:
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> MaskingRecord:
-        def whole(key: str) -> int | None:
-            value = metadata.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
+        def figure(key: str) -> int | None:
+            return whole(metadata.get(key))
 
-        def word(key: str) -> str | None:
-            value = metadata.get(key)
-            return value if isinstance(value, str) else None
-
-        return cls(word("format"), word("stage"), whole("frontier_turn"),
-                   whole("window_turns"), whole("tool_turns"), whole("tool_results"),
-                   whole("body_bytes_before"),
-                   whole("body_bytes_after"), whole("tool_chars_before"),
-                   whole("tool_chars_after"))
+        return cls(word(metadata.get("format")), word(metadata.get("stage")),
+                   figure("frontier_turn"), figure("window_turns"), figure("tool_turns"),
+                   figure("tool_results"), figure("body_bytes_before"),
+                   figure("body_bytes_after"), figure("tool_chars_before"),
+                   figure("tool_chars_after"))
 
 
 def masking_page(

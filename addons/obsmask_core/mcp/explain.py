@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.sse import SseLineSplitter, data_value
 from obsmask_core.shared.truncation import TruncationMarker
 from obsmask_core.shared.view_text import (
@@ -177,15 +178,13 @@ class CutRecord:
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> CutRecord:
-        def whole(key: str) -> int | None:
-            value = metadata.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
+        def figure(key: str) -> int | None:
+            return whole(metadata.get(key))
 
-        transport = metadata.get("transport")
         ids = metadata.get("recall_ids")
-        return cls(transport if isinstance(transport, str) else None,
-                   whole("messages_truncated"), whole("strings_cut"), whole("chars_before"),
-                   whole("chars_after"), whole("tokens_saved"),
+        return cls(word(metadata.get("transport")), figure("messages_truncated"),
+                   figure("strings_cut"), figure("chars_before"), figure("chars_after"),
+                   figure("tokens_saved"),
                    tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ())
 
     def figures(self) -> str:

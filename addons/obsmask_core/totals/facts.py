@@ -7,27 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from obsmask_core.shared.read_back import amount, count, mapping
+
 PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
                    "output_tokens")
 
 
-def whole(value: object) -> int | None:
-    """An int that is a count (not a bool, not negative), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def number(value: object) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    return None
-
-
 def _count(facts: Mapping[str, object], key: str) -> int:
-    return whole(facts.get(key)) or 0
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+    return count(facts.get(key)) or 0
 
 
 @dataclass(frozen=True)
@@ -41,10 +28,10 @@ class BillFacts:
 
     @classmethod
     def read(cls, value: object) -> BillFacts | None:
-        facts = _mapping(value)
-        model, requests = facts.get("price_model"), whole(facts.get("requests"))
-        with_masking = number(facts.get("estimated_with_masking"))
-        without_masking = number(facts.get("estimated_without_masking"))
+        facts = mapping(value)
+        model, requests = facts.get("price_model"), count(facts.get("requests"))
+        with_masking = amount(facts.get("estimated_with_masking"))
+        without_masking = amount(facts.get("estimated_without_masking"))
         if (not isinstance(model, str) or requests is None or with_masking is None
                 or without_masking is None):
             return None
@@ -73,17 +60,17 @@ class RequestFacts:
 
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
-        facts = _mapping(value)
+        facts = mapping(value)
         action = facts.get("action")
         if action not in ("masked", "unchanged", "passed_through"):
             return None
         conversation = facts.get("conversation")
-        before, after = (whole(facts.get("masked_tokens_before")),
-                         whole(facts.get("masked_tokens_after")))
+        before, after = (count(facts.get("masked_tokens_before")),
+                         count(facts.get("masked_tokens_after")))
         masked = action == "masked"
-        usage = _mapping(facts.get("provider_usage"))
-        provider = {name: count for name in PROVIDER_FIELDS
-                    if (count := whole(usage.get(name))) is not None}
+        usage = mapping(facts.get("provider_usage"))
+        provider = {name: tokens for name in PROVIDER_FIELDS
+                    if (tokens := count(usage.get(name))) is not None}
         return cls(
             action=str(action),
             conversation=conversation if isinstance(conversation, str) else None,
@@ -97,7 +84,7 @@ class RequestFacts:
                               - _count(facts, "tool_chars_after")) if masked else 0,
             body_bytes_saved=(_count(facts, "body_bytes_before")
                               - _count(facts, "body_bytes_after")) if masked else 0,
-            mask_ms=number(facts.get("mask_ms")),
+            mask_ms=amount(facts.get("mask_ms")),
             bill=BillFacts.read(facts.get("bill")),
             provider=provider,
         )
@@ -125,6 +112,6 @@ class McpFacts:
             messages_truncated=_count(value, "messages_truncated"),
             strings_cut=_count(value, "strings_cut"),
             chars_saved=_count(value, "chars_before") - _count(value, "chars_after"),
-            tokens_saved=whole(value.get("tokens_saved")) if truncated else 0,
+            tokens_saved=count(value.get("tokens_saved")) if truncated else 0,
             gateway_error="gateway_error" in value,
         )

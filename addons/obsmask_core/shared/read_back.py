@@ -1,0 +1,34 @@
+"""Values read back from what obsmask saved (flow metadata, a flow file):
+each checked for its type, a wrong one read as absent (None). A flow file
+may hold anything, and what reads it must not break on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def whole(value: object) -> int | None:
+    """An int (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def count(value: object) -> int | None:
+    """A whole number that is a count (not negative), else None."""
+    number = whole(value)
+    return number if number is not None and number >= 0 else None
+
+
+def amount(value: object) -> float | None:
+    """A number that is not negative (int or float, not a bool), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
+def word(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def mapping(value: object) -> Mapping[str, object]:
+    """A mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
