@@ -171,3 +171,15 @@ def test_a_profile_s_values_become_the_defaults_too(both, toml_file):
     tctx.configure(masking, obsmask_config=path, obsmask_profile="wide")
     assert tctx.options.default("obsmask_window_turns") == 12
     assert masking.policy.window_turns == 12
+
+
+def test_a_pair_holding_the_separator_keeps_the_built_in_default(both, toml_file):
+    """An option shows a pair as FIRST|SECOND: a half holding "|" could not
+    be read back, so that option's default is not moved (the file's value
+    is still in force)."""
+    masking, _, tctx = both
+    path = toml_file("[observation_masking.schema1]\n"
+                     "preserve_patterns = [[\"<a|b>\", \"</x>\"]]\n")
+    tctx.configure(masking, obsmask_config=path)
+    assert masking.policy.preserve_patterns == (("<a|b>", "</x>"),)
+    assert tctx.options.default("obsmask_preserve_patterns") != ["<a|b>|</x>"]

@@ -157,3 +157,53 @@ def test_a_broken_fact_is_logged_with_its_traceback_and_the_flow_goes_on(proxy, 
     finish(masking, totals, flow)
     record = next(r for r in caplog.records if "not added to the totals" in r.getMessage())
     assert record.exc_info is not None
+
+
+def test_a_flow_still_open_shows_in_the_routes_and_is_added_when_the_proxy_stops(proxy, caplog):
+    """mitmproxy stops without ending open flows (a long-lived MCP event
+    stream): what they did so far is served while they last, and added to
+    the summary at the end."""
+    masking, totals, _ = proxy
+    stream = chat_exchange(turns=3)
+    masking.request(stream)
+    totals.request(stream)  # no answer yet
+    assert totals.totals.requests.requests == 0
+    flow = route_flow("/obsmask/totals")
+    totals.request(flow)
+    assert json.loads(flow.response.content or b"")["requests"]["masked"] == 1
+    assert totals.totals.requests.requests == 0  # served, not added twice
+    caplog.clear()
+    totals.done()
+    assert totals.totals.requests.masked == 1
+    assert caplog.records[0].getMessage().startswith("obsmask: totals: 1 conversation request")
+
+
+def test_a_replayed_flow_is_added_again(proxy):
+    """mitmweb's Replay sends the same flow object again: a second request
+    that reached the provider."""
+    masking, totals, _ = proxy
+    flow = chat_exchange(turns=3)
+    finish(masking, totals, flow)
+    flow.live = True
+    finish(masking, totals, flow)
+    assert totals.totals.requests.requests == 2
+
+
+def test_an_answer_to_head_has_the_headers_of_get_and_no_body(proxy):
+    _, totals, _ = proxy
+    flow = route_flow("/obsmask/metrics", method=b"HEAD")
+    totals.request(flow)
+    assert flow.response is not None and flow.response.status_code == 200
+    assert flow.response.content == b"" and int(flow.response.headers["content-length"]) > 0
+
+
+def test_a_failure_while_serving_answers_500_and_never_goes_upstream(proxy, monkeypatch, caplog):
+    _, totals, _ = proxy
+
+    def broken() -> bytes:
+        raise OverflowError("boom")
+    monkeypatch.setattr(totals.metrics, "exposition", broken)
+    flow = route_flow("/obsmask/metrics")
+    totals.request(flow)
+    assert flow.response is not None and flow.response.status_code == 500
+    assert any(r.exc_info for r in caplog.records if "answered 500" in r.getMessage())

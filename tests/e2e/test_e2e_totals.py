@@ -190,6 +190,8 @@ def _sums(flows: list[http.HTTPFlow]) -> Sums:
             "tool_results_masked": total(masked, "masked_tool_results"),
             "tokens_saved": total(masked, "masked_tokens_before")
             - total(masked, "masked_tokens_after"),
+            "tokens_added": sum(max(0, int(str(m["masked_tokens_after"]))
+                                    - int(str(m["masked_tokens_before"]))) for m in masked),
             "provider_reports": sum("provider_usage" in m for m in conversation),
         },
         provider=provider, bill=bill_sums,
@@ -237,7 +239,12 @@ def test_the_metrics_route_gives_the_same_sums(run: Run):
         sums.requests["unchanged"])
     assert m['obsmask_tool_results_total{decision="masked"}'] == (
         sums.requests["tool_results_masked"])
-    assert m['obsmask_tokens_saved_total{feature="conversation"}'] == sums.requests["tokens_saved"]
+    # Two counters that only grow: their difference is the net figure.
+    assert (m['obsmask_tokens_saved_total{feature="conversation"}']
+            - m['obsmask_tokens_added_total{feature="conversation"}']) == (
+        sums.requests["tokens_saved"])
+    assert m['obsmask_tokens_added_total{feature="conversation"}'] == (
+        sums.requests["tokens_added"])
     assert m['obsmask_tokens_saved_total{feature="mcp"}'] == sums.mcp["tokens_saved"]
     assert m['obsmask_provider_tokens_total{kind="cached_input"}'] == (
         sums.provider["cached_input_tokens"])

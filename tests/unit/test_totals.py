@@ -193,3 +193,54 @@ def test_two_proxies_in_one_process_keep_their_own_metrics():
     first.observe_mask_ms(1.0)
     assert exposition_values(first.exposition().decode())["obsmask_mask_seconds_count"] == 1
     assert exposition_values(second.exposition().decode())["obsmask_mask_seconds_count"] == 0
+
+
+def test_every_counter_only_grows_even_when_a_placeholder_costs_more_tokens():
+    """A placeholder is chosen when it is shorter in characters; it may
+    still tokenise longer than a short text of separators. The net figure
+    goes down then, but no Prometheus counter may: saved and added are two
+    sums."""
+    totals = Totals()
+    metrics = Metrics(totals)
+    totals.add_flow(masked("c-a", 1, saved=100), None)
+    first = exposition_values(metrics.exposition().decode())
+    dearer = masked("c-a", 2)
+    dearer.update(masked_tokens_before=8, masked_tokens_after=60)
+    totals.add_flow(dearer, {"action": "truncated", "strings_cut": 1, "tokens_saved": -5})
+    second = exposition_values(metrics.exposition().decode())
+    counters = [name for name in first if name.split("{")[0].endswith("_total")]
+    assert counters and all(second[name] >= first[name] for name in counters)
+    assert second['obsmask_tokens_added_total{feature="conversation"}'] == 52
+    assert second['obsmask_tokens_added_total{feature="mcp"}'] == 5
+    assert totals.requests.tokens_saved == 48  # the net figure, in the JSON
+    assert totals.mcp.answers_uncounted == 0  # a negative saving is counted, not lost
+
+
+def test_figures_no_proxy_writes_are_read_as_absent_and_the_exposition_still_works():
+    totals = Totals()
+    facts = masked("c-a", 1)
+    facts.update(masked_tool_results=10**400, mask_ms=float("inf"))
+    facts["bill"] = {"price_model": "anthropic", "requests": 1,
+                     "estimated_with_masking": float("nan"),
+                     "estimated_without_masking": 1.0}
+    totals.add_flow(facts, None)
+    assert totals.requests.tool_results_masked == 0 and totals.bill_totals() == []
+    text = Metrics(totals).exposition().decode()
+    assert 'obsmask_conversation_requests_total{action="masked"} 1.0' in text
+
+
+def test_a_request_whose_rewrite_failed_inside_counts_as_passed_through():
+    """An internal error leaves no action, only the usage of the answer:
+    the request went out as it came."""
+    totals = Totals()
+    totals.add_flow({"provider_usage": {"input_tokens": 5}}, None)
+    assert (totals.requests.requests, totals.requests.passed_through) == (1, 1)
+
+
+def test_beyond_the_bills_kept_the_oldest_conversations_bills_stay_in_the_sums():
+    totals = Totals(conversations_kept=1, bills_kept=2)
+    for name in ("c-a", "c-b", "c-c", "c-d"):
+        totals.add_flow(masked(name, 1, with_masking=10, without_masking=20), None)
+    (total,) = totals.bill_totals()
+    assert (total.conversations, total.with_masking, total.without_masking) == (4, 40, 80)
+    assert totals.conversations_seen == 4

@@ -119,8 +119,18 @@ def show_file_values_as_defaults(cls: type, prefix: str, from_file: dict[str, ob
     manager: ``_Option`` keeps its default in ``_default``."""
     for item in declared(cls):
         option = ctx.options._options.get(item.option_name(prefix))
-        if option is not None:
-            option._default = _as_option(item, from_file.get(item.key, item.default))
+        value = from_file.get(item.key, item.default)
+        if option is None or (item.kind == "pairs" and _separator_inside(value)):
+            # A pair whose half holds "|" could not be read back from the
+            # option's text: that default stays the built-in one.
+            continue
+        option._default = _as_option(item, value)
+
+
+def _separator_inside(pairs: object) -> bool:
+    return isinstance(pairs, (list, tuple)) and any(
+        PAIR_SEPARATOR in str(half) for pair in pairs
+        if isinstance(pair, (list, tuple)) for half in pair)
 
 
 def set_explicitly(name: str) -> bool:

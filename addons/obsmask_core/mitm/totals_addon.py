@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 
 from mitmproxy import command, http
 from mitmproxy.addonmanager import Loader
@@ -49,9 +48,12 @@ class RunTotals:
         self.allowed: tuple[Network, ...] = ()
         self.totals = Totals()
         self.metrics = Metrics(self.totals)
-        # A flow read from a file may have both an answer and an error: each
-        # flow is added once.
-        self._counted: weakref.WeakSet[http.HTTPFlow] = weakref.WeakSet()
+        # The flows under way (by id): each is added once, when it ends (an
+        # answer, or an error: a flow read from a file may have both); a
+        # replay is under way again, and added again. The ones still open
+        # (a long-lived event stream) count in what the routes serve, and
+        # are added when the proxy stops.
+        self._open: dict[str, http.HTTPFlow] = {}
         self._options: set[str] = set(FILE_OPTIONS)
 
     def load(self, loader: Loader) -> None:
@@ -69,6 +71,7 @@ class RunTotals:
         self.settings = settings
 
     def request(self, flow: http.HTTPFlow) -> None:
+        self._open[flow.id] = flow
         # A flow read from a file already has its answer.
         if (route := route_of(flow.request.path)) is None or flow.response:
             return
@@ -81,10 +84,24 @@ class RunTotals:
         self._count(flow)
 
     def done(self) -> None:
+        # mitmproxy stops without ending the flows still open.
+        for flow in list(self._open.values()):
+            self._count(flow)
         if not self.settings.enabled:
             return
         for line in self.totals.summary_lines():
             logger.info("obsmask: %s", line)
+
+    def _now(self) -> Totals:
+        """The totals with the flows still open added as they stand: an
+        MCP event stream's cuts show while it lasts."""
+        if not any(_has_facts(flow) for flow in self._open.values()):
+            return self.totals
+        now = self.totals.copy()
+        for flow in self._open.values():
+            now.add_flow(flow.metadata.get(CONVERSATION_METADATA),
+                         flow.metadata.get(MCP_METADATA))
+        return now
 
     # mitmproxy's decorator has no type hints; the command's are checked by
     # mitmproxy itself when it registers it.
@@ -92,16 +109,15 @@ class RunTotals:
     def totals_json(self) -> str:
         """What obsmask did in this run: the totals as JSON (also at
         /obsmask/totals on the proxy)."""
-        return json.dumps(self.totals.as_json(), indent=1)
+        return json.dumps(self._now().as_json(), indent=1)
 
     def _count(self, flow: http.HTTPFlow) -> None:
-        if not self.settings.enabled or flow in self._counted:
+        if self._open.pop(flow.id, None) is None or not self.settings.enabled:
             return
         conversation, mcp = (flow.metadata.get(CONVERSATION_METADATA),
                              flow.metadata.get(MCP_METADATA))
         if conversation is None and mcp is None:
             return
-        self._counted.add(flow)
         try:
             request = self.totals.add_flow(conversation, mcp)
             if request is not None and request.mask_ms is not None:
@@ -110,6 +126,13 @@ class RunTotals:
             logger.exception("obsmask: internal error, %s not added to the totals", where(flow))
 
     def _serve(self, flow: http.HTTPFlow, route: str) -> None:
+        try:
+            self._answer_route(flow, route)
+        except Exception:  # answered here all the same: the route never goes upstream
+            logger.exception("obsmask: internal error, %s answered 500", where(flow))
+            _answer(flow, 500, b"obsmask: internal error (see the proxy's log)\n")
+
+    def _answer_route(self, flow: http.HTTPFlow, route: str) -> None:
         peer = flow.client_conn.peername
         if not self.settings.enabled:
             _answer(flow, 404, b"obsmask totals are off ([totals] enabled, "
@@ -121,16 +144,27 @@ class RunTotals:
                                .encode())
             logger.warning("obsmask: %s: refused to %s", where(flow), peer[0])
         elif flow.request.method not in ("GET", "HEAD"):
-            _answer(flow, 405, b"GET only\n", {"allow": "GET"})
+            _answer(flow, 405, b"GET or HEAD only\n", {"allow": "GET, HEAD"})
         elif route == TOTALS_PATH:
-            body = json.dumps(self.totals.as_json(), indent=1).encode() + b"\n"
+            body = json.dumps(self._now().as_json(), indent=1).encode() + b"\n"
             _answer(flow, 200, body, {"content-type": "application/json"})
         else:
-            _answer(flow, 200, self.metrics.exposition(), {"content-type": CONTENT_TYPE})
+            now = self._now()
+            metrics = self.metrics if now is self.totals else self.metrics.reading(now)
+            _answer(flow, 200, metrics.exposition(), {"content-type": CONTENT_TYPE})
+
+
+def _has_facts(flow: http.HTTPFlow) -> bool:
+    return CONVERSATION_METADATA in flow.metadata or MCP_METADATA in flow.metadata
 
 
 def _answer(flow: http.HTTPFlow, status: int, body: bytes,
             headers: dict[str, str] | None = None) -> None:
-    flow.response = http.Response.make(
+    response = http.Response.make(
         status, body, {"content-type": "text/plain; charset=utf-8", **(headers or {}),
                        "cache-control": "no-store"})
+    if flow.request.method == "HEAD":
+        # The headers of a GET, no body: mitmproxy would send one after them.
+        response.content = b""
+        response.headers["content-length"] = str(len(body))
+    flow.response = response

@@ -4,12 +4,19 @@ may hold anything, and what reads it must not break on it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+
+# Larger figures are not what obsmask writes: a file that holds one is read
+# as if it did not (a sum of them would overflow a float in the metrics).
+LARGEST = 2**53
 
 
 def whole(value: object) -> int | None:
-    """An int (not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An int (not a bool) of at most 2**53 either way, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= LARGEST:
+        return value
+    return None
 
 
 def count(value: object) -> int | None:
@@ -19,8 +26,10 @@ def count(value: object) -> int | None:
 
 
 def amount(value: object) -> float | None:
-    """A number that is not negative (int or float, not a bool), else None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+    """A finite number that is not negative (int or float, not a bool) of
+    at most 2**53, else None."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0 <= value <= LARGEST and math.isfinite(value)):
         return float(value)
     return None
 

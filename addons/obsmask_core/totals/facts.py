@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from obsmask_core.shared.read_back import amount, count, mapping
+from obsmask_core.shared.read_back import amount, count, mapping, whole
 
 PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
                    "output_tokens")
@@ -48,8 +48,9 @@ class RequestFacts:
     masked_results: int
     clipped_results: int
     recalled_results: int
-    # Tokens of the masked results' text before minus after; None when the
-    # proxy could not count them (no encoding loaded).
+    # Tokens of the masked results' text before minus after (below 0 when
+    # placeholders tokenise longer than the short texts they replaced);
+    # None when the proxy could not count them (no encoding loaded).
     tokens_saved: int | None
     tool_chars_saved: int
     body_bytes_saved: int
@@ -62,6 +63,11 @@ class RequestFacts:
     def read(cls, value: object) -> RequestFacts | None:
         facts = mapping(value)
         action = facts.get("action")
+        if "action" not in facts and (
+                "provider_usage" in facts or "provider_usage_problem" in facts):
+            # Only the usage of the answer: the rewrite hit an internal
+            # error and the request went out as it came.
+            action = "passed_through"
         if action not in ("masked", "unchanged", "passed_through"):
             return None
         conversation = facts.get("conversation")
@@ -98,6 +104,7 @@ class McpFacts:
     messages_truncated: int
     strings_cut: int
     chars_saved: int
+    # Below 0 when the markers cost more tokens than the text they replaced;
     # None when the proxy could not count them (see the MCP summary).
     tokens_saved: int | None
     gateway_error: bool
@@ -112,6 +119,6 @@ class McpFacts:
             messages_truncated=_count(value, "messages_truncated"),
             strings_cut=_count(value, "strings_cut"),
             chars_saved=_count(value, "chars_before") - _count(value, "chars_after"),
-            tokens_saved=count(value.get("tokens_saved")) if truncated else 0,
+            tokens_saved=whole(value.get("tokens_saved")) if truncated else 0,
             gateway_error="gateway_error" in value,
         )

@@ -23,6 +23,10 @@ class RequestFigures:
     # Tokens not sent: the masked results' tokens before minus after,
     # summed over every request (each request sends the history again).
     tokens_saved: int = 0
+    # The same in two sums that only grow (for counters): the requests that
+    # saved tokens, and those whose placeholders cost more than they saved.
+    tokens_saved_gross: int = 0
+    tokens_added: int = 0
     # Masked requests whose tokens the proxy could not count (not in
     # tokens_saved).
     masked_requests_uncounted: int = 0
@@ -49,6 +53,8 @@ class RequestFigures:
             self.masked_requests_uncounted += 1
         else:
             self.tokens_saved += facts.tokens_saved
+            self.tokens_saved_gross += max(facts.tokens_saved, 0)
+            self.tokens_added += max(-facts.tokens_saved, 0)
         self.tool_chars_saved += facts.tool_chars_saved
         self.body_bytes_saved += facts.body_bytes_saved
         self.mask_ms += facts.mask_ms or 0.0
@@ -67,6 +73,7 @@ class RequestFigures:
             "tool_results_clipped": self.tool_results_clipped,
             "tool_results_recalled": self.tool_results_recalled,
             "tokens_saved": self.tokens_saved,
+            "tokens_added": self.tokens_added,
             "masked_requests_uncounted": self.masked_requests_uncounted,
             "tool_chars_saved": self.tool_chars_saved,
             "body_bytes_saved": self.body_bytes_saved,
@@ -86,6 +93,8 @@ class McpFigures:
     strings_cut: int = 0
     chars_saved: int = 0
     tokens_saved: int = 0
+    tokens_saved_gross: int = 0
+    tokens_added: int = 0
     # Cut answers whose tokens the proxy could not count (not in tokens_saved).
     answers_uncounted: int = 0
     gateway_errors: int = 0
@@ -100,6 +109,8 @@ class McpFigures:
             self.answers_uncounted += 1
         else:
             self.tokens_saved += facts.tokens_saved
+            self.tokens_saved_gross += max(facts.tokens_saved, 0)
+            self.tokens_added += max(-facts.tokens_saved, 0)
         self.gateway_errors += facts.gateway_error
 
     def as_json(self) -> dict[str, object]:
@@ -110,6 +121,7 @@ class McpFigures:
             "strings_cut": self.strings_cut,
             "chars_saved": self.chars_saved,
             "tokens_saved": self.tokens_saved,
+            "tokens_added": self.tokens_added,
             "answers_uncounted": self.answers_uncounted,
             "gateway_errors": self.gateway_errors,
         }

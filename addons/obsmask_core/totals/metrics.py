@@ -49,12 +49,21 @@ class TotalsCollector(Collector):
                                 ("recalled", r.tool_results_recalled)):
             results.add_metric([decision], count)
         yield results
+        # Two counters, each only growing: a placeholder or marker can cost
+        # more tokens than the short text it replaced (the net figure is
+        # saved minus added).
         saved = CounterMetricFamily(
-            "obsmask_tokens_saved", "Tokens not sent (tiktoken's count), by feature.",
-            labels=["feature"])
-        saved.add_metric(["conversation"], r.tokens_saved)
-        saved.add_metric(["mcp"], m.tokens_saved)
+            "obsmask_tokens_saved", "Tokens not sent (tiktoken's count), by feature, summed "
+            "over the requests and answers that saved tokens.", labels=["feature"])
+        saved.add_metric(["conversation"], r.tokens_saved_gross)
+        saved.add_metric(["mcp"], m.tokens_saved_gross)
         yield saved
+        added = CounterMetricFamily(
+            "obsmask_tokens_added", "Tokens added where a placeholder or marker cost more "
+            "than the text it replaced, by feature.", labels=["feature"])
+        added.add_metric(["conversation"], r.tokens_added)
+        added.add_metric(["mcp"], m.tokens_added)
+        yield added
         provider = CounterMetricFamily(
             "obsmask_provider_tokens", "Tokens the provider reported in its answers, by "
             "kind (as reported: OpenAI's input includes the cached part, Anthropic's does "
@@ -84,13 +93,21 @@ class TotalsCollector(Collector):
 class Metrics:
     """One proxy's registry: the totals' collector and the masking time."""
 
-    def __init__(self, totals: Totals) -> None:
+    def __init__(self, totals: Totals, mask_seconds: Histogram | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TotalsCollector(totals))
-        self.mask_seconds = Histogram(
-            "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
-            "verify), per conversation request.", buckets=MASK_SECONDS_BUCKETS,
-            registry=self.registry)
+        if mask_seconds is None:
+            mask_seconds = Histogram(
+                "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
+                "verify), per conversation request.", buckets=MASK_SECONDS_BUCKETS,
+                registry=None)
+        self.registry.register(mask_seconds)
+        self.mask_seconds = mask_seconds
+
+    def reading(self, totals: Totals) -> Metrics:
+        """The same metrics read from other totals (the run's, with the
+        flows still open added), the masking time as it is."""
+        return Metrics(totals, self.mask_seconds)
 
     def observe_mask_ms(self, mask_ms: float) -> None:
         self.mask_seconds.observe(mask_ms / 1000)

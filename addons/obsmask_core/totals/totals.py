@@ -3,6 +3,7 @@ for the whole run, and what they come to under the price model."""
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -11,7 +12,18 @@ from obsmask_core.totals.facts import BillFacts, McpFacts, RequestFacts
 from obsmask_core.totals.figures import McpFigures, RequestFigures
 
 CENTS_PER_DOLLAR = 100
+# The latest bill of this many conversations is kept by name (about 200
+# bytes each); a conversation seen again after 100,000 others has its
+# earlier bill counted once more.
+BILLS_KEPT = 100_000
 TOKENS_PER_MILLION = 1_000_000
+
+
+def _add_bill(sums: dict[str, list[float]], bill: BillFacts) -> None:
+    figures = sums.setdefault(bill.price_model, [0, 0.0, 0.0])
+    figures[0] += 1
+    figures[1] += bill.with_masking
+    figures[2] += bill.without_masking
 
 
 def dollars(tokens: float, cents_per_million: int) -> float:
@@ -56,19 +68,25 @@ class Totals:
 
     The whole run's figures count every flow; the figures of the most
     recently active ``conversations_kept`` conversations are kept one by
-    one. The latest bill of every conversation is kept (four numbers each),
-    so the run's bill is exact whatever the number of conversations.
+    one, and the latest bill of the ``bills_kept`` most recent ones, by
+    name: the run's bill is the sum of every conversation's latest bill.
     """
 
-    def __init__(self, conversations_kept: int = 1000, cents_per_million: int = 0) -> None:
+    def __init__(self, conversations_kept: int = 1000, cents_per_million: int = 0,
+                 bills_kept: int = BILLS_KEPT) -> None:
         self.conversations_kept = conversations_kept
         self.cents_per_million = cents_per_million
+        self.bills_kept = bills_kept
         self.started = time.time()
         self.requests = RequestFigures()
         self.mcp = McpFigures()
         self.conversations: OrderedDict[str, ConversationEntry] = OrderedDict()
-        # Every conversation seen, with its latest bill (None: no ledger).
-        self._latest: dict[str, BillFacts | None] = {}
+        # The conversations seen, the most recently active last, with their
+        # latest bill (None: no ledger); beyond bills_kept, the least recent
+        # ones are retired: their bills stay in the sums, their names go.
+        self._latest: OrderedDict[str, BillFacts | None] = OrderedDict()
+        self._retired: dict[str, list[float]] = {}
+        self._retired_count = 0
 
     def add_flow(self, conversation_facts: object, mcp_facts: object) -> RequestFacts | None:
         """Add one finished flow's metadata values (either may be absent);
@@ -90,27 +108,32 @@ class Totals:
         while len(self.conversations) > self.conversations_kept:
             self.conversations.popitem(last=False)
         entry.figures.add(facts)
-        bill, latest = facts.bill, self._latest.get(facts.conversation)
+        bill, latest = facts.bill, self._latest.pop(facts.conversation, None)
         if bill is not None and (latest is None or bill.requests >= latest.requests):
             latest = entry.bill = bill
         self._latest[facts.conversation] = latest
+        while len(self._latest) > self.bills_kept:
+            _, retired = self._latest.popitem(last=False)
+            self._retired_count += 1
+            if retired is not None:
+                _add_bill(self._retired, retired)
 
     @property
     def conversations_seen(self) -> int:
-        return len(self._latest)
+        return len(self._latest) + self._retired_count
 
     def bill_totals(self) -> list[BillTotal]:
         """The bill of all conversations so far, per price model."""
-        sums: dict[str, list[float]] = {}
+        sums = {model: list(figures) for model, figures in self._retired.items()}
         for bill in self._latest.values():
-            if bill is None:
-                continue
-            figures = sums.setdefault(bill.price_model, [0, 0.0, 0.0])
-            figures[0] += 1
-            figures[1] += bill.with_masking
-            figures[2] += bill.without_masking
+            if bill is not None:
+                _add_bill(sums, bill)
         return [BillTotal(model, int(n), with_masking, without_masking)
                 for model, (n, with_masking, without_masking) in sorted(sums.items())]
+
+    def copy(self) -> Totals:
+        """A copy to add unfinished flows to, leaving these totals as they are."""
+        return copy.deepcopy(self)
 
     def as_json(self, *, conversations: bool = True) -> dict[str, object]:
         """The totals as one JSON document (``/obsmask/totals``)."""
