@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO / "addons"))
 from benchlib.errors import BenchError  # noqa: E402
 from benchlib.measure.document import json_document  # noqa: E402
 from benchlib.measure.run import measure  # noqa: E402
-from benchlib.measure.settings import SettingsRefused, settings_in_force  # noqa: E402
 from benchlib.measure.text import text_report  # noqa: E402
+from benchlib.proxy_settings import SettingsRefused, settings_in_force  # noqa: E402
 
 # A command line error, as argparse exits with.
 USAGE_ERROR = 2
@@ -73,7 +73,7 @@ def main() -> None:
     try:
         settings = settings_in_force(args.options, args.config, args.profile)
     except SettingsRefused as e:
-        print(e, file=sys.stderr)
+        print(f"measure: {e}", file=sys.stderr)
         sys.exit(USAGE_ERROR)
     try:
         measurement = measure(args.inputs, settings)

@@ -40,7 +40,7 @@ run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
 from benchlib.errors import BenchError  # noqa: E402
-from benchlib.report.policy_choice import parse_set_options  # noqa: E402
+from benchlib.report.policy_choice import UserSettings  # noqa: E402
 from benchlib.report.run import build_report  # noqa: E402
 
 
@@ -62,8 +62,8 @@ def parse_arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_arguments()
-    try:
-        settings = parse_set_options(args.config, args.assignments)
+    settings = UserSettings(args.config, tuple(args.assignments))
+    try:  # a setting the proxy would refuse stops the report here too
         page, conversations, requests = build_report(args.flows, settings)
     except BenchError as e:
         sys.exit(f"report: {e}")

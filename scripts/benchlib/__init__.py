@@ -6,6 +6,8 @@
 - ``flows``: the requests of a mitmproxy flow file, as the client sent them
   (a masked flow's backup);
 - ``errors``: BenchError, bad input that stops a benchmark;
+- ``proxy_settings``: the masking settings as the proxy takes them
+  (defaults, settings file, profile, ``--set``), for measure/ and report/;
 - ``cache/``: scripts/bench_cache.py;
 - ``one_request/``: scripts/bench_observation_masking_schema1.py;
 - ``mcp_truncation/``: scripts/bench_mcp_truncation.py;

@@ -62,11 +62,20 @@ def _backup_request(state: object) -> Request | None:
     return saved.request if isinstance(saved, HTTPFlow) else None
 
 
-def _as_recorded(flow: HTTPFlow, number: int) -> RecordedRequest:
-    # mitmproxy keeps the backup on a private attribute: the flow state
-    # that flow.backup() saved (None if it never ran).
+def client_request(flow: HTTPFlow) -> Request:
+    """The flow's request as the client sent it: the backup's when the flow
+    has one (obsmask changed the request), else the flow's own, which went
+    out unchanged. The one place that reads the backup, for every script
+    that replays flows (measure.py through ``recorded_requests``, report.py
+    beside the body that went out). mitmproxy keeps the backup on a private
+    attribute, the same in 11 and 12: the flow state that flow.backup()
+    saved (None if it never ran)."""
     original = _backup_request(getattr(flow, "_backup", None))
-    request = original if original is not None else flow.request
+    return original if original is not None else flow.request
+
+
+def _as_recorded(flow: HTTPFlow, number: int) -> RecordedRequest:
+    request = client_request(flow)
     try:
         body = request.get_content(strict=True) or b"" if request.raw_content is not None else None
     except ValueError:  # an encoding that cannot be undone

@@ -18,6 +18,7 @@ a screenshot is saved.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.e2e
 
 FLOWS = REPO / "fixtures" / "flows"
 REPORT = REPO / "scripts" / "report.py"
+MEASURE = REPO / "scripts" / "measure.py"
 FORMAT_NAMES = ("chat", "anthropic", "responses")
 WINDOW_TURNS = 2
 PRICE_MODELS = ("anthropic", "openai", "openai_50", "none")
@@ -440,3 +442,25 @@ def test_a_file_that_is_not_flows_stops_the_report_with_a_message(tmp_path):
     assert result.returncode != 0
     assert "cannot be read as mitmproxy flows" in result.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("options", [
+    ("--set", "obsmask_window_turn=2"),  # unknown, with the closest option
+    ("--set", "obsmask_window_turns=two"),  # mitmproxy's own words
+    ("--set", "obsmask_batch_turns=0"),  # the settings class's check
+    ("--config", "missing.toml"),
+])
+def test_a_setting_the_proxy_would_refuse_stops_the_report_with_measures_line(
+        tmp_path, options):
+    """The settings are read by measure.py's reader: a refused one stops the
+    report with measure.py's line (tested word for word with measure.py),
+    report's name before it, and no page."""
+    fixture, page = str(FLOWS / "chat_session.mitm"), tmp_path / "r.html"
+    report = subprocess.run([sys.executable, str(REPORT), fixture, "-o", str(page), *options],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    measure = subprocess.run([sys.executable, str(MEASURE), fixture, *options],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (report.returncode, report.stdout, measure.returncode) == (1, "", 2)
+    assert re.fullmatch(r"measure: [^\n]+\n", measure.stderr), measure.stderr
+    assert report.stderr == "report: " + measure.stderr.removeprefix("measure: ")
+    assert not page.exists()

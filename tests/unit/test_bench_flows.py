@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchlib.errors import BenchError
-from benchlib.flows import post_bodies, recorded_requests
+from benchlib.flows import client_request, post_bodies, recorded_requests
 from support.flow_files import post_flow, write_flows
 
 ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'
@@ -53,6 +53,16 @@ def test_the_backup_is_read_again_on_every_read(tmp_path):
     path = write_flows(tmp_path / "flows.mitm", [
         post_flow("/v1/responses", ORIGINAL, masked=MASKED)])
     assert list(post_bodies(path)) == list(post_bodies(path)) == [("/v1/responses", ORIGINAL)]
+
+
+def test_the_client_request_is_the_backups_or_else_the_flows_own():
+    """The one reader of the backup, which report.py uses beside the body
+    that went out: a flow without a backup gives its own request."""
+    masked = post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED, gzipped=True)
+    assert client_request(masked).get_content() == ORIGINAL
+    assert masked.request.get_content() == MASKED
+    unmasked = post_flow("/v1/chat/completions", ORIGINAL)
+    assert client_request(unmasked) is unmasked.request
 
 
 @pytest.mark.parametrize("content", [b'{"messages": []}', b"\x00\x01 not flows"])

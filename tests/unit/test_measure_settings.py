@@ -1,7 +1,8 @@
-"""The settings measure.py masks with (``scripts/benchlib/measure/settings.py``):
-the proxy's precedence (defaults < the settings file < its profile <
-``--set``), the proxy's option names and value syntax, the master switch,
-the routes, and one line for an unknown option or a wrong value."""
+"""The settings measure.py masks with and report.py replays under
+(``scripts/benchlib/proxy_settings.py``): the proxy's precedence (defaults
+< the settings file < its profile < ``--set``), the proxy's option names
+and value syntax, the master switch, the routes, and one line for an
+unknown option or a wrong value (each script puts its name before it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 
 import pytest
 
-from benchlib.measure.settings import SettingsRefused, settings_in_force
+from benchlib.proxy_settings import SettingsRefused, settings_in_force
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.shared.settings import declared
 
@@ -115,17 +116,17 @@ NOT_AN_INTEGER = r"(Not an integer|Failed to parse option \S+: not an integer): 
 
 @pytest.mark.parametrize(("options", "message"), [
     (["obsmask_window_turn=4"],
-     r"measure: unknown option obsmask_window_turn \(did you mean obsmask_window_turns\?\)"),
-    (["listen_port=8080"], r"measure: unknown option listen_port \(not an option of obsmask; "
+     r"unknown option obsmask_window_turn \(did you mean obsmask_window_turns\?\)"),
+    (["listen_port=8080"], r"unknown option listen_port \(not an option of obsmask; "
                            r"they are in the README's settings tables\)"),
     (["obsmask_window_turns=ten"],
-     rf"measure: --set obsmask_window_turns=ten: {NOT_AN_INTEGER}ten"),
-    (["obsmask_window_turns=-1"], r"measure: obsmask_window_turns: must be 0 or more, got -1"),
-    (["obsmask_keep_errors=maybe"], r'measure: --set obsmask_keep_errors=maybe: .*"true", '
+     rf"--set obsmask_window_turns=ten: {NOT_AN_INTEGER}ten"),
+    (["obsmask_window_turns=-1"], r"obsmask_window_turns: must be 0 or more, got -1"),
+    (["obsmask_keep_errors=maybe"], r'--set obsmask_keep_errors=maybe: .*"true", '
                                     r'"false", or have the value omitted.*'),
-    (["obsmask_price_model=cheap"], r"measure: obsmask_price_model: must be one of anthropic, "
+    (["obsmask_price_model=cheap"], r"obsmask_price_model: must be one of anthropic, "
                                     r"openai, openai_50, none, got 'cheap'"),
-    (["mcpmask_max_chars=many"], rf"measure: --set mcpmask_max_chars=many: {NOT_AN_INTEGER}many"),
+    (["mcpmask_max_chars=many"], rf"--set mcpmask_max_chars=many: {NOT_AN_INTEGER}many"),
 ])
 def test_a_wrong_option_is_refused_with_one_line(toml_file, options, message):
     with pytest.raises(SettingsRefused) as refused:
@@ -134,11 +135,31 @@ def test_a_wrong_option_is_refused_with_one_line(toml_file, options, message):
 
 
 def test_a_wrong_file_or_profile_is_refused_with_one_line(tmp_path, toml_file):
-    with pytest.raises(SettingsRefused, match=r"^measure: .*nope\.toml: configuration file "
+    missing = str(tmp_path / "nope.toml")
+    with pytest.raises(SettingsRefused, match=rf"^{re.escape(missing)}: configuration file "
                                               r"not found$"):
-        settings_in_force([], str(tmp_path / "nope.toml"))
-    with pytest.raises(SettingsRefused, match=r"^measure: .*: no profile 'wide' "
+        settings_in_force([], missing)
+    path = toml_file(FILE)
+    with pytest.raises(SettingsRefused, match=rf"^{re.escape(path)}: no profile 'wide' "
                                               r"\(profiles: narrow\)$"):
-        settings_in_force([], toml_file(FILE), "wide")
-    with pytest.raises(SettingsRefused, match=r"^measure: .*window_turns: must be an integer"):
-        settings_in_force([], toml_file('[observation_masking.schema1]\nwindow_turns = "4"\n'))
+        settings_in_force([], path, "wide")
+    path = toml_file('[observation_masking.schema1]\nwindow_turns = "4"\n')
+    with pytest.raises(SettingsRefused, match=rf"^{re.escape(path)}: "
+                                              r"\[observation_masking\.schema1\] "
+                                              r"window_turns: must be an integer"):
+        settings_in_force([], path)
+
+
+def test_the_file_read_the_profile_chosen_and_the_master_switch_are_kept_for_the_caller(
+        tmp_path, monkeypatch, toml_file):
+    """report.py says in its own words where the values come from: the
+    settings in force carry the file, the profile and the master switch."""
+    path = toml_file(FILE + "[obsmask]\nenabled = false\n")
+    settings = settings_in_force(["obsmask_profile=narrow"], path)
+    assert (settings.config.path, settings.profile, settings.switch.enabled) == (
+        path, "narrow", False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # no mitm.toml here: the built-in defaults
+    without = settings_in_force([])
+    assert (without.config.path, without.profile, without.switch.enabled) == (None, "", True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from benchlib.measure.run import measure
-from benchlib.measure.settings import settings_in_force
 from benchlib.measure.text import text_report
+from benchlib.proxy_settings import settings_in_force
 from support.chat import conversation
 from support.flow_files import post_flow, write_flows
 from support.processes import REPO

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from itertools import accumulate
 
 import pytest
@@ -17,7 +18,7 @@ from benchlib.report.bills import bill_conversation, growing_runs
 from benchlib.report.conversations import OTHER, ParsedBody, group_conversations, parse_body
 from benchlib.report.estimates import prompt_tokens
 from benchlib.report.flow_file import RecordedRequest
-from benchlib.report.policy_choice import PolicyChooser, parse_set_options, recorded_settings
+from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
 from benchlib.report.replayed_plans import replay_plan
 from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_id
@@ -103,7 +104,7 @@ def test_without_settings_the_values_the_flows_recorded_go_over_the_settings_fil
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mitm.toml").write_text(
         "[observation_masking.schema1]\nwindow_turns = 4\nmin_free_percent = 80\n")
-    chooser = PolicyChooser(parse_set_options(None, []))
+    chooser = PolicyChooser(UserSettings())
     recorded_values = recorded_settings([
         {"action": "masked", "window_turns": 2, "bill": {"price_model": "openai"}},
         {"action": "unchanged", "bill": {"price_model": "openai", "allowance_percent": 3}},
@@ -130,7 +131,7 @@ def test_a_masked_request_without_a_bill_was_masked_without_a_cache_price_model(
 
 def test_a_recorded_value_equal_to_the_one_in_force_is_not_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    replay = PolicyChooser(parse_set_options(None, [])).for_conversation(
+    replay = PolicyChooser(UserSettings()).for_conversation(
         {"window_turns": 2, "price_model": "none"})
     assert replay.policy.window_turns == 2 and replay.policy.price_model == "none"
     assert replay.source == ("the built-in defaults (no mitm.toml in the current directory); "
@@ -143,9 +144,9 @@ def test_the_users_settings_win_and_the_recorded_values_they_contradict_are_list
     config = tmp_path / "other.toml"
     config.write_text("[observation_masking.schema1]\nwindow_turns = 4\n"
                       "[observation_masking.profiles.short]\nwindow_turns = 1\n")
-    chooser = PolicyChooser(parse_set_options(str(config), [
+    chooser = PolicyChooser(UserSettings(str(config), (
         "obsmask_profile=short", "obsmask_keep_errors=false",
-        "obsmask_exclude_tools=read", "obsmask_exclude_tools=grep", "mcpmask_max_chars=10"]))
+        "obsmask_exclude_tools=read", "obsmask_exclude_tools=grep", "mcpmask_max_chars=10")))
     replay = chooser.for_conversation({"window_turns": 2})
     assert replay.policy.window_turns == 1 and not replay.policy.keep_errors
     assert replay.policy.exclude_tools == ("read", "grep")
@@ -156,28 +157,78 @@ def test_the_users_settings_win_and_the_recorded_values_they_contradict_are_list
 
 def test_the_master_switch_turns_the_replayed_masking_off(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    chooser = PolicyChooser(parse_set_options(None, ["obsmask_all_enabled=false"]))
+    chooser = PolicyChooser(UserSettings(None, ("obsmask_all_enabled=false",)))
     assert not chooser.for_conversation({}).policy.enabled
 
 
-@pytest.mark.parametrize(("assignment", "message"), [
-    ("obsmask_window_turns=ten", "must be an integer"),
-    ("obsmask_window_turns=-1", "window_turns"),
-    ("obsmask_price_model=cheap", "price_model"),
-    ("window_turns=2", "not an obsmask option"),
-    ("obsmask_window_turns", "expected NAME=VALUE"),
-    ("obsmask_keep_errors=maybe", "true or false"),
-])
-def test_a_wrong_setting_stops_the_report_naming_it(tmp_path, monkeypatch, assignment,
-                                                     message):
+def test_the_page_says_which_settings_the_replay_follows(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(BenchError, match=message):
-        PolicyChooser(parse_set_options(None, [assignment]))
+    config = tmp_path / "other.toml"
+    config.write_text("[observation_masking.profiles.short]\nwindow_turns = 1\n")
+    given = PolicyChooser(UserSettings(str(config), (
+        "obsmask_profile=short", "mcpmask_max_chars=10", "obsmask_window_turns=3")))
+    assert given.source_statement() == (
+        f"the user's settings (--config {config}, --set obsmask_profile, --set "
+        f"obsmask_window_turns) over {config} [observation_masking.schema1], profile short; "
+        "the values the flows recorded are not followed, and each conversation lists those "
+        "its replay contradicts; these options change no replayed request and are ignored: "
+        "mcpmask_max_chars")
+    assert PolicyChooser(UserSettings()).source_statement() == (
+        "the built-in defaults (no mitm.toml in the current directory), with each "
+        "conversation's recorded window_turns, price_model, allowance_percent over it (from "
+        "its flows' metadata, when obsmask recorded them), as each conversation states")
+
+
+def test_a_settings_file_that_switches_masking_off_keeps_it_off_under_the_recorded_values(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mitm.toml").write_text("[obsmask]\nenabled = false\n")
+    replay = PolicyChooser(UserSettings()).for_conversation({"window_turns": 2})
+    assert not replay.policy.enabled and replay.policy.window_turns == 2
+    assert replay.source == (
+        "mitm.toml [observation_masking.schema1]; with window_turns = 2 as the flows "
+        "recorded; masking switched off ([obsmask] enabled / obsmask_all_enabled)")
+
+
+def test_a_wrong_recorded_value_stops_the_report_naming_the_flows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BenchError, match=r"^obsmask_window_turns \(the flows' metadata\): "
+                                         r"must be 0 or more, got -1$"):
+        PolicyChooser(UserSettings()).for_conversation({"window_turns": -1})
+
+
+# mitmproxy's own words for a value it cannot parse (11 and 12 word them differently).
+NOT_AN_INTEGER = r"(Not an integer|Failed to parse option \S+: not an integer): "
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ("obsmask_window_turns=ten", rf"--set obsmask_window_turns=ten: {NOT_AN_INTEGER}ten"),
+    ("obsmask_window_turns=-1", r"obsmask_window_turns: must be 0 or more, got -1"),
+    ("obsmask_price_model=cheap", r"obsmask_price_model: must be one of anthropic, openai, "
+                                  r"openai_50, none, got 'cheap'"),
+    ("window_turns=2", r"unknown option window_turns \(did you mean obsmask_window_turns\?\)"),
+    ("obsmask_window_turn=2",
+     r"unknown option obsmask_window_turn \(did you mean obsmask_window_turns\?\)"),
+    ("obsmask_window_turns", r"--set obsmask_window_turns=: Option is required: "
+                             r"obsmask_window_turns"),
+    ("obsmask_keep_errors=maybe", r'--set obsmask_keep_errors=maybe: .*"true", "false", or '
+                                  r'have the value omitted.*'),
+])
+def test_a_wrong_setting_stops_the_report_naming_it_as_measure_py_does(
+        tmp_path, monkeypatch, assignment, message):
+    """Read by the reader measure.py uses: the proxy's option names, value
+    syntax and words (report.py puts its name before the line)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BenchError) as refused:
+        PolicyChooser(UserSettings(None, (assignment,)))
+    assert re.fullmatch(message, str(refused.value)), str(refused.value)
 
 
 def test_a_settings_file_that_does_not_exist_stops_the_report(tmp_path):
-    with pytest.raises(BenchError, match="not found"):
-        PolicyChooser(parse_set_options(str(tmp_path / "missing.toml"), []))
+    missing = tmp_path / "missing.toml"
+    with pytest.raises(BenchError, match=rf"^{re.escape(str(missing))}: configuration file "
+                                         r"not found$"):
+        PolicyChooser(UserSettings(str(missing)))
 
 
 # The replay -------------------------------------------------------------------

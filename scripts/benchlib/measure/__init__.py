@@ -1,7 +1,8 @@
 """scripts/measure.py: what obsmask does to the bill of your own sessions.
 
-- ``settings``: the settings in force, taken as the proxy takes them
-  (defaults, the settings file and its profile, ``--set``);
+- the settings in force are ``benchlib.proxy_settings``'s, taken as the
+  proxy takes them (defaults, the settings file and its profile, ``--set``),
+  the same reader as report.py's;
 - ``inputs``: the requests of the inputs (flow files, request bodies), as
   the client sent them, with what the recording says of each;
 - ``conversations``: those requests grouped into conversations, each a

@@ -22,8 +22,8 @@ from benchlib.measure.figures import (
 )
 from benchlib.measure.inputs import MASKED, InputSummary
 from benchlib.measure.run import TOKEN_ENCODING, Measurement
-from benchlib.measure.settings import MeasureSettings
 from benchlib.measure.usage import ProviderTokens, cache_rule
+from benchlib.proxy_settings import ProxySettings
 
 Json = dict[str, object]
 
@@ -57,7 +57,7 @@ def _tokens(tokens: TokenFigures) -> Json:
     }
 
 
-def _settings(settings: MeasureSettings) -> Json:
+def _settings(settings: ProxySettings) -> Json:
     return {
         "line": settings.line,
         "source": settings.source,
@@ -67,7 +67,7 @@ def _settings(settings: MeasureSettings) -> Json:
     }
 
 
-def _price_models(settings: MeasureSettings) -> Json:
+def _price_models(settings: ProxySettings) -> Json:
     return {
         model.name: {
             "replay_model": model.replay.name,

@@ -18,7 +18,7 @@ from benchlib.measure.figures import (
     total_figures,
 )
 from benchlib.measure.inputs import InputSummary, read_inputs
-from benchlib.measure.settings import MeasureSettings
+from benchlib.proxy_settings import ProxySettings
 
 # The encoding load_encoder loads (its offline copy first).
 TOKEN_ENCODING = "cl100k_base"
@@ -26,13 +26,13 @@ TOKEN_ENCODING = "cl100k_base"
 
 @dataclass(frozen=True)
 class Measurement:
-    settings: MeasureSettings
+    settings: ProxySettings
     inputs: list[InputSummary]
     conversations: list[ConversationFigures]
     total: TotalFigures
 
 
-def measure(paths: Sequence[Path], settings: MeasureSettings) -> Measurement:
+def measure(paths: Sequence[Path], settings: ProxySettings) -> Measurement:
     requests, inputs = read_inputs(paths, settings.routes)
     tokens = MessageTokens(load_encoder())
     figures = [

@@ -12,8 +12,8 @@ from benchlib.measure.comparison import RequestComparison
 from benchlib.measure.figures import REPORTED_MODELS, Bill, ConversationFigures, TokenFigures
 from benchlib.measure.inputs import FLOWS, MASKED, InputSummary
 from benchlib.measure.run import TOKEN_ENCODING, Measurement
-from benchlib.measure.settings import MeasureSettings
 from benchlib.measure.usage import ANTHROPIC_RULE, cache_rule
+from benchlib.proxy_settings import ProxySettings
 
 RULE_TITLES = {ANTHROPIC_RULE: "Anthropic's rule", "openai": "OpenAI's rule"}
 OBSMASK_MARK = "*"
@@ -58,7 +58,7 @@ def _input_line(summary: InputSummary) -> str:
     return line + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
 
 
-def _settings_lines(settings: MeasureSettings) -> list[str]:
+def _settings_lines(settings: ProxySettings) -> list[str]:
     price_model = settings.policy.price_model
     lines = ["Settings (as the proxy would take them):", f"  {settings.line}"]
     if not settings.policy.enabled:

@@ -6,7 +6,8 @@ and the body that went out, and the MCP answers obsmask cut.
 A flow that obsmask masked keeps the client's request in its backup
 (mitmproxy's ``flow.backup()``, saved with the flow: what mitmweb's Revert
 brings back); its request is the masked body that was forwarded. A flow
-without a backup went out as the client sent it.
+without a backup went out as the client sent it. The backup is read by
+``benchlib.flows.client_request``, as for measure.py: one reader of it.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 
 from mitmproxy import http, io
 from mitmproxy.exceptions import FlowReadException
-from mitmproxy.net import encoding
 
 from benchlib.errors import BenchError
+from benchlib.flows import client_request
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.conversation.wire_formats import FORMATS, WireFormat
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA
@@ -101,33 +102,10 @@ def _add(recorded: RecordedFlows, flow: http.HTTPFlow, source: str, routes: Rout
     fmt = _format(masking, routes, request.method, path, request.pretty_host)
     if fmt is None:
         return
+    # Both bodies decoded from their content-encoding by mitmproxy; one
+    # whose encoding cannot be undone is kept as it is (strict=False).
     sent = request.get_content(strict=False) or b""
-    original = _original_body(flow)
+    client = client_request(flow)
+    original = sent if client is request else (client.get_content(strict=False) or b"")
     recorded.requests.append(RecordedRequest(
-        recorded.flows, source, path, fmt, sent if original is None else original, sent,
-        masking))
-
-
-def _original_body(flow: http.HTTPFlow) -> bytes | None:
-    """The request body of the flow's backup (the state before obsmask
-    changed it), decoded from any content-encoding; None without a backup.
-    The backup is a private attribute of mitmproxy's Flow that holds the
-    flow's saved state (the same in mitmproxy 11 and 12); its request is
-    read as state, because Request.from_state carries no type annotations."""
-    backup = getattr(flow, "_backup", None)
-    state = backup.get("request") if isinstance(backup, dict) else None
-    if not isinstance(state, dict):
-        return None
-    content = state.get("content")
-    if not isinstance(content, bytes):
-        return b""
-    coding = next((value for name, value in state.get("headers") or ()
-                   if isinstance(name, bytes) and isinstance(value, bytes)
-                   and name.lower() == b"content-encoding"), None)
-    if not coding:
-        return content
-    try:
-        decoded = encoding.decode(content, coding.decode("latin-1"))
-    except ValueError:
-        return content  # as get_content(strict=False): the raw bytes
-    return decoded if isinstance(decoded, bytes) else content
+        recorded.flows, source, path, fmt, original, sent, masking))

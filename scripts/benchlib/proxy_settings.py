@@ -1,4 +1,6 @@
-"""The settings measure.py masks with, taken exactly as the proxy takes them.
+"""The settings the proxy would run with, for the scripts that replay
+recorded traffic (measure.py, report.py): taken exactly as the proxy takes
+them, so that neither script has a reader of its own.
 
 Each wins over the one before: the built-in defaults (``MaskPolicy``'s
 declarations), the settings file's ``[observation_masking.schema1]`` (the
@@ -51,17 +53,27 @@ _Settings = TypeVar("_Settings")
 
 
 class SettingsRefused(BenchError):
-    """An unknown option or a wrong value: measure.py prints the message and
-    exits with status 2, as a command line error."""
+    """An unknown option, a wrong value or a settings file that cannot be
+    used. The message is one line without the script's name: each entry
+    script puts its own name before it (measure.py then exits with status 2,
+    as for a command line error)."""
 
 
 @dataclass(frozen=True)
-class MeasureSettings:
+class ProxySettings:
     """The settings in force, and where they came from."""
 
     policy: MaskPolicy
     routes: Routes
     source: str  # as the proxy's start-up line says it
+    # The settings file read (its ``path`` None: there was none) and the
+    # profile chosen ("" for none), for a script that says in its own words
+    # where the values come from.
+    config: ConfigFile
+    profile: str
+    # The master switch in force: off, it turned the policy off whatever the
+    # policy's own ``enabled`` says.
+    switch: MasterSwitch
     # Options of the proxy given with --set that change nothing here (MCP
     # truncation's, recall's...): accepted, so that a proxy's command line
     # can be pasted, and named in the report.
@@ -107,27 +119,29 @@ def used_options() -> frozenset[str]:
     return frozenset(names)
 
 
-def _name(spec: str) -> str:
-    return spec.split("=", 1)[0]
+def option_names(specs: Sequence[str]) -> list[str]:
+    """The names of ``--set NAME=VALUE`` specs, each once, in the order
+    first given (a repeated option is one array, as in mitmproxy)."""
+    return list(dict.fromkeys(spec.split("=", 1)[0] for spec in specs))
 
 
 def apply_set_options(options: optmanager.OptManager, specs: Sequence[str]) -> set[str]:
     """Parse ``--set NAME=VALUE`` specs into ``options`` as mitmproxy does
     (a repeated option is an array); the names set. SettingsRefused names
     an unknown option (with the closest known one) or a wrong value."""
-    names = list(dict.fromkeys(_name(spec) for spec in specs))
+    names = option_names(specs)
     for name in names:
         if name not in options:
             close = difflib.get_close_matches(name, sorted(options._options), n=1)
             hint = (f"did you mean {close[0]}?" if close else
                     "not an option of obsmask; they are in the README's settings tables")
-            raise SettingsRefused(f"measure: unknown option {name} ({hint})")
-        mine = [spec for spec in specs if _name(spec) == name]
+            raise SettingsRefused(f"unknown option {name} ({hint})")
+        mine = [spec for spec in specs if spec.split("=", 1)[0] == name]
         try:
             options.set(*mine)
         except exceptions.OptionsError as e:
             values = ",".join(spec.partition("=")[2] for spec in mine)
-            raise SettingsRefused(f"measure: --set {name}={values}: {e}") from None
+            raise SettingsRefused(f"--set {name}={values}: {e}") from None
     return set(names)
 
 
@@ -142,7 +156,7 @@ def _explicit_values(cls: type, prefix: str, options: optmanager.OptManager,
         try:
             values[item.key] = typed_value(item, from_option(item, getattr(options, name)))
         except SettingError as e:
-            raise SettingsRefused(f"measure: {name}: {e.message}") from None
+            raise SettingsRefused(f"{name}: {e.message}") from None
     return values
 
 
@@ -150,7 +164,7 @@ def _built(cls: type[_Settings], values: dict[str, object], where: str) -> _Sett
     try:
         return build(cls, values)
     except SettingError as e:  # a rule between two values, each fine alone
-        raise SettingsRefused(f"measure: {where}: {e}") from None
+        raise SettingsRefused(f"{where}: {e}") from None
 
 
 def _switched_off_by(option: str, explicit: set[str], config: ConfigFile,
@@ -162,7 +176,7 @@ def _switched_off_by(option: str, explicit: set[str], config: ConfigFile,
 
 
 def settings_in_force(specs: Sequence[str], config: str | None = None,
-                      profile: str | None = None) -> MeasureSettings:
+                      profile: str | None = None) -> ProxySettings:
     """The settings the proxy would run with given ``--set`` ``specs`` and
     the ``--config``/``--profile`` shorthands (``--set obsmask_config=``,
     ``--set obsmask_profile=``); SettingsRefused says what is wrong."""
@@ -171,13 +185,14 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
     shorthands += [f"{PROFILE_OPTION}={profile}"] if profile is not None else []
     explicit = apply_set_options(options, [*shorthands, *specs])
     config_name = getattr(options, CONFIG_OPTION)
-    chosen_profile = getattr(options, PROFILE_OPTION)
+    profile_option = getattr(options, PROFILE_OPTION)
+    chosen_profile = profile_option if isinstance(profile_option, str) else ""
     try:
         file = load_config(config_name if isinstance(config_name, str) else None)
         file_switch = file.settings(MasterSwitch, SWITCH_SECTION)
-        values = policy_values(file, chosen_profile if isinstance(chosen_profile, str) else "")
+        values = policy_values(file, chosen_profile)
     except ConfigError as e:
-        raise SettingsRefused(f"measure: {e}") from None
+        raise SettingsRefused(str(e)) from None
 
     switch = _built(MasterSwitch, {**file_switch, **_explicit_values(
         MasterSwitch, SWITCH_PREFIX, options, explicit)}, f"[{'.'.join(SWITCH_SECTION)}]")
@@ -196,4 +211,4 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
         source = file.source + (f", profile {chosen_profile}" if chosen_profile else "")
         source += f", --set {', '.join(given)}" if given else ""
     ignored = tuple(sorted(explicit - used_options()))
-    return MeasureSettings(policy, routes, source, ignored)
+    return ProxySettings(policy, routes, source, file, chosen_profile, switch, ignored)

@@ -1,0 +1,79 @@
+"""The flows the report draws (``scripts/benchlib/report/flow_file.py``):
+each conversation request with the body the client sent (read from the
+flow's backup by ``benchlib.flows``, the reader measure.py uses) beside the
+body that went out, obsmask's record of it, and the MCP answers obsmask cut,
+numbered over every flow of every file."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchlib.errors import BenchError
+from benchlib.report.flow_file import read_flow_files
+from obsmask_core.conversation.routes import Routes
+from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT
+from support.flow_files import post_flow, write_flows
+
+ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'
+MASKED = b'{"messages": [{"role": "tool", "content": "[masked]"}]}'
+
+
+def test_a_masked_flow_gives_the_backups_body_as_the_original_and_the_request_as_sent(
+        tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED,
+                  metadata={"action": "masked", "window_turns": 2})])
+    [request] = read_flow_files([path], Routes()).requests
+    assert (request.original, request.sent) == (ORIGINAL, MASKED)
+    assert request.fmt is CHAT and request.masking == {"action": "masked", "window_turns": 2}
+
+
+def test_a_compressed_original_and_what_went_out_are_both_decoded(tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/messages", ORIGINAL, masked=MASKED, gzipped=True)])
+    [request] = read_flow_files([path], Routes()).requests
+    assert (request.original, request.sent) == (ORIGINAL, MASKED)
+    assert request.fmt is ANTHROPIC
+
+
+def test_a_flow_without_a_backup_went_out_as_the_client_sent_it(tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions?key=secret", ORIGINAL)])
+    [request] = read_flow_files([path], Routes()).requests
+    assert request.original == request.sent == ORIGINAL
+    assert request.path == "/v1/chat/completions" and request.masking == {}
+
+
+def test_flows_are_numbered_over_every_file_and_only_conversations_and_mcp_cuts_are_kept(
+        tmp_path):
+    cut = {"action": "truncated", "strings_cut": 1}
+    mcp = post_flow("/mcp", b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call"}')
+    mcp.metadata["obsmask_mcp"] = cut
+    first = write_flows(tmp_path / "first.mitm", [
+        post_flow("/v1/models", b"", method="GET"),
+        post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED)])
+    second = write_flows(tmp_path / "second.mitm", [
+        mcp, post_flow("/v1/messages", ORIGINAL)])
+    recorded = read_flow_files([first, second], Routes())
+    assert recorded.files == [str(first), str(second)] and recorded.flows == 4
+    assert [(r.flow_number, r.source, r.path) for r in recorded.requests] == [
+        (2, "first.mitm", "/v1/chat/completions"), (4, "second.mitm", "/v1/messages")]
+    assert [(c.flow_number, c.source, c.path, c.cut) for c in recorded.mcp_cuts] == [
+        (3, "second.mitm", "/mcp", cut)]
+
+
+def test_the_backup_reads_the_same_every_time(tmp_path):
+    """Reading the backup does not consume it: a file reads the same twice."""
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/responses", ORIGINAL, masked=MASKED)])
+    once, again = (read_flow_files([path], Routes()).requests for _ in range(2))
+    assert once == again and once[0].original == ORIGINAL
+
+
+def test_a_file_that_is_not_flows_or_is_missing_stops_the_report_with_one_line(tmp_path):
+    notes = tmp_path / "notes.mitm"
+    notes.write_text("not a flow file")
+    with pytest.raises(BenchError, match=r"notes\.mitm: cannot be read as mitmproxy flows"):
+        read_flow_files([notes], Routes())
+    with pytest.raises(BenchError, match=r"missing\.mitm: cannot be read as mitmproxy flows"):
+        read_flow_files([tmp_path / "missing.mitm"], Routes())
