@@ -244,3 +244,13 @@ def test_beyond_the_bills_kept_the_oldest_conversations_bills_stay_in_the_sums()
     (total,) = totals.bill_totals()
     assert (total.conversations, total.with_masking, total.without_masking) == (4, 40, 80)
     assert totals.conversations_seen == 4
+
+
+def test_the_summary_names_requests_passed_through_only_when_there_are_some():
+    """"passed through" is the log's word for a request obsmask could not
+    read: a reader searches for it, so a summary of none does not say it."""
+    totals = Totals()
+    totals.add_flow(masked("c-a", 1), None)
+    assert "passed through" not in totals.summary_lines()[0]
+    totals.add_flow({"action": "passed_through", "format": "chat", "reason": "bad"}, None)
+    assert "1 masked, 0 unchanged, 1 passed through;" in totals.summary_lines()[0]

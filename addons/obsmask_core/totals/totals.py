@@ -156,7 +156,10 @@ class Totals:
         r, m = self.requests, self.mcp
         lines = [
             f"totals: {r.requests:,} conversation request(s): {r.masked:,} masked, "
-            f"{r.unchanged:,} unchanged, {r.passed_through:,} passed through"
+            f"{r.unchanged:,} unchanged"
+            # Named only when there are some: the log's word for a request
+            # obsmask could not read, which a reader looks for.
+            + (f", {r.passed_through:,} passed through" if r.passed_through else "")
             + (f" ({r.held_out:,} held out)" if r.held_out else "")
             + f"; {r.tool_results_masked:,} tool results masked"
             + (f", {r.tool_results_clipped:,} clipped" if r.tool_results_clipped else "")
