@@ -4,7 +4,8 @@
     python3 scripts/test.py [pytest arguments...]
 
 The first run makes the virtual environments: .venv/main-pyX.Y (mitmproxy,
-tiktoken, pytest, hypothesis, ruff, mypy) where the tests run;
+tiktoken, pytest, pytest-xdist, hypothesis, ruff, mypy) where the tests run,
+one worker per core;
 .venv/clients-pyX.Y (the openai, anthropic and mcp SDKs) for the real
 clients and servers that the end-to-end tests start as separate processes;
 .venv/agent-mini-pyX.Y (mini-swe-agent) and .venv/agents-node (Claude Code,
@@ -30,4 +31,10 @@ if npm_bin is not None:
 else:
     os.environ["OBSMASK_NPM_AGENTS_PROBLEM"] = npm_problem or "unknown"
 os.chdir(REPO)
-os.execv(str(python), [str(python), "-m", "pytest", *sys.argv[1:]])
+arguments = sys.argv[1:]
+# One worker per core, each taking whole modules (their module-scoped
+# servers start once), unless told otherwise (-n 0, -p no:xdist).
+if not any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist"
+           for a in arguments):
+    arguments = ["-n", "auto", "--dist", "loadfile", *arguments]
+os.execv(str(python), [str(python), "-m", "pytest", *arguments])
