@@ -11,7 +11,9 @@ body (JSON) in any of the three wire formats (Chat Completions, Anthropic
 Messages, OpenAI Responses); several may be given. In a flow file, the
 conversation requests are the ones the proxy would read as such (its routes,
 ``obsmask_*_route`` and ``obsmask_hosts``), and each is read as the client
-sent it: a flow obsmask masked is read from its backup, the original.
+sent it: a flow obsmask masked is read from its backup, the original (one
+whose backup is missing or cannot be read is skipped and counted, as is a
+flow obsmask recorded as a conversation request on a route not in force).
 
 The settings are the proxy's: its built-in defaults, then the settings file
 (--config, else ./mitm.toml when there is one), its profile (--profile),
@@ -21,7 +23,10 @@ option or a wrong value: one line, and exit status 2.
 The requests are grouped into conversations (a request that a later one
 continues is part of it), and each conversation is replayed request by
 request without obsmask and with it, and billed under each price model
-(scripts/benchlib/cache/: the cache benchmark's replay). The report gives
+(scripts/benchlib/cache/: the cache benchmark's replay). A conversation in
+the holdout group (holdout_percent) is replayed unmasked, as the proxy
+leaves it, named as held out and counted in the headline, beside the bill
+of the others alone. The report gives
 the bill with and without obsmask under each price model, in total and per
 conversation, then the tokens, then the provider's own figures where the
 flows have them (flow metadata obsmask.provider_usage) next to the replay's

@@ -19,9 +19,14 @@ The bill replays each conversation's original requests (a masked flow's
 original is its backup) with bench_cache's code, under the settings the
 proxy would use: the built-in defaults, the settings file (--config, else
 mitm.toml in the current directory when there is one), then --set
-obsmask_<key>=VALUE options. Without --config and --set, the values the
-flows recorded (window_turns, price_model, allowance_percent) go over the
-file's, so the replay follows what the proxy did; the page says which.
+obsmask_<key>=VALUE options. Without --config and a --set of the masking
+policy (its settings, the master switch, the profile; a route's --set is
+none), the values the flows recorded (window_turns, price_model,
+allowance_percent) go over the file's, so the replay follows what the proxy
+did; the page says which. A conversation in the holdout group
+(holdout_percent) is replayed unmasked, as the proxy leaves it, and named
+as held out; a flow obsmask masked whose backup is missing or cannot be
+read is skipped, and the page says so.
 
 The page holds its style and its plots (inline SVG): no script, font or
 picture to fetch; it opens offline.

@@ -6,7 +6,13 @@ went to the provider; the client's own request is in the flow's backup
 (obsmask calls ``flow.backup()`` before it rewrites a body, and mitmproxy
 saves the backup with the flow: the "backup" key of its state). Every reader
 here takes the backup's request when there is one, so that a session
-recorded with masking on replays like one recorded with masking off.
+recorded with masking on replays like one recorded with masking off. A flow
+obsmask masked whose backup is missing or cannot be read holds no original:
+``original_lost`` says so, and both scripts skip it, saying so, rather than
+read the masked body as the client's.
+
+What obsmask left in a flow's metadata is read with
+``obsmask_core.shared.read_back``: a flow file may hold anything.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchlib.errors import BenchError
+from obsmask_core.shared.read_back import mapping, word
 
 if TYPE_CHECKING:  # mitmproxy is imported when a file is read, not by every benchmark
     from mitmproxy.http import HTTPFlow, Request
@@ -26,6 +33,11 @@ if TYPE_CHECKING:  # mitmproxy is imported when a file is read, not by every ben
 # (obsmask_core.mitm.flows.CONVERSATION_METADATA; that module loads the
 # addon's mitmproxy side, which a reader of files does not need).
 OBSMASK_METADATA = "obsmask"
+# Its action on a flow whose request it rewrote (the client's is the backup).
+MASKED = "masked"
+# Why such a flow without its original is skipped, in both scripts' words.
+ORIGINAL_LOST = ("masked when recorded, and its original is not in the flow "
+                 "(no backup, or one that cannot be read)")
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,9 @@ class RecordedRequest:
     from_backup: bool
     # What obsmask left in flow.metadata["obsmask"] (action, provider_usage...).
     obsmask: dict[str, object] = field(default_factory=dict)
+    # obsmask masked it and its original is not in the flow: ``body`` is
+    # the masked one, not the client's (see ``original_lost``).
+    original_lost: bool = False
 
 
 def _backup_request(state: object) -> Request | None:
@@ -74,13 +89,26 @@ def client_request(flow: HTTPFlow) -> Request:
     return original if original is not None else flow.request
 
 
+def obsmask_metadata(flow: HTTPFlow) -> dict[str, object]:
+    """What obsmask left in ``flow.metadata["obsmask"]``, empty when there
+    is nothing (or something else than a mapping)."""
+    return dict(mapping(flow.metadata.get(OBSMASK_METADATA)))
+
+
+def original_lost(flow: HTTPFlow, client: Request) -> bool:
+    """obsmask masked the flow (its metadata says so), and ``client`` (what
+    ``client_request`` gave) is the masked request itself: the flow has no
+    backup, or one that cannot be read. The client's body is then unknown."""
+    return (word(obsmask_metadata(flow).get("action")) == MASKED
+            and client.raw_content == flow.request.raw_content)
+
+
 def _as_recorded(flow: HTTPFlow, number: int) -> RecordedRequest:
     request = client_request(flow)
     try:
         body = request.get_content(strict=True) or b"" if request.raw_content is not None else None
     except ValueError:  # an encoding that cannot be undone
         body = None
-    metadata = flow.metadata.get(OBSMASK_METADATA)
     return RecordedRequest(
         number=number,
         method=request.method,
@@ -88,7 +116,8 @@ def _as_recorded(flow: HTTPFlow, number: int) -> RecordedRequest:
         host=request.pretty_host,
         body=body,
         from_backup=request.raw_content != flow.request.raw_content,
-        obsmask=dict(metadata) if isinstance(metadata, dict) else {},
+        obsmask=obsmask_metadata(flow),
+        original_lost=original_lost(flow, request),
     )
 
 

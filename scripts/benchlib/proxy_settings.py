@@ -108,15 +108,28 @@ def proxy_options() -> optmanager.OptManager:
     return registry.options
 
 
+def policy_options() -> frozenset[str]:
+    """The options that set the masking policy: its settings (``MaskPolicy``'s),
+    the master switch, and the settings file and profile that hold them.
+    Not the routes, which say which flows are conversations, not how one
+    is masked."""
+    names = {CONFIG_OPTION, PROFILE_OPTION, SWITCH_OPTION}
+    names.update(item.option_name(SWITCH_PREFIX) for item in declared(MasterSwitch))
+    names.update(item.option_name(PREFIX) for item in declared(MaskPolicy))
+    return frozenset(names)
+
+
+def route_options() -> frozenset[str]:
+    """The options that say which flows are conversations, in which format
+    (``obsmask_*_route``, ``obsmask_hosts``)."""
+    return frozenset(item.option_name(PREFIX) for item in declared(Routes))
+
+
 def used_options() -> frozenset[str]:
     """The options that change what conversation masking does to a request:
-    its settings, its routes, the master switch, and the settings file and
-    profile. The others (MCP truncation, the gateway, recall, the totals)
-    do not change the replay."""
-    names = {CONFIG_OPTION, PROFILE_OPTION, SWITCH_OPTION}
-    for cls in (MaskPolicy, Routes):
-        names.update(item.option_name(PREFIX) for item in declared(cls))
-    return frozenset(names)
+    the policy's (``policy_options``) and the routes. The others (MCP
+    truncation, the gateway, recall, the totals) do not change the replay."""
+    return policy_options() | route_options()
 
 
 def option_names(specs: Sequence[str]) -> list[str]:

@@ -35,9 +35,11 @@ import pytest
 from benchlib.cache.figures import session_figures
 from benchlib.cache.sessions import load_input
 from benchlib.cache.tokens import MessageTokens, load_encoder
+from benchlib.flows import recorded_requests
 from obsmask_core.conversation.policy import MaskPolicy
 from support.agents import CLIENTS, needs_clients, run_agent
 from support.anthropic_shell_agent import run_shell_agent
+from support.flow_files import post_flow, write_flows
 from support.json_values import as_list, as_object
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, Recorded, common_prefix_length, recording_server
@@ -327,6 +329,79 @@ def test_on_the_saved_flows_the_headline_is_the_cache_benchmarks_replay_of_their
 def _title(name: str) -> str:
     return {"chat": "OpenAI Chat Completions", "anthropic": "Anthropic Messages",
             "responses": "OpenAI Responses"}[name]
+
+
+SESSIONS = tuple(REPO / "fixtures" / "flows" / f"{name}_session.mitm"
+                 for name in ("chat", "anthropic", "responses"))
+
+
+def test_held_out_conversations_are_named_and_the_total_gives_the_bill_of_the_others(
+        tmp_path: Path) -> None:
+    """holdout_percent 70: of the three saved sessions only the chat one's
+    first user message falls in the lowest 70 buckets (66; 88 and 81 for
+    the others). It is replayed unmasked, as the proxy leaves it, named as
+    held out, and kept in the total; the total also gives the bill of the
+    two others alone, and the text's headline says how many were held out."""
+    options = ("--set", "obsmask_holdout_percent=70")
+    document = measured(SESSIONS[0], _empty_config(tmp_path), *options)  # one, held out
+    [alone] = [as_object(c) for c in as_list(document["conversations"])]
+    assert alone["held_out"] is True
+    assert as_object(as_object(alone["bill"])["none"])["ratio"] == 1.0
+    document = as_object(json.loads(run_measure(
+        *map(str, SESSIONS), "--config", str(_empty_config(tmp_path)), *MASKING_ON, *options,
+        "--json").stdout))
+    conversations = [as_object(c) for c in as_list(document["conversations"])]
+    assert [(c["format"], c["held_out"]) for c in conversations] == [
+        ("chat", True), ("anthropic", False), ("responses", False)]
+    total = as_object(document["total"])
+    assert total["held_out_conversations"] == 1
+    others = as_object(total["not_held_out"])
+    assert others["conversations"] == 2
+    for model, bill in as_object(others["bill"]).items():
+        summed = 0.0
+        for conversation in conversations[1:]:
+            value = as_object(as_object(conversation["bill"])[model])["without_obsmask"]
+            assert isinstance(value, float)
+            summed += value
+        assert as_object(bill)["without_obsmask"] == pytest.approx(summed, abs=0.2), model
+        whole = as_object(as_object(total["bill"])[model])["without_obsmask"]
+        assert isinstance(whole, float) and whole > summed
+    done = run_measure(*map(str, SESSIONS), "--config", str(_empty_config(tmp_path)),
+                       *MASKING_ON, *options)
+    assert "3 conversations, 1 of them held out," in done.stdout
+    assert "The 2 conversations not held out, alone:" in done.stdout
+    assert done.stdout.count("; held out (holdout_percent)") == 1
+
+
+def test_flows_it_cannot_measure_honestly_are_counted_as_skipped_with_the_reason(
+        tmp_path: Path) -> None:
+    """A masked flow on a route the settings in force do not read (obsmask
+    recorded its format), and a masked flow saved without its backup: each
+    skipped and said so, not dropped or read as the client's; a figure
+    beyond 2**53 in the provider's usage is read as not reported."""
+    fixture = REPO / "fixtures" / "flows" / "chat_session.mitm"
+    bodies = [flow.body for flow in recorded_requests(fixture) if flow.method == "POST"]
+    masked = {"action": "masked", "format": "chat"}
+    path = write_flows(tmp_path / "session.mitm", [
+        post_flow("/llm/chat", bodies[0] or b"", masked=b"{}", metadata=masked),
+        post_flow("/v1/chat/completions", bodies[1] or b"", metadata=masked),
+        *(post_flow("/v1/chat/completions", body or b"", metadata={
+            "action": "unchanged", "format": "chat",
+            "provider_usage": {"input_tokens": 10**400, "cached_input_tokens": 5}})
+          for body in bodies[2:3]),
+    ])
+    document = measured(path, _empty_config(tmp_path))
+    [summary] = [as_object(i) for i in as_list(document["inputs"])]
+    assert summary["skipped"] == {
+        "recorded by obsmask as an OpenAI Chat Completions request, on a route the settings "
+        "in force do not read as one (obsmask_*_route, obsmask_hosts)": 1,
+        "masked when recorded, and its original is not in the flow (no backup, or one that "
+        "cannot be read)": 1,
+    }
+    assert summary["conversation_requests"] == 1
+    [conversation] = [as_object(c) for c in as_list(document["conversations"])]
+    assert as_object(conversation["recorded"])["provider"] is None
+    assert str(10**20) not in json.dumps(document)
 
 
 def test_without_config_the_settings_file_of_the_current_directory_is_read(

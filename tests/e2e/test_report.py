@@ -17,6 +17,7 @@ a screenshot is saved.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -32,6 +33,7 @@ from mitmproxy import http, io
 from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.wire_formats import FORMATS
 from support.browser import rendered_dom, screenshot
+from support.flow_files import post_flow
 from support.mcp_flows import mcp_flow, response_message
 from support.processes import REPO, MitmdumpProcess
 
@@ -431,6 +433,82 @@ def test_the_three_fixtures_together_are_three_conversations(tmp_path):
     assert totals_of(page)["Conversations"] == 3
     assert totals_of(page)["Requests seen"] == 12
     assert len([plot_id for plot_id in page.plots if plot_id.endswith("-tokens")]) == 3
+
+
+def lead_paragraphs(page: Path) -> list[str]:
+    return [html.unescape(text) for text in
+            re.findall(r'<p class="lead">(.*?)</p>', page.read_text(encoding="utf-8"))]
+
+
+def section_titles(page: Path) -> list[str]:
+    return [html.unescape(text) for text in
+            re.findall(r"<h2>(.*?)</h2>", page.read_text(encoding="utf-8"))]
+
+
+def test_a_figure_beyond_2_53_in_the_flows_is_read_as_absent_and_the_page_is_made(tmp_path):
+    """A flow file is untrusted input: 10**400 in obsmask's record (the
+    provider's usage, an MCP cut) is no number a float can hold."""
+    flows = read_flows(FLOWS / "chat_session.mitm")
+    for flow in flows:
+        if flow.request.method == "POST":
+            flow.metadata["obsmask"] = {"action": "unchanged", "format": "chat",
+                                        "frontier_turn": 10**400, "provider_usage": {
+                                            "input_tokens": 10**400, "cached_input_tokens": 5}}
+    cut = mcp_flow(response_message("a short answer"))
+    cut.metadata["obsmask_mcp"] = {"action": "truncated", "strings_cut": 1,
+                                   "chars_before": 10**400, "chars_after": 5}
+    path = write_flows(tmp_path / "huge.mitm", [*flows, cut])
+    page = open_in_browser(run_report([path], tmp_path), tmp_path)
+    totals = totals_of(page)
+    assert totals["Provider-reported input tokens"] == 0
+    assert totals["Provider-reported cached input tokens"] == 4 * 5
+    assert totals["MCP characters before the cut"] == 0 and totals["MCP answers cut"] == 1
+
+
+def test_a_masked_flow_without_its_original_is_skipped_and_the_page_says_so(tmp_path):
+    """Its request is the masked body: drawn as the client's, it would show
+    no saving. Skipped as measure.py skips it, counted and named."""
+    fixture = read_flows(FLOWS / "chat_session.mitm")
+    lost = post_flow("/v1/chat/completions", fixture[1].request.content or b"",
+                     metadata={"action": "masked", "format": "chat", "masked_tool_results": 3})
+    path = write_flows(tmp_path / "lost.mitm", [*fixture, lost])
+    page_path = run_report([path], tmp_path)
+    totals = totals_of(open_in_browser(page_path, tmp_path))
+    assert totals["Masked requests skipped"] == 1
+    assert totals["Requests seen"] == 4 and totals["Masked"] == 0
+    assert totals["Tool results masked"] == 0
+    [said] = [p for p in lead_paragraphs(page_path) if "obsmask masked skipped" in p]
+    assert said.startswith("1 request(s) obsmask masked skipped, neither drawn nor billed: "
+                           "their original (the flow's backup) is missing or cannot be read")
+    assert said.endswith(f"lost.mitm #{len(fixture) + 1} /v1/chat/completions.")
+
+
+def test_held_out_conversations_are_named_and_counted_at_the_top_of_the_page(tmp_path):
+    """holdout_percent 70: of the three fixtures only the chat session's
+    first user message falls in the lowest 70 buckets (66; 88 and 81 for
+    the others). The replay leaves it unmasked, as the proxy would; the
+    page names it, counts it, keeps its bill in the totals and gives the
+    ratio of the two others beside."""
+    page_path = run_report([FLOWS / f"{name}_session.mitm" for name in FORMAT_NAMES], tmp_path,
+                           "--set", "obsmask_holdout_percent=70")
+    page = open_in_browser(page_path, tmp_path)
+    assert totals_of(page)["Conversations held out"] == 1
+    titles = [title for title in section_titles(page_path) if title.startswith("Conversation")]
+    assert [title.endswith(", held out") for title in titles] == [True, False, False]
+    assert "(OpenAI Chat Completions)" in titles[0]
+    [said] = [p for p in lead_paragraphs(page_path) if "held out" in p]
+    assert said.startswith("1 of the 3 conversation(s) is held out (holdout_percent = 70): "
+                           "obsmask leaves held-out conversations unmasked")
+    bills = page.tables["table-bill-totals"]
+    assert bills.columns[-1] == "Ratio, conversations not held out"
+    chat = expected_figures("chat", FLOWS / "chat_session.mitm").anchor
+    none = page.tables[f"table-{chat}-bill-none"]
+    assert none.column("With masking") == none.column("Without masking")
+    # The held-out bill is in the total; the other ratio leaves it out.
+    ratios = dict(zip(bills.column("Price model"), numbers(bills.column("Ratio")), strict=True))
+    others = dict(zip(bills.column("Price model"),
+                      numbers(bills.column("Ratio, conversations not held out")), strict=True))
+    assert others["none"] < ratios["none"] < 1
 
 
 def test_a_file_that_is_not_flows_stops_the_report_with_a_message(tmp_path):

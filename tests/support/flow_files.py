@@ -32,6 +32,13 @@ def post_flow(path: str, body: bytes, *, masked: bytes | None = None,
     return flow
 
 
+def with_unreadable_backup(flow: http.HTTPFlow) -> http.HTTPFlow:
+    """``flow`` with a backup that holds no request mitmproxy can read (as
+    a backup of another flow format would): the client's original is lost."""
+    flow._backup = {"request": {"not": "a request"}}
+    return flow
+
+
 def write_flows(path: Path, flows: Sequence[http.HTTPFlow]) -> Path:
     with open(path, "wb") as file:
         writer = io.FlowWriter(file)

@@ -11,7 +11,7 @@ import pytest
 
 from benchlib.errors import BenchError
 from benchlib.flows import client_request, post_bodies, recorded_requests
-from support.flow_files import post_flow, write_flows
+from support.flow_files import post_flow, with_unreadable_backup, write_flows
 
 ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'
 MASKED = b'{"messages": [{"role": "tool", "content": "[masked]"}]}'
@@ -39,6 +39,30 @@ def test_a_flow_without_a_backup_is_read_as_it_went_out(tmp_path):
     assert first.body == MASKED and not first.from_backup and first.obsmask == {}
     assert (second.number, second.method) == (2, "GET")
     assert list(post_bodies(path)) == [("/v1/chat/completions", MASKED)]
+
+
+def test_a_masked_flow_whose_backup_is_missing_or_unreadable_is_said_to_have_lost_its_original(
+        tmp_path):
+    """Its body is then the masked one: no reader may take it for the client's."""
+    masked = {"action": "masked"}
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions", MASKED, metadata=masked),
+        with_unreadable_backup(post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED,
+                                         metadata=masked)),
+        post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED, metadata=masked),
+        post_flow("/v1/chat/completions", ORIGINAL, metadata={"action": "unchanged"}),
+        post_flow("/v1/chat/completions", ORIGINAL),
+    ])
+    requests = list(recorded_requests(path))
+    assert [r.original_lost for r in requests] == [True, True, False, False, False]
+    assert [r.body for r in requests[:3]] == [MASKED, MASKED, ORIGINAL]
+
+
+def test_what_obsmask_recorded_is_read_as_absent_when_it_is_no_mapping(tmp_path):
+    flow = post_flow("/v1/chat/completions", ORIGINAL)
+    flow.metadata["obsmask"] = ["masked"]
+    [request] = recorded_requests(write_flows(tmp_path / "flows.mitm", [flow]))
+    assert request.obsmask == {} and not request.original_lost
 
 
 def test_a_compressed_original_is_decoded(tmp_path):

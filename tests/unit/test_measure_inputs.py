@@ -14,7 +14,7 @@ from benchlib.errors import BenchError
 from benchlib.measure.inputs import FLOWS, REQUEST_BODY, read_inputs
 from obsmask_core.conversation.provider_usage import ProviderUsage
 from obsmask_core.conversation.routes import Routes
-from support.flow_files import post_flow, write_flows
+from support.flow_files import post_flow, with_unreadable_backup, write_flows
 from support.formats import session, to_anthropic, to_chat, to_responses
 
 EVENTS = session(3)
@@ -80,21 +80,57 @@ def test_a_masked_flow_is_read_from_its_backup_with_the_providers_figures(tmp_pa
 
 
 def test_the_requests_it_cannot_measure_are_skipped_and_counted_with_the_reason(tmp_path):
+    chat = _bytes(DOCUMENTS["chat"])
     path = write_flows(tmp_path / "flows.mitm", [
-        # Masked by obsmask, but saved without its backup: no original to measure.
-        post_flow("/v1/chat/completions", _bytes(DOCUMENTS["chat"]),
-                  metadata={"action": "masked"}),
+        # Masked by obsmask, but saved without its backup, or with one that
+        # cannot be read: no original to measure.
+        post_flow("/v1/chat/completions", chat, metadata={"action": "masked"}),
+        with_unreadable_backup(post_flow("/v1/chat/completions", chat, masked=chat[:-1] + b" }",
+                                         metadata={"action": "masked"})),
         post_flow("/v1/chat/completions", b"not json"),
         post_flow("/v1/messages", _bytes({"model": "m", "messages": []})),
         post_flow("/v1/responses", _bytes(DOCUMENTS["responses"])),
     ])
     requests, [summary] = read_inputs([path], Routes())
-    assert [request.flow for request in requests] == [4]
+    assert [request.flow for request in requests] == [5]
     assert summary.skipped == {
-        "masked when recorded, and its original is not in the flow (no backup)": 1,
+        "masked when recorded, and its original is not in the flow (no backup, or one that "
+        "cannot be read)": 2,
         "not a JSON OpenAI Chat Completions request": 1,
         "an empty conversation": 1,
     }
+
+
+def test_a_flow_obsmask_recorded_on_a_route_not_in_force_is_skipped_with_the_reason(tmp_path):
+    """The proxy read it as a conversation request (its metadata names the
+    format); measured with routes that do not match it, it is counted as
+    skipped, not dropped without a word."""
+    original = _bytes(DOCUMENTS["chat"])
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/llm/chat", original, masked=_bytes({"model": "m", "messages": []}),
+                  metadata={"action": "masked", "format": "chat"}),
+        post_flow("/llm/chat", original, metadata={"action": "unchanged", "format": "chat"}),
+        post_flow("/llm/other", original),  # never a conversation request: not counted
+        post_flow("/v1/chat/completions", original),
+    ])
+    requests, [summary] = read_inputs([path], Routes())
+    assert [request.flow for request in requests] == [4]
+    assert summary.skipped == {
+        "recorded by obsmask as an OpenAI Chat Completions request, on a route the settings "
+        "in force do not read as one (obsmask_*_route, obsmask_hosts)": 2}
+    requests, [summary] = read_inputs([path], Routes(chat_route="/llm/chat$"))
+    assert [request.flow for request in requests] == [1, 2] and summary.skipped == {}
+    assert requests[0].body[0] == DOCUMENTS["chat"]["messages"]
+
+
+def test_what_obsmask_recorded_is_read_with_its_checks(tmp_path):
+    path = write_flows(tmp_path / "flows.mitm", [post_flow(
+        "/v1/chat/completions", _bytes(DOCUMENTS["chat"]),
+        metadata={"action": 7, "format": ["chat"],
+                  "provider_usage": {"input_tokens": 10**400, "cached_input_tokens": 5}})])
+    [request], [summary] = read_inputs([path], Routes())
+    assert request.action is None and request.usage == ProviderUsage(cached_input_tokens=5)
+    assert summary.with_provider_usage == 1
 
 
 def test_inputs_with_no_conversation_are_refused_with_one_line(tmp_path):

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from benchlib.measure.document import json_document
 from benchlib.measure.run import measure
-from benchlib.measure.text import text_report
+from benchlib.measure.text import HOW, text_report
 from benchlib.proxy_settings import settings_in_force
 from support.chat import conversation
 from support.flow_files import post_flow, write_flows
 from support.processes import REPO
 
 FLOWS = REPO / "fixtures" / "flows" / "chat_session.mitm"
+# The three saved sessions: only the chat one's first user message falls in
+# the lowest 70 buckets (66; anthropic 88, responses 81).
+SESSIONS = tuple(REPO / "fixtures" / "flows" / f"{name}_session.mitm"
+                 for name in ("chat", "anthropic", "responses"))
 
 
 def _report(toml_file, *options: str, paths=(FLOWS,), per_request: bool = False) -> str:
@@ -58,3 +65,47 @@ def test_the_providers_figures_sit_next_to_the_estimate(toml_file, tmp_path):
     assert "    provider                            4,006                0              -" in text
     assert "    request by request (" in text and "1,003 / 0 / -" in text
     assert "    request by request (" not in _report(toml_file, paths=(path,))
+
+
+def test_how_says_anthropic_bills_as_a_cache_write_every_token_not_read_from_the_cache():
+    """Not "every other token", which reads as every second one."""
+    assert "every other" not in HOW
+    assert "Anthropic's bills every token not read from the cache as a cache write" in HOW
+
+
+def test_held_out_conversations_are_named_and_counted_in_the_headline_beside_the_others_bill(
+        toml_file):
+    settings = settings_in_force(["obsmask_window_turns=2", "obsmask_holdout_percent=70"],
+                                 toml_file(""))
+    measurement = measure(list(SESSIONS), settings)
+    text = text_report(measurement)
+    assert ("The bill, in input tokens at the base input price: 3 conversations, 1 of them "
+            "held out, ") in text
+    assert ("  1 of the 3 conversations is held out (holdout_percent = 70: the proxy leaves "
+            "held-out conversations unmasked, so their bill with obsmask is their bill without "
+            "it); it is in the total above") in text
+    assert "The 2 conversations not held out, alone:" in text
+    held = [line for line in text.splitlines() if "; held out (holdout_percent)" in line]
+    assert len(held) == 1 and ": chat, " in held[0]
+    # Kept in the total, as the proxy bills them; the others' bill beside it.
+    total = measurement.total
+    [chat] = [f for f in measurement.conversations if f.held_out]
+    assert all(bill.with_obsmask == bill.without for bill in chat.bills.values())
+    for name, bill in total.bills.items():
+        others = total.not_held_out_bills[name]
+        assert bill.without == pytest.approx(others.without + chat.bills[name].without)
+    document = json_document(measurement)
+    assert [c["held_out"] for c in document["conversations"]] == [True, False, False]
+    assert document["total"]["held_out_conversations"] == 1
+    assert document["total"]["not_held_out"]["conversations"] == 2
+
+
+def test_with_every_conversation_held_out_the_headline_says_the_bills_tell_nothing_of_masking(
+        toml_file):
+    text = _report(toml_file, "obsmask_holdout_percent=100")
+    assert "1 conversation, 1 of them held out" in text
+    assert "  Every conversation is held out (holdout_percent = 100: " in text
+    assert "lower holdout_percent to measure it" in text
+    assert "not held out, alone" not in text
+    unheld = _report(toml_file, "obsmask_window_turns=2")
+    assert "held out" not in unheld

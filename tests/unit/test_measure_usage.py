@@ -35,6 +35,14 @@ def test_the_flow_metadata_gives_the_figures_it_holds():
     assert usage_from_metadata(None) is None
 
 
+def test_a_figure_beyond_2_53_or_not_a_count_is_read_as_not_reported():
+    """A flow file is untrusted: 10**400 would be a number no sum can hold."""
+    assert usage_from_metadata({"input_tokens": 10**400, "cached_input_tokens": 5}) == (
+        ProviderUsage(cached_input_tokens=5))
+    assert usage_from_metadata({"input_tokens": 2**53 + 1, "output_tokens": -1}) is None
+    assert usage_from_metadata({"input_tokens": 2**53}) == ProviderUsage(input_tokens=2**53)
+
+
 def test_every_price_model_of_the_settings_has_the_replay_model_of_its_prices():
     assert [model.name for model in PRICED_MODELS] == list(PRICE_MODELS)
     assert {model.name: model.replay.name for model in PRICED_MODELS} == {

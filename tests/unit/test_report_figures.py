@@ -17,7 +17,8 @@ from benchlib.report.figures import (
     mcp_figure,
     token_figure,
 )
-from benchlib.report.mcp_cuts import McpCut
+from benchlib.report.flow_file import RecordedMcpCut
+from benchlib.report.mcp_cuts import McpCut, mcp_cuts
 from benchlib.report.replayed_plans import ReplayedPlan
 from benchlib.report.request_numbers import NO_RECORD, ProviderFigures, RequestNumbers
 from benchlib.report.totals import bill_totals_table, totals, totals_table
@@ -171,3 +172,30 @@ def test_the_bill_totals_add_every_conversation_final_bill_per_price_model():
     table = bill_totals_table([first, second])
     assert table.rows == (("none", Fixed(100.0, 1), Fixed(80.0, 1), Fixed(0.8, 3)),)
     assert bill_totals_table([]) is None
+
+
+def test_a_cut_figure_beyond_2_53_or_not_a_count_is_read_as_absent():
+    [cut] = mcp_cuts([RecordedMcpCut(4, "flows.mitm", "/mcp", {
+        "strings_cut": 2**53 + 1, "chars_before": 10**400, "chars_after": -5,
+        "tokens_saved": True})])
+    assert cut == McpCut(1, 4, "/mcp", 0, 0, 0, None)
+    mcp_figure([cut])  # draws: no number a float cannot hold
+
+
+def test_the_totals_count_the_held_out_conversations_and_the_masked_requests_skipped():
+    figures = totals(flows=3, conversations=2, requests=[request(1)], cuts=[], held_out=1,
+                     lost_originals=2)
+    rows = {row[0]: row[1] for row in totals_table(figures).rows}
+    assert rows["Conversations held out"] == 1 and rows["Masked requests skipped"] == 2
+
+
+def test_the_bill_totals_give_the_ratio_of_the_conversations_not_held_out_beside_the_whole():
+    masked = ConversationBill((1, 2), (ModelBill("none", "", (10.0, 30.0), (10.0, 20.0)),), ())
+    held = ConversationBill((1,), (ModelBill("none", "", (70.0,), (70.0,)),), (), held_out=True)
+    table = bill_totals_table([masked, held])
+    assert table.columns[-1] == "Ratio, conversations not held out"
+    assert table.rows == (("none", Fixed(100.0, 1), Fixed(90.0, 1), Fixed(0.9, 3),
+                           Fixed(20.0 / 30.0, 3)),)
+    every = bill_totals_table([held])
+    assert every.rows == (("none", Fixed(70.0, 1), Fixed(70.0, 1), Fixed(1.0, 3), None),)
+    assert len(bill_totals_table([masked]).columns) == 4  # none held out: no column

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from benchlib.errors import BenchError
-from benchlib.report.flow_file import read_flow_files
+from benchlib.report.flow_file import LostOriginal, read_flow_files
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT
-from support.flow_files import post_flow, write_flows
+from support.flow_files import post_flow, with_unreadable_backup, write_flows
 
 ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'
 MASKED = b'{"messages": [{"role": "tool", "content": "[masked]"}]}'
@@ -42,6 +42,31 @@ def test_a_flow_without_a_backup_went_out_as_the_client_sent_it(tmp_path):
     [request] = read_flow_files([path], Routes()).requests
     assert request.original == request.sent == ORIGINAL
     assert request.path == "/v1/chat/completions" and request.masking == {}
+
+
+def test_a_masked_flow_whose_backup_is_missing_or_unreadable_is_skipped_and_listed(tmp_path):
+    """Its request is the masked body: read as the client's, the savings
+    would show 0. Skipped as measure.py skips it, and listed for the page."""
+    masked = {"action": "masked", "format": "chat"}
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions?key=1", MASKED, metadata=masked),
+        with_unreadable_backup(post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED,
+                                         metadata=masked)),
+        post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED, metadata=masked),
+    ])
+    recorded = read_flow_files([path], Routes())
+    assert recorded.lost_originals == [LostOriginal(1, "flows.mitm", "/v1/chat/completions"),
+                                       LostOriginal(2, "flows.mitm", "/v1/chat/completions")]
+    assert [(r.flow_number, r.original, r.sent) for r in recorded.requests] == [
+        (3, ORIGINAL, MASKED)]
+
+
+def test_metadata_of_the_wrong_type_is_read_as_absent(tmp_path):
+    flow = post_flow("/v1/chat/completions", ORIGINAL, metadata={"format": ["anthropic"]})
+    flow.metadata["obsmask_mcp"] = "truncated"
+    [request] = read_flow_files([write_flows(tmp_path / "flows.mitm", [flow])],
+                                Routes()).requests
+    assert request.fmt is CHAT  # the route's format, not the list's
 
 
 def test_flows_are_numbered_over_every_file_and_only_conversations_and_mcp_cuts_are_kept(

@@ -17,9 +17,11 @@ from benchlib.errors import BenchError
 from benchlib.report.bills import bill_conversation, growing_runs
 from benchlib.report.conversations import OTHER, ParsedBody, group_conversations, parse_body
 from benchlib.report.estimates import prompt_tokens
+from benchlib.report.figures import cache_figure, frontier_figure, token_figure
 from benchlib.report.flow_file import RecordedRequest
 from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
 from benchlib.report.replayed_plans import replay_plan
+from benchlib.report.request_numbers import request_numbers
 from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.policy import MaskPolicy
@@ -127,6 +129,55 @@ def test_a_masked_request_without_a_bill_was_masked_without_a_cache_price_model(
         {"action": "masked", "window_turns": 3},
         {"action": "unchanged"},
     ]) == {"window_turns": 3, "price_model": "none"}
+
+
+def test_a_recorded_value_beyond_2_53_or_of_the_wrong_type_is_read_as_not_recorded():
+    assert recorded_settings([
+        {"action": "masked", "window_turns": 10**400,
+         "bill": {"price_model": 7, "allowance_percent": 10**400}},
+        {"action": ["masked"], "window_turns": 3},
+    ]) == {}
+    # A bill that is no mapping is no bill: the masked request had no cache.
+    assert recorded_settings([{"action": "masked", "window_turns": 2, "bill": "openai"}]) == {
+        "window_turns": 2, "price_model": "none"}
+
+
+@pytest.mark.parametrize("assignment", [
+    "obsmask_chat_route=/llm/chat$", r"obsmask_hosts=^llm\.internal$", "mcpmask_max_chars=10"])
+def test_a_set_of_a_route_or_of_another_feature_still_follows_the_recorded_values(
+        tmp_path, monkeypatch, assignment):
+    """Only the masking policy's options (its settings, the master switch,
+    the file and the profile) are settings given: a route says which flows
+    are conversations, not how one is masked."""
+    monkeypatch.chdir(tmp_path)
+    chooser = PolicyChooser(UserSettings(None, (assignment,)))
+    replay = chooser.for_conversation({"window_turns": 2, "price_model": "openai"})
+    assert (replay.policy.window_turns, replay.policy.price_model) == (2, "openai")
+    assert "as the flows recorded" in replay.source and replay.differences == ()
+    assert "with each conversation's recorded window_turns" in chooser.source_statement()
+
+
+def test_a_route_given_with_set_is_named_beside_the_recorded_values(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    chooser = PolicyChooser(UserSettings(None, ("obsmask_chat_route=/llm/chat$",)))
+    assert chooser.routes().chat_route == "/llm/chat$"
+    assert chooser.source_statement().endswith(
+        "as each conversation states; the conversations are the requests on the routes of "
+        "--set obsmask_chat_route")
+
+
+@pytest.mark.parametrize("assignment", [
+    "obsmask_window_turns=5", "obsmask_all_enabled=true", "obsmask_profile=no_cache"])
+def test_a_set_of_the_policy_the_switch_or_the_profile_is_a_setting_given(
+        tmp_path, monkeypatch, assignment):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mitm.toml").write_text(
+        '[observation_masking.profiles.no_cache]\nprice_model = "none"\n')
+    replay = PolicyChooser(UserSettings(None, (assignment,))).for_conversation(
+        {"window_turns": 2})
+    assert "as the flows recorded" not in replay.source
+    assert replay.differences == (
+        f"window_turns: 2 in the flows, {replay.policy.window_turns} in this replay",)
 
 
 def test_a_recorded_value_equal_to_the_one_in_force_is_not_named(tmp_path, monkeypatch):
@@ -304,3 +355,37 @@ def test_the_replayed_plan_says_whether_the_request_comes_out_as_it_was_sent(tok
     assert plan.input_tokens == prompt_tokens(masked, tokens) < prompt_tokens(original, tokens)
     assert replay_plan(original, original, CHAT, policy, tokens).as_sent is False
     assert replay_plan(original, None, CHAT, policy, tokens).as_sent is None
+
+
+def test_a_held_out_conversation_is_replayed_unmasked_and_the_plan_says_it_is_held_out(tokens):
+    items = convert(CHAT, session(6))
+    original = parse_body(body_of(CHAT, items), CHAT)
+    held = replay_plan(original, original, CHAT, MaskPolicy(window_turns=1,
+                                                            holdout_percent=100), tokens)
+    assert held.held_out and held.masked == 0 and held.as_sent is True
+    masked = replay_plan(original, None, CHAT, MaskPolicy(window_turns=1), tokens)
+    assert not masked.held_out and masked.masked == 5
+
+
+# What obsmask recorded ---------------------------------------------------------
+
+
+def test_a_recorded_figure_beyond_2_53_is_read_as_not_recorded_and_the_figures_draw(tokens):
+    """A flow file is untrusted: 10**400 would overflow a float in the plots."""
+    items = convert(CHAT, session(2))
+    [group] = group_conversations([recorded(
+        CHAT, body_of(CHAT, items), action="unchanged", frontier_turn=10**400,
+        tool_turns=2**53 + 1, masked_tool_results=-1, stage=3, conversation=["c-1"],
+        provider_usage={"input_tokens": 10**400, "cached_input_tokens": 5})])
+    assert group.name == conversation_id(items)  # the recorded name was no string
+    numbers = request_numbers(group.requests[0], tokens, None)
+    assert (numbers.frontier_turn, numbers.tool_turns, numbers.masked, numbers.stage) == (
+        None, None, None, None)
+    assert numbers.provider is not None and numbers.provider.input_tokens is None
+    assert numbers.provider.cached_input_tokens == 5
+    token_figure([numbers])
+    frontier_figure([numbers])
+    assert cache_figure([numbers]) is not None
+    only_huge = recorded(CHAT, body_of(CHAT, items), provider_usage={"input_tokens": 10**400})
+    [group] = group_conversations([only_huge])
+    assert request_numbers(group.requests[0], tokens, None).provider is None

@@ -9,6 +9,10 @@ are its cost under the model without a cache (one token, one unit), and
 the tokens it reads from the cache under a cache rule follow from its cost
 under a model of that rule: ``cost = read * cached + uncached * (tokens -
 cached)``.
+
+A conversation in the holdout group (``holdout_percent``) is left unmasked
+by the proxy, so its replay with obsmask is too: its two bills are equal,
+and ``held_out`` says why (the masking code's own decision).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from benchlib.cache.replay import PolicyRun, replay
 from benchlib.cache.sessions import Session
 from benchlib.cache.so_far import worst_so_far
 from benchlib.cache.tokens import MessageTokens
+from obsmask_core.conversation.planner import plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
 
 # Masking off: the bill the conversation has without obsmask.
@@ -60,6 +65,8 @@ class ConversationBill:
 
     without: PolicyRun
     with_obsmask: PolicyRun
+    # In the holdout group: obsmask leaves it unmasked, as the proxy does.
+    held_out: bool = False
 
     @property
     def requests(self) -> int:
@@ -77,8 +84,17 @@ class ConversationBill:
                             self.without.bill.so_far[model.name])
 
 
+def held_out(session: Session, policy: MaskPolicy) -> bool:
+    """Does the proxy leave this conversation unmasked, in the holdout group
+    (``holdout_percent``)? The planner's answer for its whole list (every
+    request of it holds the first user message that decides)."""
+    items = session.messages
+    return plan_masking(session.fmt.index(items), policy, items).held_out
+
+
 def bill_conversation(session: Session, policy: MaskPolicy,
                       tokens: MessageTokens) -> ConversationBill:
     originals = [tokens.segment(message) for message in session.messages]
     return ConversationBill(replay(session, WITHOUT_OBSMASK, tokens, originals),
-                            replay(session, policy, tokens, originals))
+                            replay(session, policy, tokens, originals),
+                            held_out(session, policy))

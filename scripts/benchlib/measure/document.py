@@ -11,6 +11,7 @@ but for those keys.
 from __future__ import annotations
 
 from benchlib.cache.policies import policy_settings
+from benchlib.flows import MASKED
 from benchlib.measure.bill import RequestEstimate
 from benchlib.measure.comparison import RequestComparison
 from benchlib.measure.figures import (
@@ -20,7 +21,7 @@ from benchlib.measure.figures import (
     TokenFigures,
     TotalFigures,
 )
-from benchlib.measure.inputs import MASKED, InputSummary
+from benchlib.measure.inputs import InputSummary
 from benchlib.measure.run import TOKEN_ENCODING, Measurement
 from benchlib.measure.usage import ProviderTokens, cache_rule
 from benchlib.proxy_settings import ProxySettings
@@ -162,6 +163,7 @@ def _conversation(figures: ConversationFigures) -> Json:
         "requests": figures.requests,
         "recorded_requests": len(conversation.requests),
         "last_request": {"file": conversation.last.file, "flow": conversation.last.flow},
+        "held_out": figures.held_out,
         "bill": _bills(figures.bills),
         "worst_so_far": {
             name: {"ratio": round(worst[0], 4), "request": worst[1]} if worst else None
@@ -180,7 +182,12 @@ def _total(total: TotalFigures) -> Json:
         "conversations": total.conversations,
         "requests": total.requests,
         "recorded_requests": total.recorded_requests,
+        "held_out_conversations": total.held_out,
         "bill": _bills(total.bills),
+        # The bill of the conversations not held out (holdout_percent): the
+        # held-out ones, unmasked, are in "bill" too.
+        "not_held_out": {"conversations": total.conversations - total.held_out,
+                         "bill": _bills(total.not_held_out_bills)},
         "tokens": _tokens(total.tokens),
     }
 

@@ -1,12 +1,18 @@
 """The figures of a measurement, per conversation and in total: the bill
 without and with obsmask under each price model (the headline), the worst
 bill so far, the tokens, and the provider's own figures next to the
-replay's estimate."""
+replay's estimate.
+
+A conversation in the holdout group (``holdout_percent``) is named as such:
+the proxy leaves it unmasked, so its two bills are equal. It counts in the
+total, as in the proxy's bills (the holdout is there to compare them), and
+the total also gives the bill of the conversations not held out, which the
+held-out ones would otherwise dilute without a word."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from benchlib.cache.model import CACHE_RULES, PriceModel
 from benchlib.measure.bill import ConversationBill
@@ -83,6 +89,7 @@ class ConversationFigures:
     worst_so_far: dict[str, tuple[float, int] | None]  # (ratio, request from 1)
     tokens: TokenFigures
     comparisons: list[RequestComparison]
+    held_out: bool = False  # in the holdout group: left unmasked, as the proxy does
 
 
 def conversation_figures(conversation: Conversation, bill: ConversationBill) -> ConversationFigures:
@@ -101,6 +108,7 @@ def conversation_figures(conversation: Conversation, bill: ConversationBill) -> 
         {model.name: bill.worst_so_far(model.replay) for model in REPORTED_MODELS},
         tokens,
         comparisons(conversation, bill),
+        bill.held_out,
     )
 
 
@@ -109,20 +117,30 @@ class TotalFigures:
     conversations: int
     requests: int  # replayed
     recorded_requests: int
-    bills: dict[str, Bill]
+    bills: dict[str, Bill]  # every conversation's, the held-out ones included
     tokens: TokenFigures
+    held_out: int = 0  # conversations in the holdout group
+    # The bills of the conversations not held out (all of them when none is).
+    not_held_out_bills: dict[str, Bill] = field(default_factory=dict)
+
+
+def _summed_bills(conversations: Sequence[ConversationFigures]) -> dict[str, Bill]:
+    bills = {model.name: Bill(0.0, 0.0) for model in REPORTED_MODELS}
+    for figures in conversations:
+        bills = {name: bill + figures.bills[name] for name, bill in bills.items()}
+    return bills
 
 
 def total_figures(conversations: Sequence[ConversationFigures]) -> TotalFigures:
-    bills = {model.name: Bill(0.0, 0.0) for model in REPORTED_MODELS}
     tokens = TokenFigures((0, 0), dict.fromkeys(CACHE_RULES, (0, 0)), 0, 0)
     for figures in conversations:
-        bills = {name: bill + figures.bills[name] for name, bill in bills.items()}
         tokens = tokens + figures.tokens
     return TotalFigures(
         len(conversations),
         sum(figures.requests for figures in conversations),
         sum(len(figures.conversation.requests) for figures in conversations),
-        bills,
+        _summed_bills(conversations),
         tokens,
+        sum(figures.held_out for figures in conversations),
+        _summed_bills([figures for figures in conversations if not figures.held_out]),
     )

@@ -9,7 +9,11 @@ force (``obsmask_*_route``, ``obsmask_hosts``) match it and give its
 format. Its body is the client's: the flow's backup when obsmask masked it
 (``benchlib.flows``), so a session recorded through obsmask measures like
 one recorded without it. A flow masked by obsmask whose original was not
-saved cannot be measured honestly and is skipped, and said so.
+saved (or cannot be read) cannot be measured honestly and is skipped, and
+said so; so is a flow obsmask recorded as a conversation request (its
+metadata names the format) on a route the settings in force do not read as
+one: the proxy recorded it, and the replay would leave it out without a word.
+What obsmask recorded is read with ``obsmask_core.shared.read_back``.
 """
 
 from __future__ import annotations
@@ -22,14 +26,21 @@ from pathlib import Path
 from benchlib.cache.formats import conversation
 from benchlib.cache.sessions import Body, read_body
 from benchlib.errors import BenchError
-from benchlib.flows import RecordedRequest, recorded_requests
+from benchlib.flows import MASKED, ORIGINAL_LOST, RecordedRequest, recorded_requests
 from benchlib.measure.usage import usage_from_metadata
 from obsmask_core.conversation.provider_usage import ProviderUsage
 from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
+from obsmask_core.shared.read_back import word
 
 FLOWS = "flows"
 REQUEST_BODY = "request body"
-MASKED = "masked"  # obsmask's action on a flow it rewrote
+
+
+def off_route_reason(fmt_name: str) -> str:
+    """Why a flow obsmask recorded as a request of ``fmt_name`` is skipped
+    when no route in force matches it."""
+    return (f"recorded by obsmask as an {FORMAT_TITLES[fmt_name]} request, on a route "
+            "the settings in force do not read as one (obsmask_*_route, obsmask_hosts)")
 
 
 @dataclass(frozen=True)
@@ -85,13 +96,15 @@ def _body_of(recorded: RecordedRequest, routes: Routes,
     (and the reason counted in ``summary``) when it cannot be measured."""
     fmt = routes.format_of(recorded.method, recorded.path, recorded.host)
     if fmt is None:
+        recorded_format = word(recorded.obsmask.get("format"))
+        if recorded_format in FORMAT_TITLES:
+            summary.skip(off_route_reason(recorded_format))
         return None
-    action = recorded.obsmask.get("action")
     if recorded.body is None:
         summary.skip("body not recorded (streamed) or its encoding cannot be undone")
         return None
-    if action == MASKED and not recorded.from_backup:
-        summary.skip("masked when recorded, and its original is not in the flow (no backup)")
+    if recorded.original_lost:
+        summary.skip(ORIGINAL_LOST)
         return None
     try:
         items, preamble = conversation(json.loads(recorded.body), fmt)
@@ -112,10 +125,10 @@ def read_flows(path: Path, routes: Routes) -> tuple[list[SentRequest], InputSumm
         body = _body_of(recorded, routes, summary)
         if body is None:
             continue
-        action = recorded.obsmask.get("action")
+        action = word(recorded.obsmask.get("action"))
         usage = usage_from_metadata(recorded.obsmask.get("provider_usage"))
         requests.append(SentRequest(str(path), recorded.number, body, recorded.from_backup,
-                                    action if isinstance(action, str) else None, usage))
+                                    action, usage))
         summary.conversation_requests += 1
         summary.from_backup += recorded.from_backup
         summary.masked_when_recorded += action == MASKED

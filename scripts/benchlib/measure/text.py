@@ -8,9 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
+from benchlib.flows import MASKED
 from benchlib.measure.comparison import RequestComparison
-from benchlib.measure.figures import REPORTED_MODELS, Bill, ConversationFigures, TokenFigures
-from benchlib.measure.inputs import FLOWS, MASKED, InputSummary
+from benchlib.measure.figures import (
+    REPORTED_MODELS,
+    Bill,
+    ConversationFigures,
+    TokenFigures,
+    TotalFigures,
+)
+from benchlib.measure.inputs import FLOWS, InputSummary
 from benchlib.measure.run import TOKEN_ENCODING, Measurement
 from benchlib.measure.usage import ANTHROPIC_RULE, cache_rule
 from benchlib.proxy_settings import ProxySettings
@@ -28,9 +35,9 @@ HOW = (
     "(masking is a pure function of the request) and billed under each price model: the "
     "tokens read from the provider's cache are the longest prefix it shares with the "
     "previous request of the same replay (none under 1,024 tokens; OpenAI's rule counts in "
-    "steps of 128; Anthropic's bills every other token as a cache write). Tokens are "
-    f"counted with {TOKEN_ENCODING}, 3 framing tokens a message; tool definitions are left "
-    "out. These are estimates, not your provider's bill."
+    "steps of 128; Anthropic's bills every token not read from the cache as a cache write). "
+    f"Tokens are counted with {TOKEN_ENCODING}, 3 framing tokens a message; tool definitions "
+    "are left out. These are estimates, not your provider's bill."
 )
 
 
@@ -105,6 +112,41 @@ def _dearer_line(bills: dict[str, Bill]) -> list[str]:
             "history after it again."]
 
 
+def _holdout_note(settings: ProxySettings) -> str:
+    """What the proxy does with a held-out conversation, in a few words."""
+    return (f"(holdout_percent = {settings.policy.holdout_percent}: the proxy leaves "
+            "held-out conversations unmasked, so their bill with obsmask is their bill "
+            "without it)")
+
+
+def _headline(total: TotalFigures, settings: ProxySettings) -> str:
+    line = (f"The bill, in input tokens at the base input price: {total.conversations} "
+            f"conversation{'s' if total.conversations != 1 else ''}")
+    if settings.policy.enabled and settings.policy.holdout_percent > 0:
+        line += f", {total.held_out} of them held out"
+    return line + (f", {total.requests} requests replayed "
+                   f"({total.recorded_requests} recorded)")
+
+
+def _holdout_lines(total: TotalFigures, settings: ProxySettings,
+                   obsmask_model: str) -> list[str]:
+    """Under the total: which share of it is the holdout group, and the
+    bill of the other conversations alone."""
+    if not total.held_out:
+        return []
+    others = total.conversations - total.held_out
+    if not others:
+        return [f"  Every conversation is held out {_holdout_note(settings)}: these bills "
+                "say nothing of masking; lower holdout_percent to measure it."]
+    one = total.held_out == 1
+    return [f"  {total.held_out} of the {total.conversations} conversations "
+            f"{'is' if one else 'are'} held out {_holdout_note(settings)}; "
+            f"{'it is' if one else 'they are'} in the total above, which "
+            f"{'it brings' if one else 'they bring'} closer to 1.00x. The {others} "
+            f"conversation{'s' if others != 1 else ''} not held out, alone:",
+            *_bill_table(total.not_held_out_bills, obsmask_model)]
+
+
 def _price_model_notes() -> list[str]:
     notes = ["Price models (per input token, relative to the base input price):"]
     notes += [f"  {model.name}: {SENSITIVITY_NOTE if model.sensitivity else model.description}"
@@ -131,6 +173,8 @@ def _conversation_lines(figures: ConversationFigures, obsmask_model: str) -> lis
     head = (f"  #{conversation.number} {conversation.name}: {conversation.session.fmt.name}, "
             f"{figures.requests} requests replayed ({len(conversation.requests)} recorded; "
             f"the last: {conversation.last.where})")
+    if figures.held_out:
+        head += "; held out (holdout_percent): the proxy leaves it unmasked"
     return [head, *_bill_table(figures.bills, obsmask_model, figures.worst_so_far, "    "),
             *_token_lines(figures.tokens, "    ")]
 
@@ -205,11 +249,10 @@ def text_report(measurement: Measurement, *, per_request: bool = False) -> str:
         "",
         *_settings_lines(settings),
         "",
-        f"The bill, in input tokens at the base input price: {total.conversations} "
-        f"conversation{'s' if total.conversations != 1 else ''}, {total.requests} requests "
-        f"replayed ({total.recorded_requests} recorded)",
+        _headline(total, settings),
         *_bill_table(total.bills, obsmask_model),
         *_dearer_line(total.bills),
+        *_holdout_lines(total, settings, obsmask_model),
         "",
         "Per conversation:",
     ]

@@ -9,6 +9,8 @@ cache; Anthropic's ``input_tokens`` is only what was neither read from
 nor written to its cache, so its prompt is the sum of the three figures.
 Each format is compared with the replay's cache rule of its provider:
 Anthropic's for Anthropic Messages, OpenAI's for the two OpenAI formats.
+Each figure is read with ``obsmask_core.shared.read_back.count``: one that
+is no count, or beyond 2**53, is read as not reported.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, fields
 
 from obsmask_core.conversation.provider_usage import ProviderUsage
 from obsmask_core.conversation.wire_formats import ANTHROPIC, WireFormat
+from obsmask_core.shared.read_back import count, mapping
 
 ANTHROPIC_RULE = "anthropic"
 OPENAI_RULE = "openai"
@@ -24,11 +27,9 @@ OPENAI_RULE = "openai"
 
 def usage_from_metadata(value: object) -> ProviderUsage | None:
     """The figures of a flow's ``provider_usage``; None when it has none."""
-    if not isinstance(value, dict):
-        return None
-    counts = {item.name: value.get(item.name) for item in fields(ProviderUsage)}
-    found = {name: count for name, count in counts.items()
-             if isinstance(count, int) and not isinstance(count, bool)}
+    usage = mapping(value)
+    counts = {item.name: count(usage.get(item.name)) for item in fields(ProviderUsage)}
+    found = {name: figure for name, figure in counts.items() if figure is not None}
     return ProviderUsage(**found) if found else None
 
 

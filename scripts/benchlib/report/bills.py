@@ -49,6 +49,8 @@ class ConversationBill:
     # Requests (numbers) whose list does not continue the previous one's:
     # the replay starts a new run there.
     restarts: tuple[int, ...]
+    # In the holdout group (holdout_percent): unmasked, its two bills equal.
+    held_out: bool = False
 
 
 NumberedBody = tuple[int, ParsedBody]

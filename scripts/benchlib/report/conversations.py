@@ -22,6 +22,7 @@ from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.request_text import UnsupportedBody, parse_request
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.shared.read_back import word
 
 OTHER = "other"
 
@@ -70,8 +71,8 @@ class Conversation:
 
 def conversation_name(recorded: RecordedRequest, original: ParsedBody | None) -> str | None:
     """The name obsmask recorded, else the one the body gives; None for none."""
-    named = recorded.masking.get("conversation")
-    if isinstance(named, str) and named:
+    named = word(recorded.masking.get("conversation"))
+    if named:
         return named
     return conversation_id(original.items) if original is not None else None
 

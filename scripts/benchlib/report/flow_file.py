@@ -7,7 +7,13 @@ A flow that obsmask masked keeps the client's request in its backup
 (mitmproxy's ``flow.backup()``, saved with the flow: what mitmweb's Revert
 brings back); its request is the masked body that was forwarded. A flow
 without a backup went out as the client sent it. The backup is read by
-``benchlib.flows.client_request``, as for measure.py: one reader of it.
+``benchlib.flows.client_request``, as for measure.py: one reader of it. A
+flow obsmask masked whose backup is missing or cannot be read has no
+original: it is skipped (neither drawn nor billed) and listed, as measure.py
+skips it, rather than drawn with the masked body as the client's.
+
+What obsmask left in a flow's metadata is read with
+``obsmask_core.shared.read_back``: a flow file may hold anything.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from mitmproxy import http, io
 from mitmproxy.exceptions import FlowReadException
 
 from benchlib.errors import BenchError
-from benchlib.flows import client_request
+from benchlib.flows import client_request, original_lost
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.conversation.wire_formats import FORMATS, WireFormat
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA
+from obsmask_core.shared.read_back import mapping, word
 
 # What obsmask_core.mcp.summary.McpSummary.as_metadata says of a cut answer.
 MCP_CUT_ACTION = "truncated"
@@ -52,25 +59,35 @@ class RecordedMcpCut:
     cut: Mapping[str, object]  # flow.metadata["obsmask_mcp"]
 
 
+@dataclass(frozen=True)
+class LostOriginal:
+    """A conversation request obsmask masked whose original (the flow's
+    backup) is missing or cannot be read: skipped."""
+
+    flow_number: int
+    source: str
+    path: str
+
+
 @dataclass
 class RecordedFlows:
     files: list[str] = field(default_factory=list)
     flows: int = 0  # every flow read, of any kind
     requests: list[RecordedRequest] = field(default_factory=list)
     mcp_cuts: list[RecordedMcpCut] = field(default_factory=list)
+    lost_originals: list[LostOriginal] = field(default_factory=list)
 
 
 def _metadata(metadata: Mapping[str, object], key: str) -> Mapping[str, object]:
-    value = metadata.get(key)
-    return value if isinstance(value, dict) else {}
+    return mapping(metadata.get(key))
 
 
 def _format(masking: Mapping[str, object], routes: Routes, method: str, path: str,
             host: str) -> WireFormat | None:
     """The format obsmask read the request as (its metadata says), else the
     one its route gives."""
-    named = masking.get("format")
-    if isinstance(named, str) and named in FORMATS:
+    named = word(masking.get("format"))
+    if named is not None and named in FORMATS:
         return FORMATS[named]
     return routes.format_of(method, path, host)
 
@@ -102,10 +119,13 @@ def _add(recorded: RecordedFlows, flow: http.HTTPFlow, source: str, routes: Rout
     fmt = _format(masking, routes, request.method, path, request.pretty_host)
     if fmt is None:
         return
+    client = client_request(flow)
+    if original_lost(flow, client):
+        recorded.lost_originals.append(LostOriginal(recorded.flows, source, path))
+        return
     # Both bodies decoded from their content-encoding by mitmproxy; one
     # whose encoding cannot be undone is kept as it is (strict=False).
     sent = request.get_content(strict=False) or b""
-    client = client_request(flow)
     original = sent if client is request else (client.get_content(strict=False) or b"")
     recorded.requests.append(RecordedRequest(
         recorded.flows, source, path, fmt, original, sent, masking))

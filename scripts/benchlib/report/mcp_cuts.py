@@ -1,17 +1,15 @@
 """The MCP answers obsmask cut, as their flows' metadata records them
-(``flow.metadata["obsmask_mcp"]``: ``obsmask_core.mcp.summary.McpSummary``)."""
+(``flow.metadata["obsmask_mcp"]``: ``obsmask_core.mcp.summary.McpSummary``),
+each figure read with ``obsmask_core.shared.read_back.count`` (one that is
+no count, or beyond 2**53, is read as absent)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from benchlib.report.flow_file import RecordedMcpCut
-
-
-def _count(mapping: Mapping[str, object], key: str) -> int | None:
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+from obsmask_core.shared.read_back import count
 
 
 @dataclass(frozen=True)
@@ -27,8 +25,8 @@ class McpCut:
 
 def mcp_cuts(recorded: Iterable[RecordedMcpCut]) -> list[McpCut]:
     return [
-        McpCut(number, cut.flow_number, cut.path, _count(cut.cut, "strings_cut") or 0,
-               _count(cut.cut, "chars_before") or 0, _count(cut.cut, "chars_after") or 0,
-               _count(cut.cut, "tokens_saved"))
+        McpCut(number, cut.flow_number, cut.path, count(cut.cut.get("strings_cut")) or 0,
+               count(cut.cut.get("chars_before")) or 0, count(cut.cut.get("chars_after")) or 0,
+               count(cut.cut.get("tokens_saved")))
         for number, cut in enumerate(recorded, start=1)
     ]

@@ -9,12 +9,17 @@ then the ``--set obsmask_<key>=VALUE`` options, with the proxy's option
 names, value syntax and checks; a wrong one stops the report with that
 reader's one line.
 
-When the user gives neither ``--config`` nor ``--set``, the values a
-conversation's flows recorded go over the file's: ``window_turns`` of its
-masked requests, the ``price_model`` and ``allowance_percent`` of the bill
-obsmask kept. The replay then follows what the proxy did, and the page names
-those keys. With settings given, the user's win, and the page lists the
-recorded values they contradict.
+When the user gives no setting of the masking policy (neither ``--config``
+nor a ``--set`` of the policy's options, the master switch or the profile:
+``benchlib.proxy_settings.policy_options``), the values a conversation's
+flows recorded go over the file's: ``window_turns`` of its masked requests,
+the ``price_model`` and ``allowance_percent`` of the bill obsmask kept (each
+read with ``obsmask_core.shared.read_back``: a flow file may hold anything).
+The replay then follows what the proxy did, and the page names those keys.
+A ``--set`` of a route (``obsmask_chat_route``...) or of another feature
+changes no policy, so the recorded values are still followed. With policy
+settings given, the user's win, and the page lists the recorded values they
+contradict.
 """
 
 from __future__ import annotations
@@ -23,12 +28,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from benchlib.errors import BenchError
-from benchlib.proxy_settings import ProxySettings, option_names, settings_in_force
+from benchlib.proxy_settings import (
+    ProxySettings,
+    option_names,
+    policy_options,
+    route_options,
+    settings_in_force,
+)
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.mitm.conversation_addon import PREFIX
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME
 from obsmask_core.shared.errors import SettingError
+from obsmask_core.shared.read_back import mapping, whole, word
 from obsmask_core.shared.settings import build, declared
 
 # What a conversation's flows record of the policy, and where.
@@ -38,15 +50,19 @@ RECORDED_KEYS = ("window_turns", "price_model", "allowance_percent")
 @dataclass(frozen=True)
 class UserSettings:
     """``--config`` and the ``--set NAME=VALUE`` options, as the command line
-    gave them: whether there are any decides whether the recorded values are
-    followed, so they are kept as given, not only as read."""
+    gave them: whether they set the masking policy decides whether the
+    recorded values are followed, so they are kept as given, not only as read."""
 
     config: str | None = None
     assignments: tuple[str, ...] = ()
 
     @property
     def given(self) -> bool:
-        return self.config is not None or bool(self.assignments)
+        """Is any setting of the masking policy given (``--config``, or a
+        ``--set`` of the policy, the master switch, the file or the profile)?
+        A route or another feature's option is not one."""
+        return self.config is not None or any(
+            name in policy_options() for name in option_names(self.assignments))
 
 
 def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, object]:
@@ -56,19 +72,21 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
     request without a bill)."""
     found: dict[str, object] = {}
     for summary in masking:
-        masked = summary.get("action") == "masked"
-        if masked and isinstance(summary.get("window_turns"), int):
-            found["window_turns"] = summary["window_turns"]
-        bill = summary.get("bill")
-        if masked and bill is None:
+        masked = word(summary.get("action")) == "masked"
+        window_turns = whole(summary.get("window_turns"))
+        if masked and window_turns is not None:
+            found["window_turns"] = window_turns
+        bill = mapping(summary.get("bill"))
+        if masked and not bill:
             # A masked request was planned: without a bill, its price model
             # had no cache (conversation/summary.py keeps the bill otherwise).
             found["price_model"] = "none"
             found.pop("allowance_percent", None)
-        if isinstance(bill, dict):
-            for key in ("price_model", "allowance_percent"):
-                if key in bill:
-                    found[key] = bill[key]
+        price_model, allowance = word(bill.get("price_model")), whole(bill.get("allowance_percent"))
+        if price_model is not None:
+            found["price_model"] = price_model
+        if allowance is not None:
+            found["allowance_percent"] = allowance
     return found
 
 
@@ -125,6 +143,11 @@ class PolicyChooser:
             text = (f"{self._file_source}, with each conversation's recorded "
                     f"{', '.join(RECORDED_KEYS)} over it (from its flows' metadata, when "
                     "obsmask recorded them), as each conversation states")
+            routes = [name for name in option_names(self.settings.assignments)
+                      if name in route_options()]
+            if routes:
+                text += ("; the conversations are the requests on the routes of --set "
+                         + ", ".join(routes))
         if self.ignored:
             text += ("; these options change no replayed request and are ignored: "
                      + ", ".join(self.ignored))

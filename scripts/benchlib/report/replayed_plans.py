@@ -33,6 +33,9 @@ class ReplayedPlan:
     # The replayed request equals the one sent; None when the sent body
     # cannot be read.
     as_sent: bool | None
+    # The conversation is in the holdout group (holdout_percent): the
+    # policy leaves it unmasked, as the proxy does.
+    held_out: bool = False
 
 
 def replay_plan(original: ParsedBody, sent: ParsedBody | None, fmt: WireFormat,
@@ -41,4 +44,4 @@ def replay_plan(original: ParsedBody, sent: ParsedBody | None, fmt: WireFormat,
     replayed = ParsedBody(apply_plan(original.items, plan, fmt), original.preamble)
     as_sent = None if sent is None else replayed == sent
     return ReplayedPlan(plan.frontier_turn, plan.tool_turns, plan.stage, plan.masked,
-                        plan.clipped, prompt_tokens(replayed, tokens), as_sent)
+                        plan.clipped, prompt_tokens(replayed, tokens), as_sent, plan.held_out)

@@ -1,7 +1,9 @@
 """The numbers of one request that the page shows: its input tokens as the
 client sent it and as it went out (``benchlib.report.estimates``), what the
 provider reported, what obsmask recorded about its masking, and what the
-replayed policy decides."""
+replayed policy decides. What obsmask recorded is read with
+``obsmask_core.shared.read_back``: a figure that is no count, or beyond
+2**53, is read as not recorded (a flow file may hold anything)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from benchlib.cache.tokens import MessageTokens
 from benchlib.report.conversations import ConversationRequest
 from benchlib.report.estimates import prompt_tokens
 from benchlib.report.replayed_plans import ReplayedPlan
+from obsmask_core.shared.read_back import count, mapping, word
 
 NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
 # Formats whose input_tokens leave out the tokens read from or written to
@@ -19,9 +22,8 @@ NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off
 CACHE_OUTSIDE_INPUT = frozenset({"anthropic"})
 
 
-def _count(mapping: Mapping[str, object], key: str) -> int | None:
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _count(recorded: Mapping[str, object], key: str) -> int | None:
+    return count(recorded.get(key))
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,14 @@ class ProviderFigures:
 
 
 def provider_figures(masking: Mapping[str, object], fmt_name: str) -> ProviderFigures | None:
-    """The usage of ``flow.metadata["obsmask"]["provider_usage"]``, if any."""
-    usage = masking.get("provider_usage")
-    if not isinstance(usage, dict):
+    """The usage of ``flow.metadata["obsmask"]["provider_usage"]``; None
+    when it holds no input figure that can be read."""
+    usage = mapping(masking.get("provider_usage"))
+    figures = (_count(usage, "input_tokens"), _count(usage, "cached_input_tokens"),
+               _count(usage, "cache_creation_input_tokens"))
+    if all(figure is None for figure in figures):
         return None
-    return ProviderFigures(_count(usage, "input_tokens"), _count(usage, "cached_input_tokens"),
-                           _count(usage, "cache_creation_input_tokens"),
-                           fmt_name in CACHE_OUTSIDE_INPUT)
+    return ProviderFigures(*figures, fmt_name in CACHE_OUTSIDE_INPUT)
 
 
 @dataclass(frozen=True)
@@ -87,23 +90,21 @@ class RequestNumbers:
 def request_numbers(request: ConversationRequest, tokens: MessageTokens,
                     replayed: ReplayedPlan | None) -> RequestNumbers:
     masking = request.recorded.masking
-    action = masking.get("action")
-    reason = masking.get("reason")
-    stage = masking.get("stage")
+    action = word(masking.get("action"))
     before = _count(masking, "masked_tokens_before")
     after = _count(masking, "masked_tokens_after")
     return RequestNumbers(
         number=request.number,
         flow_number=request.recorded.flow_number,
-        action=action if isinstance(action, str) else NO_RECORD,
-        reason=reason if isinstance(reason, str) else "",
+        action=action if action is not None else NO_RECORD,
+        reason=word(masking.get("reason")) or "",
         tokens_without=(prompt_tokens(request.original, tokens)
                         if request.original is not None else None),
         tokens_with=prompt_tokens(request.sent, tokens) if request.sent is not None else None,
         provider=provider_figures(masking, request.recorded.fmt.name),
         frontier_turn=_count(masking, "frontier_turn"),
         tool_turns=_count(masking, "tool_turns"),
-        stage=stage if isinstance(stage, str) else None,
+        stage=word(masking.get("stage")),
         masked=_count(masking, "masked_tool_results"),
         clipped=_count(masking, "clipped_tool_results"),
         masked_tokens_saved=before - after if before is not None and after is not None else None,

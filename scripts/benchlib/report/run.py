@@ -1,11 +1,17 @@
 """scripts/report.py's work, from flow files to the page: read the flows,
 group them by conversation, measure each request, replay each conversation
-for its bill, then lay the page out."""
+for its bill, then lay the page out.
+
+Two things the page says in words, as measure.py does: the conversations
+of the holdout group (holdout_percent), which the replay leaves unmasked as
+the proxy does (named in their titles, counted at the top, their bills in
+the totals beside the ratio of the others); and the requests obsmask masked
+whose original is missing, skipped (listed at the top)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,13 +26,14 @@ from benchlib.report.figures import (
     mcp_figure,
     token_figure,
 )
-from benchlib.report.flow_file import read_flow_files
+from benchlib.report.flow_file import LostOriginal, read_flow_files
 from benchlib.report.html_page import Page, Section, render_page
 from benchlib.report.mcp_cuts import McpCut, mcp_cuts
 from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
 from benchlib.report.replayed_plans import replay_plan
 from benchlib.report.request_numbers import RequestNumbers, request_numbers
 from benchlib.report.totals import bill_totals_table, totals, totals_table
+from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.summary import describe_policy
 
 TITLE = "obsmask report"
@@ -46,6 +53,7 @@ class ConversationReport:
     section: Section
     requests: list[RequestNumbers]
     bill: ConversationBill | None
+    held_out: bool = False  # in the holdout group of its replay
 
 
 def _sources(conversation: Conversation) -> str:
@@ -71,6 +79,30 @@ def _other_section(conversation: Conversation, tokens: MessageTokens) -> Convers
                                       tuple(figures)), numbers, None)
 
 
+def _holdout_paragraphs(conversation: Conversation, policy: MaskPolicy,
+                        held_out: bool) -> list[str]:
+    """What the page says of the holdout for one conversation: that it is
+    held out, and whether the flows say otherwise (obsmask records
+    ``holdout`` on the requests it left alone for it, and masks none)."""
+    recorded = [r.recorded.masking for r in conversation.requests]
+    recorded_held_out = any(m.get("holdout") is True for m in recorded)
+    recorded_masked = any(m.get("action") == "masked" for m in recorded)
+    paragraphs = []
+    if held_out:
+        paragraphs.append(
+            f"Held out (holdout_percent = {policy.holdout_percent}): obsmask leaves this "
+            "conversation unmasked, so the replay does too, and its bill with masking is its "
+            "bill without. It counts in the totals, as the holdout group is there to compare "
+            "its bills with those of the masked conversations.")
+    if held_out and recorded_masked:
+        paragraphs.append("When the flows were recorded obsmask masked this conversation: it "
+                          "was not held out then.")
+    elif not held_out and recorded_held_out:
+        paragraphs.append("When the flows were recorded obsmask held this conversation out "
+                          "(holdout_percent): this replay masks it.")
+    return paragraphs
+
+
 def conversation_report(conversation: Conversation, chooser: PolicyChooser,
                         tokens: MessageTokens) -> ConversationReport:
     fmt = conversation.fmt
@@ -85,12 +117,16 @@ def conversation_report(conversation: Conversation, chooser: PolicyChooser,
     ]
     bill = bill_conversation([(r.number, r.original) for r in conversation.requests
                               if r.original is not None], fmt, replay.policy, tokens)
+    held_out = any(r.replayed.held_out for r in numbers if r.replayed is not None)
+    if bill is not None:
+        bill = replace(bill, held_out=held_out)
     checked = [r.replayed.as_sent for r in numbers
                if r.replayed is not None and r.replayed.as_sent is not None]
     paragraphs = [
         f"{len(numbers)} request(s) from {_sources(conversation)}.",
         "Replayed (the bill, and the dashed lines of the replay) under: "
         + describe_policy(replay.policy, replay.source) + ".",
+        *_holdout_paragraphs(conversation, replay.policy, held_out),
     ]
     if checked:
         paragraphs.append(
@@ -114,15 +150,34 @@ def conversation_report(conversation: Conversation, chooser: PolicyChooser,
     figures.append(frontier_figure(numbers))
     if bill is not None:
         figures += [bill_figure(model, bill.request_numbers) for model in bill.models]
-    section = Section(f"{conversation.name}-{fmt.name}", conversation.title,
-                      tuple(paragraphs), tuple(figures))
-    return ConversationReport(section, numbers, bill)
+    title = conversation.title + (", held out" if held_out else "")
+    section = Section(f"{conversation.name}-{fmt.name}", title, tuple(paragraphs),
+                      tuple(figures))
+    return ConversationReport(section, numbers, bill, held_out)
 
 
 def _mcp_section(cuts: Sequence[McpCut]) -> Section:
     return Section("mcp", "MCP answers cut", (
         f"{len(cuts)} MCP answer(s) in which obsmask cut long strings to a head, a marker "
         "and a tail.",), (mcp_figure(cuts),))
+
+
+def _held_out_statement(held_out: int, conversations: int, policy: MaskPolicy) -> str:
+    verb = "is" if held_out == 1 else "are"
+    return (f"{held_out} of the {conversations} conversation(s) {verb} held out "
+            f"(holdout_percent = {policy.holdout_percent}): obsmask leaves held-out "
+            "conversations unmasked, so the replay does too and their bills with and without "
+            "masking are equal. They are in the totals, "
+            "as the provider bills them (the holdout group is there to compare bills), which "
+            "brings the ratio closer to 1: the bill totals also give the ratio of the "
+            "conversations not held out, and each held-out conversation says so in its title.")
+
+
+def _lost_originals_statement(lost: Sequence[LostOriginal]) -> str:
+    return (f"{len(lost)} request(s) obsmask masked skipped, neither drawn nor billed: their "
+            "original (the flow's backup) is missing or cannot be read, so what the client "
+            "sent is unknown, and the masked body is not it (measure.py skips them too): "
+            + ", ".join(f"{r.source} #{r.flow_number} {r.path}" for r in lost) + ".")
 
 
 def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, int, int]:
@@ -150,10 +205,16 @@ def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, in
         "has the table of its numbers beside it.",
         "Settings of the replay: " + chooser.source_statement() + ".",
     ]
+    held_out = sum(report.held_out for report in reports)
+    if held_out:
+        intro.append(_held_out_statement(held_out, named, chooser.in_force.policy))
+    if recorded.lost_originals:
+        intro.append(_lost_originals_statement(recorded.lost_originals))
     page = Page(
         title=TITLE,
         intro=tuple(intro),
-        totals=totals_table(totals(recorded.flows, named, requests, cuts)),
+        totals=totals_table(totals(recorded.flows, named, requests, cuts, held_out=held_out,
+                                   lost_originals=len(recorded.lost_originals))),
         bill_totals=bill_totals_table(bills),
         bill_note=BILL_NOTE,
         sections=tuple(sections),

@@ -1,6 +1,11 @@
 """The totals at the top of the page: what obsmask did to every request of
 the files, what the providers reported, what MCP truncation cut, and the
-bills of every conversation added up."""
+bills of every conversation added up.
+
+The conversations of the holdout group (holdout_percent: left unmasked, as
+the proxy leaves them) are counted and their bills added in, as the
+provider bills them; the bill totals then also give the ratio of the other
+conversations alone, which the held-out ones would dilute without a word."""
 
 from __future__ import annotations
 
@@ -17,7 +22,11 @@ from benchlib.report.request_numbers import NO_RECORD, RequestNumbers
 class Totals:
     flows: int
     conversations: int
+    held_out: int  # conversations in the holdout group of the replay
     requests: int
+    # Requests obsmask masked whose original (the backup) is missing or
+    # unreadable: skipped, neither drawn nor billed.
+    lost_originals: int
     masked: int
     unchanged: int
     passed_through: int
@@ -44,13 +53,15 @@ def _sum(values: Sequence[int | None]) -> int:
 
 
 def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
-           cuts: Sequence[McpCut]) -> Totals:
+           cuts: Sequence[McpCut], *, held_out: int = 0, lost_originals: int = 0) -> Totals:
     readable = [r for r in requests if r.tokens_without is not None and r.tokens_with is not None]
     usage = [r.provider for r in requests if r.provider is not None]
     return Totals(
         flows=flows,
         conversations=conversations,
+        held_out=held_out,
         requests=len(requests),
+        lost_originals=lost_originals,
         masked=sum(1 for r in requests if r.action == "masked"),
         unchanged=sum(1 for r in requests if r.action == "unchanged"),
         passed_through=sum(1 for r in requests if r.action == "passed_through"),
@@ -77,7 +88,13 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
 TOTAL_ROWS = (
     ("flows", "Flows read", "every flow of the files, of any kind"),
     ("conversations", "Conversations", "named by a hash of the first user message"),
+    ("held_out", "Conversations held out", "in the holdout group (holdout_percent): left "
+                                           "unmasked, as the proxy leaves them; their bills "
+                                           "are in the totals"),
     ("requests", "Requests seen", "POSTs on the Chat Completions, Messages and Responses routes"),
+    ("lost_originals", "Masked requests skipped", "masked when recorded, but their original "
+                                                  "(the flow's backup) is missing or cannot be "
+                                                  "read: neither drawn nor billed"),
     ("masked", "Masked", "requests obsmask sent with old tool results masked or clipped"),
     ("unchanged", "Left unchanged", "requests with nothing to mask"),
     ("passed_through", "Passed through", "requests obsmask could not mask (the reason is "
@@ -115,16 +132,35 @@ def totals_table(figures: Totals) -> Table:
     return Table(("Total", "Value", "What it counts"), tuple(rows))
 
 
+def _final_bills(bills: Sequence[ConversationBill], index: int) -> tuple[float, float]:
+    """(without, with masking) of model ``index``, added up over ``bills``."""
+    return (sum(bill.models[index].without_masking[-1] for bill in bills),
+            sum(bill.models[index].with_masking[-1] for bill in bills))
+
+
+def _ratio_cell(with_masking: float, without: float) -> Fixed | None:
+    share = ratio(with_masking, without)
+    return Fixed(share, 3) if share is not None else None
+
+
 def bill_totals_table(bills: Sequence[ConversationBill]) -> Table | None:
     """Every conversation's bill, added up per price model; None when no
-    conversation was billed."""
+    conversation was billed. When some are held out, a last column gives
+    the ratio of the others alone (none when every one is held out)."""
     if not bills:
         return None
+    others = [bill for bill in bills if not bill.held_out]
+    some_held_out = len(others) < len(bills)
     rows: list[tuple[Cell, ...]] = []
     for index, model in enumerate(bills[0].models):
-        without = sum(bill.models[index].without_masking[-1] for bill in bills)
-        with_masking = sum(bill.models[index].with_masking[-1] for bill in bills)
-        share = ratio(with_masking, without)
-        rows.append((model.name, Fixed(without, 1), Fixed(with_masking, 1),
-                     Fixed(share, 3) if share is not None else None))
-    return Table(("Price model", "Without masking", "With masking", "Ratio"), tuple(rows))
+        without, with_masking = _final_bills(bills, index)
+        row: tuple[Cell, ...] = (model.name, Fixed(without, 1), Fixed(with_masking, 1),
+                                 _ratio_cell(with_masking, without))
+        if some_held_out:
+            others_without, others_with = _final_bills(others, index)
+            row += (_ratio_cell(others_with, others_without),)
+        rows.append(row)
+    columns: tuple[str, ...] = ("Price model", "Without masking", "With masking", "Ratio")
+    if some_held_out:
+        columns += ("Ratio, conversations not held out",)
+    return Table(columns, tuple(rows))
