@@ -1,7 +1,8 @@
-"""Fixtures shared by the addon tests."""
+"""Fixtures shared by the tests."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,3 +19,18 @@ def toml_file(tmp_path: Path) -> Callable[[str], str]:
         return str(path)
 
     return write
+
+
+@pytest.fixture
+def compared(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The lengths (lines a side) of every pair of texts difflib compares:
+    the content view's work, counted rather than timed."""
+    calls: list[tuple[int, int]] = []
+
+    class Counted(difflib.SequenceMatcher):  # type: ignore[type-arg]
+        def set_seqs(self, a, b):  # type: ignore[no-untyped-def]
+            calls.append((len(a), len(b)))
+            super().set_seqs(a, b)
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", Counted)
+    return calls

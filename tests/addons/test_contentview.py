@@ -3,7 +3,8 @@ major (mitmproxy 11 or 12; CI runs this file on both): flows masked,
 clipped and cut by the real addons, rendered through mitmproxy's own
 content view machinery, with the view "auto" chooses and by name; the
 other messages never get it; a failure is a short text and a traceback in
-the log; the view goes when obsmask is done."""
+the log; the view goes when obsmask is done. A long request or answer is
+diffed one changed item or message at a time: its work stays small."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.mcp_addon import McpTruncation
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.shared.truncation import TRUNCATION_MARK
+from obsmask_core.shared.view_text import DIFF_WORK
 from support.chat import LONG_OUTPUT
 from support.formats import FORMAT_IDS, FORMATS, convert, session
 from support.mcp_flows import LONG, mcp_flow, response_message
@@ -32,6 +34,7 @@ NEW_API = hasattr(contentviews, "Contentview")
 PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages",
          "responses": "/v1/responses"}
 PLACEHOLDER = "[Observation masquée: résultat d'outil ancien (tool_call_id=call_0_0"
+
 
 
 def render(flow, message, view: str = "auto") -> tuple[str, str]:
@@ -276,3 +279,38 @@ def test_the_view_goes_when_obsmask_is_done(obsmask):
     assert render(flow, flow.request)[0] == NAME
     view.load(None)  # and never twice
     assert render(flow, flow.request)[0] == NAME
+
+
+def test_a_thousand_masked_results_render_with_one_small_diff_per_item(obsmask, compared):
+    """mitmweb and mitmdump render the view on mitmproxy's event loop: a
+    request of 1,000 results is compared item by item (999 masked: 999
+    comparisons of a few lines each, never the whole body at once)."""
+    addons, _ = obsmask
+    flow = masked_flow(addons, FORMATS[0], turns=1_000)
+    compared.clear()
+    chosen, text = render(flow, flow.request)
+    assert chosen == NAME
+    assert "masked 999, clipped 0 of 1000 tool results; stage masking" in text
+    assert compared == [(5, 5)] * 999 and sum(a * b for a, b in compared) < DIFF_WORK / 100
+    hunks = [line for line in text.splitlines() if line.startswith("@@")]
+    assert hunks == [f"@@ messages[{2 * turn + 2}] (call_{turn}_0) @@" for turn in range(999)]
+
+
+def test_a_cut_answer_of_three_thousand_messages_renders_with_one_small_diff_per_message(
+        obsmask, compared):
+    addons, tctx = obsmask
+    mcp = addon_of(addons, McpTruncation)
+    tctx.configure(mcp, mcpmask_max_chars=100, mcpmask_head_chars=20, mcpmask_tail_chars=20)
+    batch = [json.loads(response_message(f"HEAD{n}" + "x" * 200, n)) for n in range(3_000)]
+    flow = mcp_flow(json.dumps(batch).encode(), request_body=json.dumps(
+        [{"jsonrpc": "2.0", "id": n, "method": "tools/call"} for n in range(3_000)]).encode())
+    mcp.request(flow)
+    mcp.response(flow)
+    assert flow.metadata["obsmask_mcp"]["strings_cut"] == 3_000
+    compared.clear()
+    chosen, text = render(flow, flow.response)
+    assert chosen == NAME and "Cut strings (3000):" in text
+    assert len(compared) == 3_000 and all(max(sides) < 20 for sides in compared)
+    assert sum(a * b for a, b in compared) < DIFF_WORK / 4
+    hunks = [line for line in text.splitlines() if line.startswith("@@")]
+    assert hunks == [f"@@ message {n + 1} of 3000 (id {n}) @@" for n in range(3_000)]

@@ -116,6 +116,10 @@ def test_mitmweb_chooses_the_view_for_the_masked_request(mitmweb):
     assert text.startswith("obsmask: masked request (OpenAI Chat Completions)")
     assert "masked 3, clipped 0 of 4 tool results; stage masking" in text
     assert ORIGINAL_TEXT in text and PLACEHOLDER in text
+    # The diff is made item by item, each hunk headed by its place and call id.
+    assert [line for line in text.splitlines() if line.startswith("@@")] == [
+        "@@ messages[3] (call_0_0) @@", "@@ messages[5] (call_1_0) @@",
+        "@@ messages[7] (call_2_0) @@"]
     assert "\n  obsmask: provider reported 2,006 input tokens" in text
     # The flow's answer is not obsmask's: mitmweb's JSON view.
     answer = mitmweb.get_json(f"/flows/{flow_id}/response/content/auto.json")

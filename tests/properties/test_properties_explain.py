@@ -1,8 +1,9 @@
 """Property-based tests of the content view's explanation
 (``conversation/explain.py``): on arbitrary conversations, in every format
 and under any policy (clipping included), the explanation of a masked body
-agrees with the plan that made it, result by result, and the diff alone
-finds the same changes."""
+agrees with the plan that made it, result by result, the diff alone
+finds the same changes, and the page's diff pairs exactly the items that
+hold them."""
 
 from __future__ import annotations
 
@@ -88,3 +89,12 @@ def test_the_explanation_agrees_with_the_plan_result_by_result(events, policy, f
     alone = explain_masking(original, outcome.body, fmt, None)
     assert isinstance(alone, MaskingExplanation) and alone.reasons_note is not None
     assert {r.location: r.decision for r in alone.changed} == decisions
+    # The page's diff: one part per item that holds a changed result, in
+    # order, each labelled with its place and the ids of its changed results.
+    items = sorted({location[0] for location in decisions})
+    assert [part.label.split(" ")[0] for part in explanation.parts] == [
+        f"{fmt.list_member}[{item}]" for item in items]
+    for part, item in zip(explanation.parts, items, strict=True):
+        ids = [r.call_id for r in explanation.changed if r.location[0] == item]
+        assert part.label == f"{fmt.list_member}[{item}] ({', '.join(ids)})"
+        assert part.before != part.after

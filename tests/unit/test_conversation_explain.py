@@ -3,10 +3,12 @@ in all three wire formats: every result is listed once, with what the diff
 of the two bodies shows and why the plan kept it; a plan that does not give
 the masked body back (settings changed) leaves the diff's facts and says the
 reasons are not available; the page holds the original text and the
-placeholder."""
+placeholder, diffed item by item (one small diff per changed item, however
+long the request), or whole within a bound when the items do not line up."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -25,8 +27,8 @@ from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat
 from obsmask_core.shared.recall_text import RecallQuery
 from obsmask_core.shared.truncation import TRUNCATION_MARK
-from obsmask_core.shared.view_text import ViewLine, page_text
-from support.chat import LONG_OUTPUT
+from obsmask_core.shared.view_text import DIFF_WORK, ViewLine, page_text
+from support.chat import LONG_OUTPUT, body, conversation
 from support.formats import FORMAT_IDS, FORMATS, Call, Event, Result, Say, Turn, convert
 
 all_formats = pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
@@ -78,6 +80,7 @@ def explained(fmt: WireFormat, original: bytes, outcome: Masked, policy: MaskPol
 
 
 POLICY = MaskPolicy(window_turns=2, exclude_tools=("read",))
+
 
 
 @all_formats
@@ -190,9 +193,12 @@ def test_the_page_shows_each_result_the_reasons_the_comment_and_the_diff(fmt):
     lines = masking_page(explanation, record, original.decode(), outcome.body.decode(), comment)
     page = page_text(lines)
     assert lines[0] == ViewLine("title", f"obsmask: masked request ({FORMAT_TITLES[fmt.name]})")
-    assert "masked 2, clipped 0 of 7 tool results; stage masking" in page
-    assert "frontier at tool turn 3 of 6" in page and "window 2 tool turns" in page
-    assert "body 100 -> 50 bytes; tool result text 7 -> 5 chars" in page
+    # The counts add up: 2 changed + 6 kept = 7 results + 1 orphan.
+    assert "masked 2, clipped 0 of 7 tool results and 1 orphan; stage masking" in page
+    assert "Masked, clipped or recalled (2):" in page and "Kept as they came (6)" in page
+    assert ("frontier: the first 3 of 6 tool turns may be masked; window 2 tool turns"
+            in page.splitlines())
+    assert "body 100 -> 50 bytes on the wire; tool result text 7 -> 5 chars" in page
     for call_id in ("call_a", "call_e"):
         assert any(line.kind == "text" and line.text.split()[:2] == ["masked", call_id]
                    for line in lines)
@@ -212,7 +218,8 @@ def test_the_page_without_a_record_or_an_original_says_what_it_has():
     explanation = explained(CHAT, original, outcome, None)
     page = page_text(masking_page(explanation, MaskingRecord(), original.decode(),
                                   outcome.body.decode()))
-    assert f"body {len(original):,} -> {len(outcome.body):,} bytes" in page
+    assert f"body {len(original):,} -> {len(outcome.body):,} bytes decoded" in page
+    assert "frontier: n/a" in page.splitlines()
     assert "the reasons are not available: no settings" in page
     assert "unknown (5): reason not available" in page
     page = page_text(masking_page(NotExplained("the flow holds no original request"),
@@ -237,3 +244,120 @@ def test_truncation_marker_is_not_taken_for_a_mask():
     explanation = explained(CHAT, original, outcome, None)
     clipped = [r for r in explanation.changed if r.decision == "clipped"]
     assert clipped and TRUNCATION_MARK not in original.decode()
+
+
+@all_formats
+def test_the_diff_is_made_item_by_item_each_hunk_headed_by_its_place_and_call_id(fmt, compared):
+    original, outcome = masked(fmt, POLICY)
+    explanation = explained(fmt, original, outcome, POLICY)
+    compared.clear()
+    lines = masking_page(explanation, MaskingRecord(), original.decode(), outcome.body.decode())
+    items = json.loads(original)[fmt.list_member]
+    places = {call_id: next(n for n, item in enumerate(items)
+                            if f"\\n({call_id})" in json.dumps(item))
+              for call_id in ("call_a", "call_e")}
+    assert [line.text for line in lines if line.kind == "hunk"] == [
+        f"@@ {fmt.list_member}[{places[call_id]}] ({call_id}) @@"
+        for call_id in ("call_a", "call_e")]
+    assert [line.text for line in lines if line.kind == "heading"][-2:] == [
+        "--- original request", "+++ masked request"]
+    # One small comparison per changed item, none of the whole body.
+    assert len(compared) == 2 and all(max(sides) < 20 for sides in compared)
+    page = page_text(lines)
+    assert "The items that changed, in the original request (-) and as they went out (+)" in page
+    assert ([r.location[0] for r in explanation.changed]
+            == [places["call_a"], places["call_e"]])
+
+
+def test_a_thousand_masked_results_are_diffed_one_item_at_a_time(compared):
+    """However long the request, the page compares each changed item on its
+    own: as many small comparisons as items masked, their work far below
+    the bound, and each hunk covers one item (the whole body compared at
+    once took seconds, 53 s at 5,000 results of 2,000 chars)."""
+    original = body(conversation(1_000))
+    policy = MaskPolicy(window_turns=1)
+    outcome = mask_request_body(original, policy, CHAT)
+    assert isinstance(outcome, Masked) and outcome.plan.masked == 999
+    explanation = explained(CHAT, original, outcome, policy)
+    compared.clear()
+    lines = masking_page(explanation, MaskingRecord(), original.decode(), outcome.body.decode())
+    assert compared == [(5, 5)] * 999
+    assert sum(a * b for a, b in compared) < DIFF_WORK / 100
+    hunks = [n for n, line in enumerate(lines) if line.kind == "hunk"]
+    assert [lines[n].text for n in hunks] == [
+        f"@@ messages[{2 * turn + 3}] (call_{turn}_0) @@" for turn in range(999)]
+    for start, end in zip(hunks, [*hunks[1:], len(lines)], strict=True):
+        body_lines = lines[start + 1:end]
+        assert [line.kind for line in body_lines] == [
+            "context", "context", "context", "removed", "added", "context"]
+        call_id = lines[start].text.split("(")[1].rstrip(") @")
+        assert f'"tool_call_id": "{call_id}"' in body_lines[2].text
+        assert f"\\n({call_id})" in body_lines[3].text and call_id in body_lines[4].text
+
+
+def test_bodies_whose_items_do_not_line_up_are_diffed_whole_within_the_bound(compared):
+    """NotExplained: no items to pair, so the two bodies are compared
+    whole, unless that would pass the bound: then one sentence says the
+    diff is left out, and difflib is not run at all."""
+    small = json.dumps({"messages": [{"role": "user", "content": "x"}]})
+    page = page_text(masking_page(
+        NotExplained("the two bodies do not hold the same tool results"),
+        MaskingRecord(format="chat"), small, json.dumps({"messages": []})))
+    assert "The results cannot be listed: the two bodies do not hold the same tool results." in page
+    assert "--- original request" in page and '-      "content": "x"' in page
+    assert len(compared) == 1
+    compared.clear()
+    big = body(conversation(400))
+    page = page_text(masking_page(NotExplained("the two bodies do not hold the same tool results"),
+                                  MaskingRecord(format="chat"), big.decode(),
+                                  body(conversation(399)).decode()))
+    assert compared == []
+    assert "(the diff is left out: the bodies are too large to compare here, " in page
+    assert "--- original request" not in page
+
+
+@pytest.mark.parametrize(("frontier", "turns", "said"), [
+    (17, 19, "frontier: the first 17 of 19 tool turns may be masked"),
+    (17, None, "frontier: the first 17 tool turns may be masked"),
+    (0, 3, "frontier: none of the 3 tool turns may be masked"),
+    (0, None, "frontier: no tool turn may be masked"),
+])
+def test_the_frontier_is_told_as_the_count_of_tool_turns_before_it(frontier, turns, said):
+    """The plan's frontier is the index of the first tool turn it keeps:
+    as many turns come before it, and only those may be masked."""
+    original, outcome = masked(CHAT, POLICY)
+    explanation = explained(CHAT, original, outcome, POLICY)
+    record = MaskingRecord(format="chat", frontier_turn=frontier, tool_turns=turns)
+    lines = page_text(masking_page(explanation, record, original.decode(),
+                                   outcome.body.decode())).splitlines()
+    assert said in lines
+
+
+def test_without_orphans_the_header_counts_the_tool_results_alone():
+    conversation_events = [event for event in events()
+                           if not (isinstance(event, Result) and event.call_id == "nobody")]
+    original, outcome = masked(CHAT, POLICY, conversation_events)
+    explanation = explained(CHAT, original, outcome, POLICY)
+    page = page_text(masking_page(explanation, MaskingRecord(), original.decode(),
+                                  outcome.body.decode()))
+    assert "masked 2, clipped 0 of 7 tool results; stage masking" in page
+    assert "orphan" not in page
+
+
+def test_other_members_that_differ_are_diffed_as_one_part_after_the_items():
+    """Masking leaves the members besides the list alone; a body that went
+    out with another one (another tool's doing) shows it, after the items,
+    NaN and all."""
+    original = json.dumps({"model": "m", "temperature": float("nan"),
+                           "messages": json.loads(request(CHAT, events()))["messages"]}).encode()
+    outcome = mask_request_body(original, POLICY, CHAT)
+    assert isinstance(outcome, Masked)
+    went_out = outcome.body.replace(b'"model": "m"', b'"model": "n"')
+    explanation = explained(CHAT, original, dataclasses.replace(outcome, body=went_out), None)
+    assert [part.label for part in explanation.parts][-1] == (
+        "the request's members besides messages")
+    lines = masking_page(explanation, MaskingRecord(), original.decode(), went_out.decode())
+    assert [line.text for line in lines if line.kind == "hunk"][-1] == (
+        "@@ the request's members besides messages @@")
+    assert [line.text for line in lines if line.kind in ("removed", "added", "context")][-5:] == [
+        " {", '-  "model": "m",', '+  "model": "n",', '   "temperature": NaN', " }"]

@@ -1,11 +1,16 @@
 """What the content view says of a cut MCP answer (``mcp/explain.py``):
 each cut string with its message id, its place, its sizes and its recall
 id, found by comparing with the original when the flow has it and by the
-markers when it does not; JSON answers, batches and event streams."""
+markers when it does not; JSON answers, batches and event streams; the
+page's diff made message by message (one small diff per changed message,
+however long the answer), or whole within a bound when the messages do not
+line up."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from obsmask_core.mcp.cut import truncate_jsonrpc_text
 from obsmask_core.mcp.explain import (
@@ -22,11 +27,12 @@ from obsmask_core.mcp.explain import (
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.shared.recall_text import store_id
 from obsmask_core.shared.truncation import DEFAULT_MARKER, TruncationMarker
-from obsmask_core.shared.view_text import page_text
+from obsmask_core.shared.view_text import DIFF_WORK, page_text
 
 LIMITS = TruncationLimits(max_chars=4000, head_chars=1000, tail_chars=1000)
 FIRST = "HEAD" + "a" * 9000 + "TAIL"
 SECOND = "B" * 5000
+
 
 
 def answer(message_id: object, *texts: str) -> dict[str, object]:
@@ -93,11 +99,20 @@ def test_another_marker_template_is_read_with_its_own_fields():
     assert explain_cuts(text, None, DEFAULT_MARKER, event_stream=False).cuts == ()
 
 
-def test_an_original_of_another_shape_falls_back_to_the_markers():
+def test_an_original_of_another_shape_falls_back_to_the_markers_and_says_so():
+    """The original is in the flow, but its messages do not line up with the
+    cut answer's: the page says that (not that the original is missing),
+    and diffs the two bodies whole."""
     original = sse(answer(1, FIRST))
     cut_text = cut(json.dumps(answer(1, FIRST)))
     explanation = explain_cuts(cut_text, original, DEFAULT_MARKER, event_stream=False)
-    assert not explanation.compared and len(explanation.cuts) == 1
+    assert not explanation.compared and len(explanation.cuts) == 1 and explanation.parts == ()
+    page = page_text(cut_page(explanation, CutRecord(), cut_text, original, event_stream=False))
+    assert ("  (read from the markers: the original answer's messages do not line up with the "
+            "cut answer's)") in page.splitlines()
+    assert "not in the flow" not in page
+    assert "The original answer (-) and the one that went out (+), pretty-printed JSON:" in page
+    assert "--- original answer" in page and "-event: message" in page
 
 
 def test_event_data_reads_the_framing_of_the_specification():
@@ -160,3 +175,70 @@ def test_an_empty_explanation_counts_nothing():
     assert CutExplanation((), True).chars_before == 0
     unknown = CutExplanation((CutFacts(None, None, "x", None, 3, None),), False)
     assert unknown.chars_before is None and unknown.chars_after == 3
+
+
+def test_the_diff_is_made_message_by_message_headed_by_its_event_place_and_id(compared):
+    batch = json.dumps([answer(1, FIRST), answer(2, "small"), answer(None, SECOND)])
+    explanation = explain_cuts(cut(batch), batch, DEFAULT_MARKER, event_stream=False)
+    lines = cut_page(explanation, CutRecord(), cut(batch), batch, event_stream=False)
+    assert [line.text for line in lines if line.kind == "hunk"] == [
+        "@@ message 1 of 3 (id 1) @@", "@@ message 3 of 3 (id null) @@"]
+    page = page_text(lines)
+    assert ("The messages that changed, in the original answer (-) and as they went out (+), "
+            "pretty-printed JSON:") in page
+    assert len(compared) == 2 and all(max(sides) < 20 for sides in compared)
+
+    one = json.dumps(answer("a", FIRST))
+    explanation = explain_cuts(cut(one), one, DEFAULT_MARKER, event_stream=False)
+    assert [part.label for part in explanation.parts] == ['the message (id "a")']
+
+    events = [answer(1, "small"), [answer(2, FIRST), answer(3, "small")]]
+    stream = sse(*events)
+    cut_stream = sse(answer(1, "small"), json.loads(cut(json.dumps(events[1]))))
+    explanation = explain_cuts(cut_stream, stream, DEFAULT_MARKER, event_stream=True)
+    assert [part.label for part in explanation.parts] == ["event 2, message 1 of 2 (id 2)"]
+    assert '"text": "HEADaaaa' in explanation.parts[0].before
+
+
+@pytest.mark.parametrize("event_stream", [False, True], ids=["batch", "event stream"])
+def test_a_cut_answer_of_three_thousand_messages_is_diffed_one_message_at_a_time(
+        compared, event_stream):
+    """However long the answer, the page compares each changed message on
+    its own: as many small comparisons as messages cut, their work far
+    below the bound, and each hunk covers one message."""
+    limits = TruncationLimits(max_chars=100, head_chars=20, tail_chars=20)
+    messages = [answer(n, f"HEAD{n}" + "z" * 200) for n in range(3_000)]
+    cut_messages = [json.loads(truncate_jsonrpc_text(json.dumps(m), limits).text or "")
+                    for m in messages]
+    if event_stream:
+        original, cut_text = sse(*messages), sse(*cut_messages)
+    else:
+        original, cut_text = json.dumps(messages), json.dumps(cut_messages)
+    explanation = explain_cuts(cut_text, original, DEFAULT_MARKER, event_stream=event_stream)
+    assert explanation.compared and len(explanation.cuts) == 3_000
+    compared.clear()
+    lines = cut_page(explanation, CutRecord(), cut_text, original, event_stream=event_stream)
+    assert len(compared) == 3_000 and all(max(sides) <= 16 for sides in compared)
+    assert sum(a * b for a, b in compared) < DIFF_WORK / 4
+    hunks = [n for n, line in enumerate(lines) if line.kind == "hunk"]
+    # Places are written as the table of cut strings writes them: 1234, not 1,234.
+    assert [lines[n].text for n in hunks] == [
+        f"@@ event {n + 1} (id {n}) @@" if event_stream
+        else f"@@ message {n + 1} of 3000 (id {n}) @@" for n in range(3_000)]
+    for number, (start, end) in enumerate(zip(hunks, [*hunks[1:], len(lines)], strict=True)):
+        changed = [line.text for line in lines[start + 1:end] if line.kind != "context"]
+        assert len(changed) == 2
+        assert changed[0].startswith(f'-        "text": "HEAD{number}zzz')
+        assert "OBSMASK_TRUNCATED" in changed[1]
+
+
+def test_a_marker_with_a_figure_of_thousands_of_digits_is_not_taken_for_a_cut():
+    """Read from the markers (no original), a string whose "marker" counts
+    5,000 digits is no cut string: the page lists none, rather than failing
+    on int() (which refuses more than 4,300 digits)."""
+    text = f"x\n... [OBSMASK_TRUNCATED original_chars={'9' * 5_000} head=1 tail=1] ...\ny"
+    body = json.dumps(answer(1, text))
+    explanation = explain_cuts(body, None, DEFAULT_MARKER, event_stream=False)
+    assert explanation.cuts == ()
+    page = page_text(cut_page(explanation, CutRecord(), body, None, event_stream=False))
+    assert "Cut strings (0):" in page and "  none found" in page

@@ -143,3 +143,21 @@ def test_a_marker_is_read_back_into_its_fields():
     own = TruncationMarker("<<cut {original_chars}, see {recall_id} ({original_chars})>>")
     assert own.read("x<<cut 42, see cut-1 (42)>>y") == MarkerFields(42, None, None, "cut-1")
     assert own.read("x<<cut 42, see  (42)>>y") == MarkerFields(42, None, None, None)
+
+
+def test_a_figure_of_thousands_of_digits_is_no_marker_and_reading_it_never_fails():
+    """A marker obsmask writes counts less than 10**19. A string whose
+    "figure" runs to 5,000 digits (int() refuses more than 4,300) is no
+    marker: found and read as none, never a ValueError that would make the
+    content view fail; 19 digits are still read."""
+    huge = "9" * 5_000
+    text = PLAIN_MARKER.format(huge, 100, 50)
+    assert not DEFAULT_MARKER.found_in(text)
+    assert DEFAULT_MARKER.read(text) is None
+    own = TruncationMarker("[cut {original_chars}]")
+    assert own.read(f"[cut {huge}]") is None and not own.found_in(f"[cut {huge}]")
+    largest = "9" * 19
+    assert DEFAULT_MARKER.read(PLAIN_MARKER.format(largest, 100, 50)) == MarkerFields(
+        int(largest), 100, 50, None)
+    # And the string can still be cut (its digits are no marker of obsmask's).
+    assert DEFAULT_MARKER.found_in(truncate_text(huge * 2, 10, 10))

@@ -10,16 +10,26 @@ that went out, byte for byte, each result's reason and decision are the
 plan's. When it does not (the settings changed since, or another run masked
 the flow), the facts of the diff stand alone and the reasons are said to be
 unavailable.
+
+The items of the two lists line up one to one, so the page's diff is made
+item by item, of the items that changed: its work grows with them, not with
+the square of the body (mitmproxy renders a view on its event loop).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.planner import CLIPPED, MASKED, RECALLED, DecisionKind, KeptReason
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_text import UnsupportedBody, parse_request
+from obsmask_core.conversation.request_text import (
+    NonFiniteNumber,
+    RequestText,
+    UnsupportedBody,
+    parse_request,
+)
 from obsmask_core.conversation.rewrite import Masked, mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.turn_model import Location, ToolResult
@@ -28,12 +38,14 @@ from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.recall_text import find_stub, is_recall_tool
 from obsmask_core.shared.truncation import DEFAULT_MARKER
 from obsmask_core.shared.view_text import (
+    DiffPart,
     ViewLine,
     comment_lines,
     diff_lines,
     heading,
     number,
     paragraph,
+    parts_diff_lines,
     pretty_body,
     sizes,
     table,
@@ -83,13 +95,20 @@ class MaskingExplanation:
     """Every tool result of a masked request (orphans included), in the
     order of the request. ``reasons_note`` is None when the reasons are the
     plan's; else it says why they are not available. ``stage`` and
-    ``frontier_turn`` are the plan's (None without a plan)."""
+    ``frontier_turn`` are the plan's (None without a plan). ``parts``: the
+    items that differ, in order, pretty-printed (then the request's other
+    members, if they differ), for the page's diff."""
 
     format: str
     results: tuple[ResultFacts, ...]
     reasons_note: str | None
     stage: str | None = None
     frontier_turn: int | None = None
+    parts: tuple[DiffPart, ...] = ()
+
+    @property
+    def orphans(self) -> int:
+        return sum(1 for r in self.results if r.kept == "orphan")
 
     @property
     def changed(self) -> tuple[ResultFacts, ...]:
@@ -178,7 +197,49 @@ def explain_masking(
                     kept="orphan")
         for location in before_index.orphans)
     facts.sort(key=lambda f: f.location)
-    return MaskingExplanation(fmt.name, tuple(facts), note, stage, frontier)
+    return MaskingExplanation(fmt.name, tuple(facts), note, stage, frontier,
+                              _changed_parts(before, after, fmt, facts))
+
+
+def _changed_parts(before: RequestText, after: RequestText, fmt: WireFormat,
+                   facts: Sequence[ResultFacts]) -> tuple[DiffPart, ...]:
+    """The items that differ, each pretty-printed on its own and labelled
+    with its place and the call ids of its changed results, then the other
+    members of the request if they differ (masking leaves them alone)."""
+    changed_ids: dict[int, list[str]] = {}
+    for fact in facts:
+        if fact.decision is not None:
+            changed_ids.setdefault(fact.location[0], []).append(fact.call_id)
+    parts = [
+        DiffPart(f"{fmt.list_member}[{position}]"
+                 + (f" ({', '.join(changed_ids[position])})" if position in changed_ids else ""),
+                 pretty_body(_item_text(before, position)),
+                 pretty_body(_item_text(after, position)))
+        for position, (was, went) in enumerate(zip(before.items, after.items, strict=True))
+        if was != went
+    ]
+    others = [{key: value for key, value in request.members.items() if key != fmt.list_member}
+              for request in (before, after)]
+    if others[0] != others[1]:
+        parts.append(DiffPart(f"the request's members besides {fmt.list_member}",
+                              _pretty(others[0]), _pretty(others[1])))
+    return tuple(parts)
+
+
+def _item_text(request: RequestText, position: int) -> str:
+    start, end = request.item_spans[position]
+    return request.text[start:end]
+
+
+def _pretty(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=_constant)
+
+
+def _constant(value: object) -> object:
+    """NaN and the infinities as the span parser reads them, for json.dumps."""
+    if isinstance(value, NonFiniteNumber):
+        return float(value.name)
+    raise TypeError(f"{type(value).__name__} is not JSON")  # pragma: no cover - parsed JSON
 
 
 def _chars(value: str | None) -> int | None:
@@ -252,8 +313,9 @@ def masking_page(
 ) -> list[ViewLine]:
     """The view of a masked request: a header, each masked, clipped or
     recalled result, the kept ones by reason, the flow's comment, and the
-    diff of the two bodies pretty-printed (``original`` None: the flow
-    does not hold it; the masked body alone)."""
+    diff of the two bodies pretty-printed: item by item when the
+    explanation lined them up, else whole, when not too large (``original``
+    None: the flow does not hold it; the masked body alone)."""
     fmt = record.format or (explanation.format if isinstance(explanation, MaskingExplanation)
                             else None)
     lines = [title(f"obsmask: masked request ({FORMAT_TITLES.get(fmt or '', fmt or '?')})")]
@@ -269,45 +331,65 @@ def masking_page(
         lines.append(heading("The request as it went out (the original is not in the flow):"))
         lines.extend(text(line) for line in pretty_body(masked).splitlines())
         return lines
-    lines.append(heading("The original request (-) and the one that went out (+), "
-                         "pretty-printed JSON:"))
-    diff = diff_lines(pretty_body(original), pretty_body(masked), "original request",
-                      "masked request")
+    if isinstance(explanation, MaskingExplanation):
+        lines.append(heading("The items that changed, in the original request (-) and as "
+                             "they went out (+), pretty-printed JSON:"))
+        diff = parts_diff_lines(explanation.parts, "original request", "masked request",
+                                "items")
+    else:
+        lines.append(heading("The original request (-) and the one that went out (+), "
+                             "pretty-printed JSON:"))
+        diff = diff_lines(pretty_body(original), pretty_body(masked), "original request",
+                          "masked request")
     lines.extend(diff or [text("  (the two bodies are the same)")])
     return lines
 
 
 def _summary(explanation: MaskingExplanation, record: MaskingRecord, original: str | None,
              masked: str) -> list[ViewLine]:
-    """The counts, the stage and the frontier, and the sizes: the record's
-    (what went over the wire) or, where it has none, the bodies' and the
-    results' here."""
+    """The counts (of the results and the orphans: the two lists below
+    hold both), the stage and the frontier, and the sizes: the record's
+    (the body as it went over the wire, compressed or not) or, where it has
+    none, the bodies' and the results' here (the body decoded)."""
     counts = [f"masked {explanation.count(MASKED)}", f"clipped {explanation.count(CLIPPED)}"]
     if recalled := explanation.count(RECALLED):
         counts.append(f"recalled {recalled}")
-    results = sum(1 for r in explanation.results if r.kept != "orphan")
+    orphans = explanation.orphans
+    results = len(explanation.results) - orphans
+    of_orphans = f" and {orphans} orphan{'' if orphans == 1 else 's'}" if orphans else ""
     stage = record.stage or explanation.stage or "n/a"
     frontier = record.frontier_turn if record.frontier_turn is not None else (
         explanation.frontier_turn)
-    of_turns = f" of {record.tool_turns}" if record.tool_turns is not None else ""
     window = (f"; window {record.window_turns} tool turns"
               if record.window_turns is not None else "")
     if record.body_bytes_before is not None and record.body_bytes_after is not None:
-        body = sizes(record.body_bytes_before, record.body_bytes_after, "bytes")
+        body = sizes(record.body_bytes_before, record.body_bytes_after, "bytes on the wire")
     else:
         body = sizes(len(original.encode("utf-8")) if original is not None else None,
-                     len(masked.encode("utf-8")), "bytes")
+                     len(masked.encode("utf-8")), "bytes decoded")
     if record.tool_chars_before is not None and record.tool_chars_after is not None:
         tool_text = sizes(record.tool_chars_before, record.tool_chars_after, "chars")
     else:
         tool_text = sizes(sum(r.chars_before or 0 for r in explanation.results),
                           sum(r.chars_after or 0 for r in explanation.results), "chars")
     return [
-        text(f"{', '.join(counts)} of {results} tool results; stage {stage}"),
-        text(f"frontier at tool turn {number(frontier)}{of_turns} (only older turns are "
-             f"masked){window}"),
+        text(f"{', '.join(counts)} of {results} tool results{of_orphans}; stage {stage}"),
+        text(f"{_frontier(frontier, record.tool_turns)}{window}"),
         text(f"body {body}; tool result text {tool_text}"),
     ]
+
+
+def _frontier(frontier: int | None, tool_turns: int | None) -> str:
+    """Where the frontier is, as the count of the tool turns behind it
+    (the plan's frontier is the index of the first tool turn not behind it:
+    only the results of the turns behind it may be masked)."""
+    of_turns = f" of {number(tool_turns)}" if tool_turns is not None else ""
+    if frontier is None:
+        return "frontier: n/a"
+    if frontier == 0:
+        return (f"frontier: none of the {number(tool_turns)} tool turns may be masked"
+                if tool_turns is not None else "frontier: no tool turn may be masked")
+    return f"frontier: the first {number(frontier)}{of_turns} tool turns may be masked"
 
 
 def _changed(explanation: MaskingExplanation) -> list[ViewLine]:

@@ -6,13 +6,17 @@ With the original answer (the flow's backup, kept for a buffered answer)
 the two bodies are compared string by string. Without it, the cut strings
 are the ones that hold a marker, and the marker says how long each was.
 A body is a JSON-RPC message or batch, or an event stream whose events
-carry them.
+carry them. When the original's messages line up with the cut answer's, the
+page's diff is made message by message, of the messages that changed: its
+work grows with them, not with the square of the body (mitmproxy renders a
+view on its event loop).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,12 +24,14 @@ from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.sse import SseLineSplitter, data_value
 from obsmask_core.shared.truncation import TruncationMarker
 from obsmask_core.shared.view_text import (
+    DiffPart,
     ViewLine,
     comment_lines,
     diff_lines,
     heading,
     number,
     paragraph,
+    parts_diff_lines,
     pretty_body,
     pretty_json,
     sizes,
@@ -56,10 +62,13 @@ class CutFacts:
 @dataclass(frozen=True)
 class CutExplanation:
     """The cut strings of an answer, in order; ``compared`` says whether
-    they come from comparing the answer with its original."""
+    they come from comparing the answer with its original, and then
+    ``parts`` are the messages that differ, in order, pretty-printed, for
+    the page's diff."""
 
     cuts: tuple[CutFacts, ...]
     compared: bool
+    parts: tuple[DiffPart, ...] = ()
 
     @property
     def chars_before(self) -> int | None:
@@ -157,7 +166,33 @@ def explain_cuts(cut_body: str, original: str | None, marker: TruncationMarker, 
                 chars_before = fields.original_chars
             cuts.append(CutFacts(event, _message_id(message), path, chars_before, len(value),
                                  fields.recall_id if fields is not None else None))
-    return CutExplanation(tuple(cuts), compared)
+    parts = _changed_parts(before, after) if compared and before is not None else ()
+    return CutExplanation(tuple(cuts), compared, parts)
+
+
+def _changed_parts(before: list[Message], after: list[Message]) -> tuple[DiffPart, ...]:
+    """The messages that differ (the two lists line up), each pretty-printed
+    on its own and labelled with its event, its place and its id."""
+    per_event = Counter(event for event, _ in after)
+    seen: Counter[int | None] = Counter()
+    parts: list[DiffPart] = []
+    for (_, was), (event, went) in zip(before, after, strict=True):
+        seen[event] += 1
+        old, new = _pretty(was), _pretty(went)
+        if old == new:
+            continue
+        place = [f"event {event}"] if event is not None else []
+        if per_event[event] > 1:
+            place.append(f"message {seen[event]} of {per_event[event]}")
+        message_id = _message_id(went)
+        parts.append(DiffPart(f"{', '.join(place) or 'the message'} "
+                              f"({'id ' + message_id if message_id is not None else 'no id'})",
+                              old, new))
+    return tuple(parts)
+
+
+def _pretty(message: object) -> str:
+    return json.dumps(message, indent=2, ensure_ascii=False)
 
 
 # The page -------------------------------------------------------------------------
@@ -198,13 +233,17 @@ def cut_page(explanation: CutExplanation, record: CutRecord, cut_body: str,
              original: str | None, *, event_stream: bool,
              comment: Sequence[str] = ()) -> list[ViewLine]:
     """The view of a cut MCP answer: the record, each cut string, the
-    flow's comment, and the diff of the original and the cut answer."""
+    flow's comment, and the diff of the original and the cut answer:
+    message by message when the explanation lined them up, else whole,
+    when not too large."""
     kind = "event stream" if event_stream else "JSON"
     lines = [title(f"obsmask: cut MCP answer ({kind})"), text(record.figures())]
     lines.append(text(""))
     lines.append(heading(f"Cut strings ({len(explanation.cuts)}):"))
     if not explanation.compared:
-        lines.append(text("  (read from the markers: the original answer is not in the flow)"))
+        why = ("the original answer is not in the flow" if original is None else
+               "the original answer's messages do not line up with the cut answer's")
+        lines.append(text(f"  (read from the markers: {why})"))
     if explanation.cuts:
         lines.extend(table(
             ((f"event {cut.event}" if cut.event is not None else "")
@@ -221,10 +260,15 @@ def cut_page(explanation: CutExplanation, record: CutRecord, cut_body: str,
         lines.append(heading("The answer as it went out:"))
         lines.extend(text(line) for line in pretty_answer(cut_body, event_stream).splitlines())
         return lines
-    lines.append(heading(f"The original answer (-) and the one that went out (+), "
-                         f"pretty-printed {kind}:"))
-    diff = diff_lines(pretty_answer(original, event_stream), pretty_answer(cut_body, event_stream),
-                      "original answer", "cut answer")
+    if explanation.compared:
+        lines.append(heading("The messages that changed, in the original answer (-) and as "
+                             "they went out (+), pretty-printed JSON:"))
+        diff = parts_diff_lines(explanation.parts, "original answer", "cut answer", "messages")
+    else:
+        lines.append(heading(f"The original answer (-) and the one that went out (+), "
+                             f"pretty-printed {kind}:"))
+        diff = diff_lines(pretty_answer(original, event_stream),
+                          pretty_answer(cut_body, event_stream), "original answer", "cut answer")
     lines.extend(diff or [text("  (the two bodies are the same)")])
     return lines
 

@@ -26,11 +26,16 @@ DEFAULT_MARKER_TEMPLATE = (
 )
 MARKER_FIELDS = ("original_chars", "head", "tail", "recall", "recall_id")
 # How each field looks in a rendered marker, for recognising it again: the
-# numbers, the hint (or nothing) and the id (or nothing).
+# numbers, the hint (or nothing) and the id (or nothing). A number has at
+# most 19 digits (a marker obsmask writes counts less than 10**19): a string
+# of more is no marker, read() never hands int() thousands of digits (which
+# raises ValueError past 4,300), and searching a long run of digits stays
+# linear.
+_NUMBER = r"[0-9]{1,19}"
 _FIELD_PATTERNS = {
-    "original_chars": r"[0-9]+",
-    "head": r"[0-9]+",
-    "tail": r"[0-9]+",
+    "original_chars": _NUMBER,
+    "head": _NUMBER,
+    "tail": _NUMBER,
     "recall": HINT_PATTERN,
     "recall_id": ID_CHARS + "{0,128}",
 }
