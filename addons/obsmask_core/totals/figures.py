@@ -9,6 +9,30 @@ from obsmask_core.totals.facts import PROVIDER_FIELDS, McpFacts, RequestFacts
 
 
 @dataclass
+class TokenSavings:
+    """Tokens not sent, summed in two figures that only grow (for
+    counters): what was saved, and what was added where a placeholder or
+    marker cost more tokens than the short text it replaced. The net figure
+    is the first minus the second. ``uncounted``: those the proxy could not
+    count (no encoding loaded, or too long), in neither sum."""
+
+    saved: int = 0
+    added: int = 0
+    uncounted: int = 0
+
+    def add(self, tokens_saved: int | None) -> None:
+        if tokens_saved is None:
+            self.uncounted += 1
+        else:
+            self.saved += max(tokens_saved, 0)
+            self.added += max(-tokens_saved, 0)
+
+    @property
+    def net(self) -> int:
+        return self.saved - self.added
+
+
+@dataclass
 class RequestFigures:
     """Conversation requests added up (one conversation's, or all)."""
 
@@ -20,16 +44,9 @@ class RequestFigures:
     tool_results_masked: int = 0
     tool_results_clipped: int = 0
     tool_results_recalled: int = 0
-    # Tokens not sent: the masked results' tokens before minus after,
-    # summed over every request (each request sends the history again).
-    tokens_saved: int = 0
-    # The same in two sums that only grow (for counters): the requests that
-    # saved tokens, and those whose placeholders cost more than they saved.
-    tokens_saved_gross: int = 0
-    tokens_added: int = 0
-    # Masked requests whose tokens the proxy could not count (not in
-    # tokens_saved).
-    masked_requests_uncounted: int = 0
+    # The masked results' tokens before minus after, summed over every
+    # request (each request sends the history again).
+    tokens: TokenSavings = field(default_factory=TokenSavings)
     tool_chars_saved: int = 0
     body_bytes_saved: int = 0
     mask_ms: float = 0.0
@@ -49,18 +66,21 @@ class RequestFigures:
         self.tool_results_masked += facts.masked_results
         self.tool_results_clipped += facts.clipped_results
         self.tool_results_recalled += facts.recalled_results
-        if facts.tokens_saved is None:
-            self.masked_requests_uncounted += 1
-        else:
-            self.tokens_saved += facts.tokens_saved
-            self.tokens_saved_gross += max(facts.tokens_saved, 0)
-            self.tokens_added += max(-facts.tokens_saved, 0)
+        self.tokens.add(facts.tokens_saved)
         self.tool_chars_saved += facts.tool_chars_saved
         self.body_bytes_saved += facts.body_bytes_saved
         self.mask_ms += facts.mask_ms or 0.0
         if facts.provider:
             self.provider_reports += 1
             self.provider.update(facts.provider)
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens.net
+
+    @property
+    def masked_requests_uncounted(self) -> int:
+        return self.tokens.uncounted
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -73,7 +93,7 @@ class RequestFigures:
             "tool_results_clipped": self.tool_results_clipped,
             "tool_results_recalled": self.tool_results_recalled,
             "tokens_saved": self.tokens_saved,
-            "tokens_added": self.tokens_added,
+            "tokens_added": self.tokens.added,
             "masked_requests_uncounted": self.masked_requests_uncounted,
             "tool_chars_saved": self.tool_chars_saved,
             "body_bytes_saved": self.body_bytes_saved,
@@ -92,11 +112,8 @@ class McpFigures:
     messages_truncated: int = 0
     strings_cut: int = 0
     chars_saved: int = 0
-    tokens_saved: int = 0
-    tokens_saved_gross: int = 0
-    tokens_added: int = 0
-    # Cut answers whose tokens the proxy could not count (not in tokens_saved).
-    answers_uncounted: int = 0
+    # The text cut away minus the markers, summed over the cut answers.
+    tokens: TokenSavings = field(default_factory=TokenSavings)
     gateway_errors: int = 0
 
     def add(self, facts: McpFacts) -> None:
@@ -105,13 +122,16 @@ class McpFigures:
         self.messages_truncated += facts.messages_truncated
         self.strings_cut += facts.strings_cut
         self.chars_saved += facts.chars_saved
-        if facts.tokens_saved is None:
-            self.answers_uncounted += 1
-        else:
-            self.tokens_saved += facts.tokens_saved
-            self.tokens_saved_gross += max(facts.tokens_saved, 0)
-            self.tokens_added += max(-facts.tokens_saved, 0)
+        self.tokens.add(facts.tokens_saved)
         self.gateway_errors += facts.gateway_error
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens.net
+
+    @property
+    def answers_uncounted(self) -> int:
+        return self.tokens.uncounted
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -121,7 +141,7 @@ class McpFigures:
             "strings_cut": self.strings_cut,
             "chars_saved": self.chars_saved,
             "tokens_saved": self.tokens_saved,
-            "tokens_added": self.tokens_added,
+            "tokens_added": self.tokens.added,
             "answers_uncounted": self.answers_uncounted,
             "gateway_errors": self.gateway_errors,
         }

@@ -55,14 +55,14 @@ class TotalsCollector(Collector):
         saved = CounterMetricFamily(
             "obsmask_tokens_saved", "Tokens not sent (tiktoken's count), by feature, summed "
             "over the requests and answers that saved tokens.", labels=["feature"])
-        saved.add_metric(["conversation"], r.tokens_saved_gross)
-        saved.add_metric(["mcp"], m.tokens_saved_gross)
+        saved.add_metric(["conversation"], r.tokens.saved)
+        saved.add_metric(["mcp"], m.tokens.saved)
         yield saved
         added = CounterMetricFamily(
             "obsmask_tokens_added", "Tokens added where a placeholder or marker cost more "
             "than the text it replaced, by feature.", labels=["feature"])
-        added.add_metric(["conversation"], r.tokens_added)
-        added.add_metric(["mcp"], m.tokens_added)
+        added.add_metric(["conversation"], r.tokens.added)
+        added.add_metric(["mcp"], m.tokens.added)
         yield added
         provider = CounterMetricFamily(
             "obsmask_provider_tokens", "Tokens the provider reported in its answers, by "
