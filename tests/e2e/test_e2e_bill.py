@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from mitmproxy import http, io
+from mitmproxy import http
 
 from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_bucket
@@ -45,6 +45,7 @@ from obsmask_core.conversation.rewrite import HELD_OUT
 from obsmask_core.conversation.wire_formats import ANTHROPIC
 from support.agents import needs_clients
 from support.anthropic_shell_agent import run_shell_agent
+from support.flow_files import read_flows
 from support.json_values import as_list, as_object, as_str
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.scripted_anthropic import ScriptedAnthropic, Served, scripted_anthropic
@@ -131,9 +132,7 @@ def _run(proxy: MitmdumpProcess, prompt: str, stream_turns: tuple[int, ...],
 
 
 def _read_flows(path: Path) -> list[http.HTTPFlow]:
-    with open(path, "rb") as file:
-        flows = [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
-    return sorted(flows, key=lambda f: f.request.timestamp_start)
+    return sorted(read_flows(path), key=lambda f: f.request.timestamp_start)
 
 
 def _exchanges(scripted: ScriptedAnthropic, flows: list[http.HTTPFlow], prompt: str,

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mitmproxy import http, io
 
 from support.browser import rendered_dom, screenshot
 from support.chat import body, conversation
+from support.flow_files import read_flows
 from support.mitmweb import NEEDS_TOKEN, Mitmweb, running_mitmweb
 from support.processes import running_mitmdump
 from support.recording_server import Answer, recording_server
@@ -62,11 +62,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert answer.status == 200
         proxy.wait_for("provider reported")
     return flows
-
-
-def read_flows(path: Path) -> list[http.HTTPFlow]:
-    with open(path, "rb") as file:
-        return [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
 
 
 def test_the_comment_keeps_its_summary_and_provider_lines_apart(recorded):

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from mitmproxy import http, io
+from mitmproxy import http
 
 from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
 from support.anthropic_shell_agent import run_shell_agent
+from support.flow_files import read_flows
 from support.json_values import as_object
 from support.mcp_servers import start_mcp_server
 from support.processes import REPO, MitmdumpProcess
@@ -76,11 +77,6 @@ def _samples(text: str) -> dict[str, float]:
     return {name: float(value) for line in text.splitlines()
             if line and not line.startswith("#")
             for name, value in [line.rsplit(" ", 1)]}
-
-
-def _read_flows(path: Path) -> list[http.HTTPFlow]:
-    with open(path, "rb") as file:
-        return [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
 
 
 def _mcp_calls(port: int) -> None:
@@ -137,7 +133,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
          "--set", f"confdir={work / 'confdir-replay'}", *OPTIONS],
         cwd=REPO, capture_output=True, text=True, timeout=PROCESS_TIMEOUT, check=False)
     assert replay.returncode == 0, replay.stdout + replay.stderr
-    yield Run(_read_flows(flows_file), totals, metrics, output, replay.stdout + replay.stderr)
+    yield Run(read_flows(flows_file), totals, metrics, output, replay.stdout + replay.stderr)
 
 
 def _without_since(document: bytes) -> object:

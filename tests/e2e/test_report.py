@@ -28,12 +28,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from mitmproxy import http, io
 
 from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.wire_formats import FORMATS
 from support.browser import rendered_dom, screenshot
-from support.flow_files import post_flow
+from support.flow_files import post_flow, read_flows, write_flows
 from support.mcp_flows import mcp_flow, response_message
 from support.processes import REPO, MitmdumpProcess
 
@@ -51,17 +50,6 @@ LONG_MCP_TEXT = "HEAD" + "x" * 12_000 + "TAIL"
 # The flows ---------------------------------------------------------------------
 
 
-def read_flows(path: Path) -> list[http.HTTPFlow]:
-    with open(path, "rb") as file:
-        return [flow for flow in io.FlowReader(file).stream() if isinstance(flow, http.HTTPFlow)]
-
-
-def write_flows(path: Path, flows: list[http.HTTPFlow]) -> Path:
-    with open(path, "wb") as file:
-        writer = io.FlowWriter(file)
-        for flow in flows:
-            writer.add(flow)
-    return path
 
 
 def usage_report(fmt_name: str, number: int) -> dict[str, object]:

@@ -39,6 +39,12 @@ def with_unreadable_backup(flow: http.HTTPFlow) -> http.HTTPFlow:
     return flow
 
 
+def read_flows(path: Path) -> list[http.HTTPFlow]:
+    """The HTTP flows of a flow file, in the file's order."""
+    with open(path, "rb") as file:
+        return [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
+
+
 def write_flows(path: Path, flows: Sequence[http.HTTPFlow]) -> Path:
     with open(path, "wb") as file:
         writer = io.FlowWriter(file)
