@@ -17,7 +17,6 @@ What obsmask left in a flow's metadata is read with
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,30 +61,16 @@ class RecordedRequest:
     original_lost: bool = False
 
 
-def _backup_request(state: object) -> Request | None:
-    """The request of the flow state that ``flow.backup()`` saved, or None."""
-    from mitmproxy.flow import Flow
-    from mitmproxy.http import HTTPFlow
-
-    if not isinstance(state, dict) or not isinstance(state.get("request"), dict):
-        return None
-    try:
-        # from_state consumes what it is given: a copy, so the flow keeps its backup.
-        saved = Flow.from_state(copy.deepcopy(state))
-    except (AssertionError, KeyError, TypeError, ValueError):
-        return None  # a backup of another flow format: no original to read
-    return saved.request if isinstance(saved, HTTPFlow) else None
-
-
 def client_request(flow: HTTPFlow) -> Request:
     """The flow's request as the client sent it: the backup's when the flow
     has one (obsmask changed the request), else the flow's own, which went
-    out unchanged. The one place that reads the backup, for every script
-    that replays flows (measure.py through ``recorded_requests``, report.py
-    beside the body that went out). mitmproxy keeps the backup on a private
-    attribute, the same in 11 and 12: the flow state that flow.backup()
-    saved (None if it never ran)."""
-    original = _backup_request(getattr(flow, "_backup", None))
+    out unchanged. For every script that replays flows (measure.py through
+    ``recorded_requests``, report.py beside the body that went out); the
+    backup is read by the addon's own reader, which its content view uses
+    too."""
+    from obsmask_core.mitm.flows import original_request
+
+    original = original_request(flow)
     return original if original is not None else flow.request
 
 

@@ -35,7 +35,13 @@ from obsmask_core.conversation.explain import (
 from obsmask_core.conversation.wire_formats import FORMATS
 from obsmask_core.mcp.explain import CutRecord, cut_page, explain_cuts, streamed_page
 from obsmask_core.mitm.conversation_addon import ConversationMasking
-from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA, where
+from obsmask_core.mitm.flows import (
+    CONVERSATION_METADATA,
+    MCP_METADATA,
+    original_request,
+    original_response,
+    where,
+)
 from obsmask_core.mitm.mcp_addon import McpTruncation
 from obsmask_core.shared.truncation import DEFAULT_MARKER
 from obsmask_core.shared.view_text import LineKind, ViewLine, page_text, pretty_body, text, title
@@ -92,15 +98,9 @@ def page_kind(flow: Flow | None, message: object) -> PageKind | None:
 
 
 def _backup(flow: http.HTTPFlow, part: Literal["request", "response"]) -> bytes | None:
-    """The body of the request or answer as it was before obsmask changed it
-    (mitmproxy keeps it as the flow's backup, also in flow files)."""
-    state = getattr(flow, "_backup", None)
-    message_state = state.get(part) if isinstance(state, dict) else None
-    if not isinstance(message_state, dict):
-        return None
-    message: http.Message = (http.Request if part == "request" else http.Response).from_state(
-        message_state)
-    return message.get_content(strict=False)
+    """The body of the request or answer as it was before obsmask changed it."""
+    message = original_request(flow) if part == "request" else original_response(flow)
+    return None if message is None else message.get_content(strict=False)
 
 
 def _comment(flow: http.HTTPFlow) -> list[str]:

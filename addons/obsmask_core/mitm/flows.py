@@ -3,6 +3,7 @@ the name of the flow in the log."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,3 +43,36 @@ def guarded(flow: http.HTTPFlow, outcome: str) -> Iterator[None]:
         yield
     except Exception:
         logger.exception("obsmask: internal error, %s %s", where(flow), outcome)
+
+
+def original_request(flow: http.HTTPFlow) -> http.Request | None:
+    """The request as the client sent it, when obsmask changed it (its
+    backup); None when the flow has no backup or one that cannot be read."""
+    message = _from_state(http.Request, _backed_up_part(flow, "request"))
+    return message if isinstance(message, http.Request) else None
+
+
+def original_response(flow: http.HTTPFlow) -> http.Response | None:
+    """The answer as the server sent it, when obsmask cut it (its backup)."""
+    message = _from_state(http.Response, _backed_up_part(flow, "response"))
+    return message if isinstance(message, http.Response) else None
+
+
+def _backed_up_part(flow: http.HTTPFlow, part: str) -> dict[str, object] | None:
+    """mitmproxy keeps the backup on a private attribute, the same in 11 and
+    12: the flow state ``flow.backup()`` saved (None if it never ran), also
+    in flow files."""
+    state = getattr(flow, "_backup", None)
+    saved = state.get(part) if isinstance(state, dict) else None
+    return saved if isinstance(saved, dict) else None
+
+
+def _from_state(cls: type[http.Message], saved: dict[str, object] | None) -> object:
+    if saved is None:
+        return None
+    try:
+        # from_state may take what it is given apart: a copy, so the flow
+        # keeps its backup.
+        return cls.from_state(copy.deepcopy(saved))
+    except (AssertionError, KeyError, TypeError, ValueError):
+        return None  # a backup of another flow format: no original to read
