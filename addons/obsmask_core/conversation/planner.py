@@ -10,11 +10,12 @@ clipped to head + marker + tail. No item is ever added, removed or moved.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+from weakref import WeakKeyDictionary
 
-from obsmask_core.conversation.error_heuristic import looks_like_error
+from obsmask_core.conversation.error_heuristic import forget_verdicts, looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.holdout import conversation_id, held_out
 from obsmask_core.conversation.ledger import BillSoFar
@@ -156,24 +157,22 @@ def plan_masking(
     first_in_window = max(0, len(index.turns) - policy.window_turns)
     reasons: dict[int, KeptReason] = {}
     maskable: dict[int, str] = {}
+    judged = _judgements.setdefault(policy, {})
+    if len(judged) >= _JUDGEMENTS_KEPT:
+        judged.clear()
     for number, result in enumerate(index.results):
         if result.turn >= first_in_window:
             continue
-        reason = _static_reason(result, policy)
-        if reason is not None:
-            reasons[number] = reason
-            continue
-        assert result.text is not None
-        placeholder = render_placeholder(
-            policy.placeholder_template, result.call_id, result.tool_name, len(result.text),
-            recall=result.call_id in recallable,
-        )
-        blocks = preserved_blocks(result.text, policy.preserve_patterns)
-        new_text = _masked_text(placeholder, blocks)
-        if len(new_text) < len(result.text):
-            maskable[number] = new_text
+        recallable_id = result.call_id in recallable
+        key = (result.call_id, result.tool_name, result.is_error, recallable_id,
+               None if result.text is None else (hash(result.text), len(result.text)))
+        judgement = judged.get(key)
+        if judgement is None:
+            judgement = judged[key] = _judge(result, policy, recallable_id)
+        if judgement[0] is not None:
+            reasons[number] = judgement[0]
         else:
-            reasons[number] = "short"  # a placeholder must save something
+            maskable[number] = judgement[1]
 
     frontier = Frontier(index, items, policy, maskable)
     plan.frontier_turn = frontier.turn
@@ -225,6 +224,40 @@ def plan_masking(
     if policy.max_input_tokens and items:
         _clip(plan, index, items, policy, frontier, recallable, recalled)
     return plan
+
+
+# (reason kept, None) or (None, masked text): what the rules that look at a
+# result alone make of it.
+Judgement = tuple[KeptReason, None] | tuple[None, str]
+# An agent sends the same old results again every turn: they are judged once
+# per policy (equal policies share), by call id, tool, error flag, whether a
+# recall can name them, and the text's hash and length (not the text itself,
+# so memory stays small). Two texts that share hash and length are about 1 in
+# 2**64; they would share a keep-or-mask choice, never a byte of the body.
+_judgements: WeakKeyDictionary[MaskPolicy, dict[Hashable, Judgement]] = WeakKeyDictionary()
+_JUDGEMENTS_KEPT = 100_000
+
+
+def forget_judgements() -> None:
+    """Judge every result afresh (the benchmarks' cold runs)."""
+    _judgements.clear()
+    forget_verdicts()
+
+
+def _judge(result: ToolResult, policy: MaskPolicy, recallable: bool) -> Judgement:
+    reason = _static_reason(result, policy)
+    if reason is not None:
+        return reason, None
+    assert result.text is not None
+    placeholder = render_placeholder(
+        policy.placeholder_template, result.call_id, result.tool_name, len(result.text),
+        recall=recallable,
+    )
+    blocks = preserved_blocks(result.text, policy.preserve_patterns)
+    new_text = _masked_text(placeholder, blocks)
+    if len(new_text) < len(result.text):
+        return None, new_text
+    return "short", None  # a placeholder must save something
 
 
 def _recallable(index: ToolTurnIndex) -> frozenset[str]:

@@ -1,14 +1,14 @@
 """Mask a whole request body: bytes in, a tagged outcome out, never an exception.
 
 The pipeline is parse -> plan -> splice -> verify. Only the values chosen by
-the plan are replaced in the original text; every other byte stays as the
-client sent it. The new text is then parsed again and checked against the
-rules of masking (``invariants``): a body that fails is never sent.
+the plan are replaced in the original body; every other byte stays as the
+client sent it. The new body is then parsed again and checked against the
+rules of masking (``invariants``): a body that fails is never sent. The body
+is read quickly first and exactly when that does not do (``request_body``).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -17,9 +17,14 @@ from obsmask_core.conversation.invariants import check_only_planned_changes
 from obsmask_core.conversation.planner import RECALLED, MaskDecision, MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.recall import Recall, find_recalls, with_recalls
-from obsmask_core.conversation.request_text import UnsupportedBody, loads, parse_request
+from obsmask_core.conversation.request_body import (
+    ExactBody,
+    QuickBody,
+    Replacement,
+    RequestBody,
+)
+from obsmask_core.conversation.request_text import UnsupportedBody
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat
-from obsmask_core.shared.json_text import Span, splice
 
 
 @dataclass(frozen=True)
@@ -79,15 +84,23 @@ def mask_request_body(
     as it will then go out."""
     if not policy.enabled:
         return Unchanged(DISABLED)
+    quick = QuickBody.read(body, fmt.list_member)
+    if quick is not None:
+        outcome = mask_read_body(quick, policy, fmt, recall)
+        # A value the quick reader could not place, or placed wrongly (the
+        # check saw it): the exact reader decides.
+        if not isinstance(outcome, Refused):
+            return outcome
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return Unreadable(f"body is not valid UTF-8 (byte {e.start})")
-    try:
-        request = parse_request(text, fmt.list_member)
+        exact = ExactBody.read(body, fmt.list_member)
     except UnsupportedBody as e:
         return Unreadable(str(e))
+    return mask_read_body(exact, policy, fmt, recall)
 
+
+def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
+                   recall: bool = False) -> RewriteOutcome:
+    """Plan, splice and check a body already read (quickly or exactly)."""
     index = fmt.index(request.items)
     chars = sum(len(result.text) for result in index.results if result.text is not None)
     recalls = find_recalls(index) if recall else []
@@ -105,20 +118,17 @@ def mask_request_body(
         return Unchanged("nothing to mask", plan)
     chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
 
-    replacements: list[tuple[Span, str]] = []
-    for decision in plan.decisions:
-        span = request.span_at(decision.location[0], fmt.value_path(decision.location))
-        if span is None:
-            return Refused("a planned value could not be located", plan)
-        new_value = fmt.replacement(decision.original_value, decision.new_text)
-        replacements.append((span, json.dumps(new_value, ensure_ascii=False)))
-    new_text = splice(text, replacements)
-
+    new_body = request.replaced([
+        Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
+                    fmt.replacement(d.original_value, d.new_text))
+        for d in plan.decisions])
+    if new_body is None:
+        return Refused("a planned value could not be located", plan)
     expected = apply_plan(request.items, plan, fmt)
-    violation = _verify(new_text, request.members, request.items, expected, plan, fmt)
+    violation = _verify(request, new_body, expected, plan, fmt)
     if violation is not None:
         return Refused(violation, plan)
-    return Masked(new_text.encode("utf-8"), plan, chars, chars_after)
+    return Masked(new_body, plan, chars, chars_after)
 
 
 def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
@@ -133,19 +143,19 @@ def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
 
 
 def _verify(
-    new_text: str,
-    members: dict[str, object],
-    before: list[object],
+    request: RequestBody,
+    new_body: bytes,
     expected: list[object],
     plan: MaskPlan,
     fmt: WireFormat,
 ) -> str | None:
-    """Parse the masked text again: the rules must hold, and the result must
+    """Parse the masked body again: the rules must hold, and the result must
     be exactly the original with the planned values replaced."""
     try:
-        after = loads(new_text)
+        after = request.parse_again(new_body)
     except (ValueError, RecursionError) as e:
         return f"masked body is not valid JSON ({e})"
+    members = request.members
     if not isinstance(after, dict) or after.keys() != members.keys():
         return "masked body has different top-level members"
     for key, value in members.items():
@@ -154,7 +164,7 @@ def _verify(
     items = after[fmt.list_member]
     if not isinstance(items, list):
         return f"masked body has no {fmt.list_member} list"
-    problems = check_only_planned_changes(before, items, plan, fmt)
+    problems = check_only_planned_changes(request.items, items, plan, fmt)
     if problems:
         return "; ".join(problems[:3])
     if items != expected:

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The request rewrite against its floor: masking a body against an orjson
+round trip (loads, then dumps) of the same body.
+
+    python3 scripts/bench_rewrite.py               # the ten real sessions, three formats
+    python3 scripts/bench_rewrite.py --repeat 51 BODY.json...
+
+For each body (by default the last request of each of the ten real sessions
+in fixtures/sessions/, in all three wire formats, 30 bodies) the script
+times, the actions taking turns so that the machine's load falls on all:
+
+- ``mask_warm_ms``: ``mask_request_body`` with the default policy, with the
+  planner's judgements of earlier calls kept: an agent sends the same
+  history again every turn, so this is the steady state of a session;
+- ``mask_cold_ms``: the same with every judgement forgotten first: the first
+  request obsmask sees of a conversation;
+- ``orjson_ms``: ``orjson.dumps(orjson.loads(body))``, the floor a rewrite
+  that parses and writes the body cannot beat by much;
+- ``json_ms``: the same with the standard library's ``json``.
+
+``mask_over_orjson`` is warm over orjson, per body and over all bodies
+(total time over total time). The issue's target is at most 3. Prints one
+JSON document on stdout. Medians of --repeat runs (adaptive by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bootstrap import REPO, run_inside
+
+run_inside("main", "base")
+sys.path.insert(0, str(REPO / "addons"))
+
+import orjson  # noqa: E402
+
+from benchlib.timing import medians_ms  # noqa: E402
+from obsmask_core.conversation.planner import forget_judgements  # noqa: E402
+from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
+from obsmask_core.conversation.rewrite import mask_request_body  # noqa: E402
+from obsmask_core.conversation.wire_formats import FORMATS, WireFormat  # noqa: E402
+
+SESSIONS = REPO / "fixtures" / "sessions"
+
+
+def parse_arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bodies", nargs="*", type=Path,
+                        help="request bodies (format from the folder name: chat, anthropic, "
+                             "responses; chat otherwise); default: the real sessions")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="timed runs per action (default: as many as fit in 0.3 s, 7-201)")
+    return parser.parse_args()
+
+
+def bodies(paths: list[Path]) -> list[tuple[Path, WireFormat]]:
+    if not paths:
+        paths = sorted(SESSIONS.glob("*/*.json"))
+    return [(path, FORMATS.get(path.parent.name, FORMATS["chat"])) for path in paths]
+
+
+def measure(body: bytes, fmt: WireFormat, repeat: int | None) -> dict[str, object]:
+    policy = MaskPolicy()
+    outcome = mask_request_body(body, policy, fmt)
+
+    def cold() -> None:
+        forget_judgements()
+        mask_request_body(body, policy, fmt)
+
+    times, runs = medians_ms({
+        "mask_warm_ms": lambda: mask_request_body(body, policy, fmt),
+        "mask_cold_ms": cold,
+        "orjson_ms": lambda: orjson.dumps(orjson.loads(body)),
+        "json_ms": lambda: json.dumps(json.loads(body)),
+    }, repeat, budget=0.3, minimum=7, maximum=201)
+    return {
+        "bytes": len(body),
+        "outcome": type(outcome).__name__,
+        "runs": runs,
+        **{name: round(value, 3) for name, value in times.items()},
+        "mask_over_orjson": round(times["mask_warm_ms"] / times["orjson_ms"], 2),
+    }
+
+
+def main() -> None:
+    args = parse_arguments()
+    rows = {}
+    for path, fmt in bodies(args.bodies):
+        row = measure(path.read_bytes(), fmt, args.repeat)
+        rows[f"{fmt.name}/{path.name}"] = {"format": fmt.name, **row}
+        print(f"bench_rewrite: {fmt.name}/{path.name}: {row['mask_over_orjson']}x",
+              file=sys.stderr, flush=True)
+
+    def total(key: str) -> float:
+        return sum(float(str(row[key])) for row in rows.values())
+
+    ratios = sorted(float(str(row["mask_over_orjson"])) for row in rows.values())
+    print(json.dumps({
+        "bodies": len(rows),
+        "summary": {
+            "mask_warm_over_orjson": round(total("mask_warm_ms") / total("orjson_ms"), 2),
+            "mask_cold_over_orjson": round(total("mask_cold_ms") / total("orjson_ms"), 2),
+            "mask_warm_over_json": round(total("mask_warm_ms") / total("json_ms"), 2),
+            "worst_body_mask_over_orjson": ratios[-1] if ratios else None,
+            "target_mask_over_orjson": 3,
+        },
+        "per_body": rows,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
