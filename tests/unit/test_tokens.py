@@ -1,15 +1,22 @@
 """Token counts (``shared/tokens.py``): nothing until the encoding is loaded
 (no request waits for it), the offline copy of cl100k_base tried first, one
-count per distinct text (a bounded cache), and the cookbook's estimate of a
-conversation's input tokens over every string of each message, in order."""
+count per distinct text (a bounded cache), the figures a flow gets without
+waiting for a count (cached or estimated, and counted in the background),
+and the cookbook's estimate of a conversation's input tokens over every
+string of each message, in order."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import tiktoken
 
 from obsmask_core.shared.tokens import (
+    SAMPLE_CHARS,
     TOKENS_PER_MESSAGE,
     TOKENS_REPLY_PRIMING,
+    TokenCount,
     TokenCounter,
     estimate_input_tokens,
     message_strings,
@@ -21,9 +28,11 @@ class WordEncoding:
 
     def __init__(self) -> None:
         self.encoded: list[str] = []
+        self.threads: list[int] = []
 
     def encode_ordinary(self, text: str) -> list[int]:
         self.encoded.append(text)
+        self.threads.append(threading.get_ident())
         return list(range(len(text.split())))
 
 
@@ -152,3 +161,54 @@ def test_the_estimate_adds_the_framing_of_each_message_and_of_the_reply(monkeypa
     assert estimate_input_tokens(items, counter) == (
         TOKENS_REPLY_PRIMING + 2 * TOKENS_PER_MESSAGE + 4 + 1)
     assert estimate_input_tokens([], counter) == TOKENS_REPLY_PRIMING
+
+
+def settled(counter: TokenCounter, texts: list[str]) -> object:
+    """count_or_estimate once the background thread has counted ``texts``."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = counter.count_or_estimate(texts)
+        if found is not None and not found.estimated:
+            return found
+        time.sleep(0.01)
+    raise AssertionError("the background thread never counted the texts")
+
+
+def test_a_text_not_counted_before_is_estimated_and_never_encoded_on_the_callers_thread(
+        monkeypatch):
+    counter, encoding = loaded_counter(monkeypatch)
+    callers = threading.get_ident()
+    found = counter.count_or_estimate(["one two three four five six seven"])
+    assert found is not None and found.estimated
+    assert found.tokens == round(len("one two three four five six seven") / 3.6)
+    assert settled(counter, ["one two three four five six seven"]) == TokenCount(7, False)
+    assert encoding.threads and callers not in encoding.threads
+
+
+def test_texts_counted_before_are_exact_and_the_estimate_learns_their_ratio(monkeypatch):
+    counter, _ = loaded_counter(monkeypatch)
+    counter.count("aaaa bbbb cccc dddd")  # 4 tokens, 19 characters
+    assert counter.count_or_estimate(["aaaa bbbb cccc dddd"]) == TokenCount(4, False)
+    mixed = counter.count_or_estimate(["aaaa bbbb cccc dddd", "x" * 95])
+    assert mixed == TokenCount(4 + round(95 / (19 / 4)), True)
+
+
+def test_exact_counts_every_text_on_the_spot(monkeypatch):
+    counter, encoding = loaded_counter(monkeypatch)
+    assert counter.count_or_estimate(["a b", "c d e"], exact=True) == TokenCount(5, False)
+    assert encoding.encoded == ["a b", "c d e"]
+
+
+def test_a_text_not_remembered_has_only_a_sample_counted_in_the_background(monkeypatch):
+    counter, encoding = loaded_counter(monkeypatch)
+    long_text = "word " * (SAMPLE_CHARS // 2)
+    found = counter.count_or_estimate([long_text], remember=False)
+    assert found is not None and found.estimated
+    deadline = time.monotonic() + 10
+    while not encoding.encoded and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert encoding.encoded == [long_text[:SAMPLE_CHARS]]
+
+
+def test_nothing_is_estimated_before_the_encoding_is_loaded():
+    assert TokenCounter().count_or_estimate(["some text"]) is None

