@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
@@ -26,6 +28,7 @@ from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_policy
 from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
+from obsmask_core.mitm.off_loop import off_loop, run_off_loop
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -39,6 +42,18 @@ from obsmask_core.shared.settings import build
 from obsmask_core.shared.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """What the rewrite made of a request: for a masked one, the new request
+    (its raw body encoded as the client's was) and the summary."""
+
+    outcome: RewriteOutcome
+    mask_ms: float
+    request: http.Request | None = None
+    summary: MaskSummary | None = None
+
 
 PREFIX = "obsmask_"
 # A flow read from a file (mitmdump -nr) waits this long for the encoding,
@@ -96,37 +111,65 @@ class ConversationMasking:
         return self.routes.format_of(flow.request.method, flow.request.path,
                                      flow.request.pretty_host)
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if (fmt := self._format_of(flow)) is None or _handled_when_recorded(flow):
-            return
+            return None
         with guarded(flow, "forwarded unchanged"):
-            self._mask(flow, fmt)
+            if off_loop(len(flow.request.raw_content or b"")):
+                return self._rewrite_off_loop(flow, fmt)
+            self._report(flow, fmt, self._rewrite(flow.request, fmt, exact_tokens=not flow.live))
+        return None
 
-    def _mask(self, flow: http.HTTPFlow, fmt: WireFormat) -> None:
-        if flow.request.raw_content is None:
-            self._pass(flow, fmt, "the body is streamed (stream_large_bodies), not buffered")
-            return
+    async def _rewrite_off_loop(self, flow: http.HTTPFlow, fmt: WireFormat) -> None:
+        """A big body: decoded, masked and encoded again on a worker thread,
+        while every other flow moves; the flow is changed back on the loop."""
+        with guarded(flow, "forwarded unchanged"):
+            request, live = flow.request, flow.live
+            rewritten = await run_off_loop(
+                lambda: self._rewrite(request, fmt, exact_tokens=not live))
+            self._report(flow, fmt, rewritten)
+
+    def _rewrite(self, request: http.Request, fmt: WireFormat, *,
+                 exact_tokens: bool) -> Rewritten | str:
+        """The request's new raw body and headers, and what was done; or why
+        it passes through. Reads the request, never changes it: this may run
+        on a worker thread."""
         try:
-            body = flow.request.get_content()
+            body = request.get_content()
         except ValueError as e:
-            encoding = flow.request.headers.get("content-encoding", "")
+            encoding = request.headers.get("content-encoding", "")
             # The decoder's type only: mitmproxy's message quotes the body.
             error = type(e.__context__ or e).__name__
-            self._pass(flow, fmt, f"cannot decode content-encoding {encoding!r} ({error})")
-            return
-        if body is None:
-            return
+            return f"cannot decode content-encoding {encoding!r} ({error})"
+        if body is None or request.raw_content is None:
+            return "the body is streamed (stream_large_bodies), not buffered"
         recall = self.recall is not None and self.recall.enabled
         started = time.perf_counter()
         outcome = mask_request_body(body, self.policy, fmt, recall=recall)
         mask_ms = round((time.perf_counter() - started) * 1000, 3)
-        self._report(flow, fmt, outcome, mask_ms)
+        if not isinstance(outcome, Masked):
+            return Rewritten(outcome, mask_ms)
+        # Encode (compress again, if the client did) on a copy: if that
+        # fails, the flow has not been touched.
+        masked = request.copy()
+        masked.content = outcome.body
+        if exact_tokens:
+            # A flow read from a file (mitmdump -nr): nobody waits on it, so
+            # wait for the encoding rather than record no token counts.
+            self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
+        summary = MaskSummary.of(outcome, fmt.name, self.tokens, self.policy.window_turns,
+                                 len(request.raw_content), len(masked.raw_content or b""),
+                                 mask_ms, exact_tokens=exact_tokens)
+        return Rewritten(outcome, mask_ms, masked, summary)
 
-    def _report(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: RewriteOutcome,
-                mask_ms: float) -> None:
-        match outcome:
+    def _report(self, flow: http.HTTPFlow, fmt: WireFormat, rewritten: Rewritten | str) -> None:
+        if isinstance(rewritten, str):
+            self._pass(flow, fmt, rewritten)
+            return
+        match rewritten.outcome:
             case Masked():
-                self._apply(flow, fmt, outcome, mask_ms)
+                assert rewritten.request is not None and rewritten.summary is not None
+                self._apply(flow, rewritten.request, rewritten.summary)
             case Unreadable(reason=reason):
                 self._pass(flow, fmt, reason)
             case Refused(violation=violation):
@@ -136,23 +179,11 @@ class ConversationMasking:
                              "invariant (%s)", where(flow), violation)
             case Unchanged(reason=reason, plan=plan):
                 flow.metadata[CONVERSATION_METADATA] = LeftAlone.unchanged(
-                    fmt.name, reason, plan, mask_ms).as_metadata()
+                    fmt.name, reason, plan, rewritten.mask_ms).as_metadata()
                 logger.debug("obsmask: %s unchanged: %s", where(flow), reason)
 
-    def _apply(self, flow: http.HTTPFlow, fmt: WireFormat, outcome: Masked,
-               mask_ms: float) -> None:
-        # Encode (compress again, if the client did) on a copy: if that fails,
-        # the flow has not been touched.
-        masked = flow.request.copy()
-        masked.content = outcome.body
-        if not flow.live:
-            # A flow read from a file (mitmdump -nr): nobody waits on it, so
-            # wait for the encoding rather than record no token counts.
-            self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
-        summary = MaskSummary.of(outcome, fmt.name, self.tokens, self.policy.window_turns,
-                                 len(flow.request.raw_content or b""),
-                                 len(masked.raw_content or b""), mask_ms,
-                                 exact_tokens=not flow.live)
+    @staticmethod
+    def _apply(flow: http.HTTPFlow, masked: http.Request, summary: MaskSummary) -> None:
         flow.backup()
         flow.request.raw_content = masked.raw_content
         flow.request.headers = masked.headers

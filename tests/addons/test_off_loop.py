@@ -1,0 +1,136 @@
+"""A big request body is masked on a worker thread while mitmproxy's event
+loop goes on moving every other flow; a small one inline. Either way the
+flow ends up the same, it is changed only on the loop, and a failure on the
+worker leaves it as the client sent it, with the traceback in the log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+from mitmproxy.test import taddons, tflow, tutils
+
+from obsmask_core.mitm import conversation_addon
+from obsmask_core.mitm.conversation_addon import ConversationMasking
+from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES
+from obsmask_core.mitm.settings_addon import SettingsFile
+from support.chat import body, conversation
+
+
+def chat_flow(content: bytes) -> tflow.HTTPFlow:
+    request = tutils.treq(method=b"POST", path=b"/v1/chat/completions", content=content)
+    request.headers["content-type"] = "application/json"
+    return tflow.tflow(req=request)
+
+
+def big_body() -> bytes:
+    turns = 4
+    while len(content := body(conversation(turns=turns))) < OFF_LOOP_BYTES:
+        turns *= 2
+    return content
+
+
+@pytest.fixture
+def masking(toml_file):
+    settings = SettingsFile()
+    addon = ConversationMasking(settings)
+    with taddons.context(settings, addon) as tctx:
+        tctx.configure(addon, obsmask_config=toml_file(""), obsmask_window_turns=1)
+        yield addon
+
+
+def threads_that_mask(monkeypatch) -> list[str]:
+    names: list[str] = []
+    mask = conversation_addon.mask_request_body
+
+    def recording(*args, **kwargs):
+        names.append(threading.current_thread().name)
+        return mask(*args, **kwargs)
+
+    monkeypatch.setattr(conversation_addon, "mask_request_body", recording)
+    return names
+
+
+def test_a_big_body_is_masked_on_a_worker_thread_into_the_same_bytes_as_inline(
+        masking, monkeypatch):
+    content = big_body()
+    inline = chat_flow(content)
+    masking.request(inline)  # no event loop running: done inline
+    names = threads_that_mask(monkeypatch)
+    flow = chat_flow(content)
+
+    async def hook() -> None:
+        pending = masking.request(flow)
+        assert pending is not None  # an awaitable: mitmproxy waits for it
+        await pending
+
+    asyncio.run(hook())
+    assert names[-1].startswith("obsmask-off-loop")
+    assert flow.metadata["obsmask"]["action"] == "masked"
+    assert flow.request.raw_content == inline.request.raw_content
+    assert flow.comment == inline.comment and flow.marked == inline.marked
+    flow.revert()
+    assert flow.request.raw_content == content
+
+
+def test_a_small_body_is_masked_inline_even_with_a_loop_running(masking, monkeypatch):
+    names = threads_that_mask(monkeypatch)
+    flow = chat_flow(body(conversation(turns=3)))
+
+    async def hook() -> object:
+        return masking.request(flow)
+
+    assert asyncio.run(hook()) is None
+    assert names == [threading.current_thread().name]
+    assert flow.metadata["obsmask"]["action"] == "masked"
+
+
+def test_the_loop_moves_other_tasks_while_a_big_body_is_masked(masking, monkeypatch):
+    """The worker waits until another task of the loop has run: were the
+    rewrite on the loop, that task could never run and the wait would end
+    only at its timeout."""
+    other_task_ran = threading.Event()
+    mask = conversation_addon.mask_request_body
+
+    def waiting(*args, **kwargs):
+        assert other_task_ran.wait(10), "no other task ran while the body was masked"
+        return mask(*args, **kwargs)
+
+    monkeypatch.setattr(conversation_addon, "mask_request_body", waiting)
+    flow = chat_flow(big_body())
+
+    async def other_task() -> None:
+        await asyncio.sleep(0)
+        other_task_ran.set()
+
+    async def both() -> None:
+        pending = masking.request(flow)
+        assert pending is not None
+        await asyncio.gather(pending, other_task())
+
+    asyncio.run(both())
+    assert flow.metadata["obsmask"]["action"] == "masked"
+
+
+def test_a_failure_on_the_worker_leaves_the_flow_as_sent_and_logs_the_traceback(
+        masking, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("planner bug")
+
+    monkeypatch.setattr(conversation_addon, "mask_request_body", broken)
+    content = big_body()
+    flow = chat_flow(content)
+
+    async def hook() -> None:
+        pending = masking.request(flow)
+        assert pending is not None
+        await pending  # must not raise into mitmproxy
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(hook())
+    assert flow.request.raw_content == content and not flow.modified()
+    [record] = [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert "forwarded unchanged" in record.getMessage()
+    assert record.exc_info is not None and "planner bug" in str(record.exc_info[1])
