@@ -41,7 +41,7 @@ KeptReason = Literal["in_window", "pending", "cache", "error", "per_tool", "excl
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MaskDecision:
     """One tool result to rewrite: where, what it was, and what it becomes
     (the placeholder when ``kind`` is "masked", a clipped text when

@@ -18,7 +18,7 @@ ChatMessage = dict[str, object]
 Location = tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolTurn:
     """One model turn that called at least one tool (several: parallel calls)."""
 
@@ -28,7 +28,7 @@ class ToolTurn:
     last: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """A tool result linked to the turn that called it.
 

@@ -34,9 +34,22 @@ _AFTER_VALUE = b",}]"
 
 
 Encoder = Callable[[object], bytes]
+
+
+def _ascii_json(value: object) -> bytes:
+    """Python's ``json.dumps`` (ASCII escapes, ", " and ": "). A string that
+    orjson writes in ASCII (no DEL, which json escapes) is written alike
+    by both, and orjson is ~8x faster."""
+    if isinstance(value, str):
+        written = orjson.dumps(value)
+        if written.isascii() and b"\x7f" not in written:
+            return written
+    return json.dumps(value).encode("ascii")
+
+
 ENCODERS: tuple[Encoder, ...] = (
     orjson.dumps,
-    lambda value: json.dumps(value).encode("ascii"),
+    _ascii_json,
     lambda value: json.dumps(value, ensure_ascii=False).encode("utf-8"),
     lambda value: json.dumps(value, separators=(",", ":")).encode("ascii"),
 )
