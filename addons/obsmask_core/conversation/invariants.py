@@ -13,15 +13,11 @@ from obsmask_core.conversation.wire_formats import WireFormat, set_at
 
 
 def check_only_planned_changes(
-    before: list[object], after: list[object], plan: MaskPlan, fmt: WireFormat,
-    *, unplanned_compared: bool = False,
+    before: list[object], after: list[object], plan: MaskPlan, fmt: WireFormat
 ) -> list[str]:
     """The rules of masking for any format: the same number of items
     in the same order, and nothing changed but the planned results' values
-    (so no id, call, block or other field). One line per violation.
-    ``unplanned_compared``: the caller has already found every item that
-    holds no planned value equal to the original's (the rewrite compares
-    the whole list with the plan's), so only the others are looked at."""
+    (so no id, call, block or other field). One line per violation."""
     if len(before) != len(after):
         return [f"item count changed from {len(before)} to {len(after)}"]
     planned: dict[int, list[Location]] = {}
@@ -30,7 +26,7 @@ def check_only_planned_changes(
     problems = []
     for position, (old, new) in enumerate(zip(before, after, strict=True)):
         if position not in planned:
-            if not unplanned_compared and old != new:
+            if old != new:
                 problems.append(f"item {position} changed but was not planned to")
             continue
         # Blank the planned values on both sides: what remains must be equal.
