@@ -1,20 +1,32 @@
 #!/usr/bin/env python3
-"""Load and fault benchmark: plain mitmproxy against mitmproxy with obsmask.
+"""Load, fault and speed benchmark: plain mitmproxy against mitmproxy with obsmask.
 
     python3 scripts/bench_load.py            # the full run (a few minutes)
     python3 scripts/bench_load.py --quick    # under a minute (the tests run it)
 
-Two mitmdump processes in turn, each in reverse mode to the same stub
-(``benchlib.load.stub``) on 127.0.0.1: ``plain`` (mitmdump without ``-s``)
-and ``obsmask`` (with the addon, and the MCP gateway naming the stub's
-routes). For each, ``--rounds`` rounds of:
+Two mitmdump processes, both up for the whole run, each in reverse mode to
+a stub of its own (``benchlib.load.stub``) on 127.0.0.1: ``plain``
+(mitmdump with ``benchlib/load/stream_sse.py`` only, which streams event
+streams, as obsmask streams those of its routes: both stream) and
+``obsmask`` (with the addon and the shipped settings, mitm.toml, plus the
+MCP gateway naming the stub's routes). They take turns, so that the
+machine's load falls on both: ``--rounds`` rounds (who goes first swapped
+every round) of, for each proxy:
 
 - load: ``--clients`` concurrent clients (threads), each sending
-  ``--per-client`` requests on one kept-alive connection: the real agent
-  sessions of fixtures/sessions/chat/ POSTed as Chat Completions requests
-  (answered with JSON or SSE), MCP calls direct and through the gateway
-  (obsmask only), and bad bodies (declared gzip and not, not JSON); every
-  answer compared byte for byte with what the stub sent;
+  ``--per-client`` requests on one kept-alive connection, taking in turn
+  the kinds of the mix (``benchlib.load.mix``, each client beginning with
+  another): the real agent sessions of
+  fixtures/sessions/{chat,anthropic,responses}/ as Chat Completions
+  requests (bodies of 20 KB to 1.5 MB, cut or grown from the sessions),
+  Anthropic Messages and OpenAI Responses requests, some gzip-compressed,
+  answered with JSON or event streams; MCP calls with a 1 KB and a
+  200,000-character answer, direct and through the gateway (plain
+  mitmproxy sends the gateway's path on to the stub, which answers it as
+  the direct route: the same requests through both); bad bodies (declared
+  gzip and not, not JSON). Every answer compared byte for byte with what
+  the stub sent (with obsmask, the 200,000 characters cut as the README
+  says). The proxy's CPU time is read before and after (once it is idle);
 - 1,000 requests on 10 kept-alive connections;
 - faults, ``--fault-repeat`` times each, all at once: the upstream resets
   the connection mid-stream, the upstream stays silent and the client gives
@@ -24,19 +36,47 @@ routes). For each, ``--rounds`` rounds of:
   still open is counted from the stub's side (its open connections) and
   from mitmdump's (its TCP sockets in /proc/net/tcp, by state).
 
-Also counted: tracebacks and "internal error" lines in mitmdump's output,
-and its resident memory (VmRSS) after the first round and after the last.
-Every process is stopped by its handle; everything stays on 127.0.0.1.
-Prints one JSON document on stdout.
+Then the speed phases (``benchlib.load.speed``), the proxies again taking
+turns: ``--streams`` times each, an event stream of 200 events 10 ms apart
+read while 2 clients send a 10 MB chat body (which obsmask masks) every
+0.5 s each through the same proxy: its longest gap between two reads; and
+one client alone, the median time of a request through each proxy in turn
+for chat bodies of 100 KB, 280 KB, 1.5 MB and 10 MB and for the
+200,000-character MCP answer (direct, and the gateway's route). Then
+everything must close again.
+
+Also counted: tracebacks and "internal error" lines in mitmdump's output
+(read before it is stopped), and its resident memory (VmRSS) after the
+first round and after the last. Every process is stopped by its handle;
+everything stays on 127.0.0.1.
+
+Prints one JSON document on stdout: for each proxy what it came to
+(requests, errors, wrong bodies, faults, connections left open, memory),
+and ``speed``: for each proxy, over the load phases, requests per second,
+its CPU time per request (user + system of mitmdump, all its threads and
+its children, from /proc/PID/stat, over the requests served), latency
+p50/p99 overall and per kind (with the count of each), the gateway's p50
+over the direct MCP route's, the streams' longest gap; the ratios
+obsmask / plain; the no-load medians and what obsmask adds to them; and
+``targets``, issue 15's, each with its value and whether it is met.
+
+Read the ratios: the machine's noise moves every figure, and the clients
+and stubs run in this one Python process, which competes with mitmdump for
+the cores (its CPU time is printed: near one core per second of load, the
+requests per second say as much about it as about the proxy; the CPU time
+per request is the proxy's alone). Under load every latency is mostly
+queueing: about the number of clients over the requests per second.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,6 +85,7 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
+from benchlib.load.bodies import Bodies, build_bodies  # noqa: E402
 from benchlib.load.cases import (  # noqa: E402
     GATEWAY_SERVERS,
     Tally,
@@ -53,32 +94,46 @@ from benchlib.load.cases import (  # noqa: E402
     run_load,
     settle,
 )
-from benchlib.load.procfs import open_tcp, rss_kib  # noqa: E402
+from benchlib.load.mix import MIX, Mix  # noqa: E402
+from benchlib.load.procfs import cpu_seconds, cpu_seconds_once_idle, open_tcp, rss_kib  # noqa: E402
+from benchlib.load.speed import (  # noqa: E402
+    BIG_TAG,
+    LoadFigures,
+    Streams,
+    no_load,
+    speed_report,
+    stream_under_load,
+)
 from benchlib.load.stub import LoadStub, load_stub  # noqa: E402
 from benchlib.mitmdump import ADDON, MitmdumpProcess  # noqa: E402
 
-SESSIONS = REPO / "fixtures" / "sessions" / "chat"
+SESSIONS = REPO / "fixtures" / "sessions"
+SETTINGS = REPO / "mitm.toml"
+STREAM_SSE = Path(__file__).resolve().parent / "benchlib" / "load" / "stream_sse.py"
 SETTLE_SECONDS = 10.0
 KEEP_ALIVE_REQUESTS = 1000
 KEEP_ALIVE_CONNECTIONS = 10
-PLAIN_KINDS = ["chat", "chat-sse", "mcp", "bad-gzip", "bad-json"]
-OBSMASK_KINDS = [*PLAIN_KINDS, "mcp-gateway"]
+VARIANTS = ("plain", "obsmask")
 
 
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="2 rounds of 8 clients x 12 requests, faults twice (under a minute)")
-    parser.add_argument("--clients", type=int, default=None, help="default 32 (8 with --quick)")
+                        help="2 rounds of 8 clients x 15 requests, faults twice, one stream "
+                             "(under a minute)")
+    parser.add_argument("--clients", type=int, default=None, help="default 50 (8 with --quick)")
     parser.add_argument("--per-client", type=int, default=None,
-                        help="requests per client and round (default 30, 12 with --quick)")
-    parser.add_argument("--rounds", type=int, default=None, help="default 5 (2 with --quick)")
+                        help="requests per client and round (default 60, 15 with --quick)")
+    parser.add_argument("--rounds", type=int, default=None, help="default 4 (2 with --quick)")
     parser.add_argument("--fault-repeat", type=int, default=None,
                         help="each fault case per round (default 5, 2 with --quick)")
+    parser.add_argument("--streams", type=int, default=None,
+                        help="streams read under 10 MB bodies, per proxy (default 3, 1 with "
+                             "--quick)")
     args = parser.parse_args()
     quick: bool = args.quick
-    for name, full, short in (("clients", 32, 8), ("per_client", 30, 12), ("rounds", 5, 2),
-                              ("fault_repeat", 5, 2)):
+    for name, full, short in (("clients", 50, 8), ("per_client", 60, 15), ("rounds", 4, 2),
+                              ("fault_repeat", 5, 2), ("streams", 3, 1)):
         if getattr(args, name) is None:
             setattr(args, name, short if quick else full)
         if getattr(args, name) < 1:
@@ -99,74 +154,140 @@ def _merge(into: dict[str, Tally], tallies: dict[str, Tally]) -> None:
         total.examples += tally.examples[: max(0, 5 - len(total.examples))]
 
 
-def run_variant(variant: str, args: argparse.Namespace, sessions: list[bytes],
-                stub: LoadStub, work: Path) -> dict[str, object]:
-    gateway = variant == "obsmask"
-    arguments = ["--mode", f"reverse:{stub.url}"]
-    if gateway:
-        empty = work / "empty.toml"
-        empty.write_text("")
-        arguments += ["--set", f"obsmask_config={empty}"]
-        for name, path in GATEWAY_SERVERS.items():
-            arguments += ["--set", f"mcpmask_gateway_servers={name}={stub.url}{path}"]
-    proxy = MitmdumpProcess(arguments, work, work / f"confdir-{variant}",
-                            addon=ADDON if gateway else None)
-    try:
-        port = proxy.wait_until_listening()
-        pid = proxy.process.pid
-        load: dict[str, Tally] = {}
-        faults: dict[str, Tally] = {}
-        keep = Tally()
-        load_seconds = 0.0
-        rss: list[int] = []
-        left: list[dict[str, object]] = []
-        kinds = OBSMASK_KINDS if gateway else PLAIN_KINDS
-        for round_number in range(1, args.rounds + 1):
-            progress(f"{variant}: round {round_number} of {args.rounds}")
-            started = time.perf_counter()
-            _merge(load, run_load(port, kinds, args.clients, args.per_client, sessions))
-            load_seconds += time.perf_counter() - started
-            _merge({"keep-alive": keep},
-                   {"keep-alive": keep_alive(port, KEEP_ALIVE_REQUESTS, KEEP_ALIVE_CONNECTIONS)})
-            _merge(faults, run_faults(port, gateway, args.fault_repeat))
-            waited = settle(lambda: stub.open + sum(open_tcp(pid).values()), SETTLE_SECONDS)
-            left.append({"round": round_number, "settle_s": round(waited, 1),
-                         "stub_open": stub.open, "mitmdump_sockets": open_tcp(pid)})
-            rss.append(rss_kib(pid))
-        output = proxy.output()
-        load_requests = sum(t.requests for t in load.values())
+def _own_cpu_seconds() -> float:
+    """The user + system CPU time of this process (clients and stubs)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Variant:
+    """One mitmdump, its stub, and what its phases came to."""
+
+    def __init__(self, name: str, stub: LoadStub, bodies: Bodies, work: Path) -> None:
+        self.name = name
+        self.stub = stub
+        self.gateway = name == "obsmask"
+        arguments = ["--mode", f"reverse:{stub.url}"]
+        if self.gateway:
+            arguments += ["--set", f"obsmask_config={SETTINGS}"]
+            for server, path in GATEWAY_SERVERS.items():
+                arguments += ["--set", f"mcpmask_gateway_servers={server}={stub.url}{path}"]
+        self.proxy = MitmdumpProcess(arguments, work, work / f"confdir-{name}",
+                                     addon=ADDON if self.gateway else STREAM_SSE)
+        self.mix = Mix(bodies, cuts=self.gateway)
+        self.port = 0
+        self.load: dict[str, Tally] = {}
+        self.faults: dict[str, Tally] = {}
+        self.keep = Tally()
+        self.speed = Tally()  # the requests of the speed phases
+        self.figures = LoadFigures()
+        self.streams = Streams(big_body_bytes=len(bodies.chat_sized["10 MB"]))
+        self.rss: list[int] = []
+        self.left: list[dict[str, object]] = []
+        self.left_after_speed: dict[str, object] = {}
+
+    @property
+    def pid(self) -> int:
+        return self.proxy.process.pid
+
+    def start(self) -> None:
+        self.port = self.proxy.wait_until_listening()
+
+    def run_round(self, number: int, args: argparse.Namespace) -> None:
+        progress(f"{self.name}: round {number} of {args.rounds}")
+        first = (number - 1) * args.clients * args.per_client
+        cpu_before, own_before = cpu_seconds(self.pid), _own_cpu_seconds()
+        started = time.perf_counter()
+        tallies = run_load(self.port, self.mix.request, MIX, args.clients, args.per_client, first)
+        seconds = time.perf_counter() - started
+        own_after = _own_cpu_seconds()
+        self.figures.add(tallies, seconds, cpu_seconds_once_idle(self.pid) - cpu_before,
+                         own_after - own_before)
+        _merge(self.load, tallies)
+        _merge({"keep-alive": self.keep},
+               {"keep-alive": keep_alive(self.port, KEEP_ALIVE_REQUESTS, KEEP_ALIVE_CONNECTIONS)})
+        _merge(self.faults, run_faults(self.port, self.gateway, args.fault_repeat))
+        waited = self.settle()
+        self.left.append({"round": number, "settle_s": round(waited, 1),
+                          "stub_open": self.stub.open, "mitmdump_sockets": open_tcp(self.pid)})
+        self.rss.append(rss_kib(self.pid))
+
+    def settle(self) -> float:
+        return settle(lambda: self.stub.open + sum(open_tcp(self.pid).values()), SETTLE_SECONDS)
+
+    def stream(self, n: int) -> None:
+        progress(f"{self.name}: a stream under 10 MB bodies")
+        self.streams.runs.append(stream_under_load(self.port, self.mix, n, self.speed))
+        self.streams.upstream_bytes = self.stub.received.get(BIG_TAG, 0)
+
+    def report(self) -> dict[str, object]:
+        output = self.proxy.output()
+        counted = [*self.load.values(), *self.faults.values(), self.keep, self.speed]
         return {
-            "load": {kind: t.as_json() for kind, t in load.items()},
-            "load_requests_per_s": round(load_requests / load_seconds, 1) if load_seconds else 0,
-            "keep_alive": keep.as_json(),
-            "faults": {name: t.as_json() for name, t in faults.items()},
-            "errors": sum(t.errors for t in [*load.values(), *faults.values(), keep]),
-            "wrong_bodies": sum(t.wrong_bodies for t in [*load.values(), keep]),
+            "load": {kind: t.as_json() for kind, t in self.load.items()},
+            "load_requests_per_s": (round(self.figures.requests / self.figures.seconds, 1)
+                                    if self.figures.seconds else 0),
+            "keep_alive": self.keep.as_json(),
+            "faults": {name: t.as_json() for name, t in self.faults.items()},
+            "speed_phases": self.speed.as_json(),
+            "errors": sum(t.errors for t in counted),
+            "wrong_bodies": sum(t.wrong_bodies for t in counted),
             "tracebacks": output.count("Traceback"),
             "internal_errors": output.count("internal error"),
-            "left_open_after_rounds": left,
-            "left_open": left[-1]["stub_open"] if left else 0,
-            "left_open_mitmdump": sum(open_tcp(pid).values()),
-            "rss_kib_after_first_round": rss[0] if rss else 0,
-            "rss_kib_after_last_round": rss[-1] if rss else 0,
+            "left_open_after_rounds": self.left,
+            "left_open_after_speed": self.left_after_speed,
+            "left_open": self.stub.open,
+            "left_open_mitmdump": sum(open_tcp(self.pid).values()),
+            "rss_kib_after_first_round": self.rss[0] if self.rss else 0,
+            "rss_kib_after_last_round": self.rss[-1] if self.rss else 0,
         }
-    finally:
-        proxy.stop()
+
+
+def speed_phases(variants: dict[str, Variant], args: argparse.Namespace) -> dict[str, object]:
+    """The streams under 10 MB bodies and the no-load medians, the proxies
+    taking turns; then every connection must close again."""
+    for repeat in range(args.streams):
+        order = VARIANTS if repeat % 2 == 0 else VARIANTS[::-1]
+        for name in order:
+            variants[name].stream(900_000 + repeat)
+    progress("one client, no load")
+    budget, minimum, maximum = (0.5, 5, 15) if args.quick else (3.0, 11, 101)
+    quiet, tallies = no_load({v: variants[v].port for v in VARIANTS},
+                             {v: variants[v].mix for v in VARIANTS}, budget, minimum, maximum)
+    for name, variant in variants.items():
+        _merge({"speed": variant.speed}, {"speed": tallies[name]})
+        waited = variant.settle()
+        variant.left_after_speed = {"settle_s": round(waited, 1), "stub_open": variant.stub.open,
+                                    "mitmdump_sockets": open_tcp(variant.pid)}
+    return speed_report({v: variants[v].figures for v in VARIANTS},
+                        {v: variants[v].streams for v in VARIANTS}, quiet, args.clients)
 
 
 def main() -> None:
     args = parse_arguments()
-    sessions = [path.read_bytes() for path in sorted(SESSIONS.glob("*.json"))]
+    started = time.perf_counter()
+    bodies = build_bodies(SESSIONS)
     report: dict[str, object] = {
         "quick": args.quick, "clients": args.clients, "per_client": args.per_client,
-        "rounds": args.rounds, "fault_repeat": args.fault_repeat,
-        "keep_alive_requests": KEEP_ALIVE_REQUESTS, "sessions": len(sessions),
+        "rounds": args.rounds, "fault_repeat": args.fault_repeat, "streams": args.streams,
+        "keep_alive_requests": KEEP_ALIVE_REQUESTS, "mix": MIX,
+        "sessions": bodies.sessions,
     }
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder:
-        for variant in ("plain", "obsmask"):
-            with load_stub() as stub:
-                report[variant] = run_variant(variant, args, sessions, stub, Path(folder))
+    with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
+        variants: dict[str, Variant] = {}
+        for name in VARIANTS:
+            stub = stack.enter_context(load_stub())
+            variants[name] = Variant(name, stub, bodies, Path(folder))
+            stack.callback(variants[name].proxy.stop)
+        for variant in variants.values():
+            variant.start()
+        for number in range(1, args.rounds + 1):
+            for name in VARIANTS if number % 2 else VARIANTS[::-1]:
+                variants[name].run_round(number, args)
+        speed = speed_phases(variants, args)
+        for name in VARIANTS:
+            report[name] = variants[name].report()
+        report["speed"] = speed
     report["elapsed_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=2))
 

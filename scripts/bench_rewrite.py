@@ -21,13 +21,26 @@ times, the actions taking turns so that the machine's load falls on all:
 ``mask_over_orjson`` is warm over orjson, per body and over all bodies
 (total time over total time). The issue's target is at most 3. Prints one
 JSON document on stdout. Medians of --repeat runs (adaptive by default).
+
+With ``--off-loop``, it measures instead where a body is better masked on
+a worker thread than on the event loop (``mitm/off_loop.py``): for Chat
+bodies of 64 KB to 10 MB grown from a real session, the time masking takes
+inline (all of it a stall of the loop), the time to the result through the
+worker thread (``thread_ms``; ``handover_ms`` is the difference), and the
+longest the loop stalls meanwhile (``loop_gap_ms``: a task that does nothing
+but yield measures the gaps between its turns).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import json
+import statistics
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,11 +51,13 @@ sys.path.insert(0, str(REPO / "addons"))
 
 import orjson  # noqa: E402
 
-from benchlib.timing import medians_ms  # noqa: E402
+from benchlib.load.bodies import chat_body  # noqa: E402
+from benchlib.timing import medians_ms, time_once  # noqa: E402
 from obsmask_core.conversation.planner import forget_judgements  # noqa: E402
 from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
 from obsmask_core.conversation.rewrite import mask_request_body  # noqa: E402
 from obsmask_core.conversation.wire_formats import FORMATS, WireFormat  # noqa: E402
+from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, run_off_loop  # noqa: E402
 
 SESSIONS = REPO / "fixtures" / "sessions"
 
@@ -54,6 +69,8 @@ def parse_arguments() -> argparse.Namespace:
                              "responses; chat otherwise); default: the real sessions")
     parser.add_argument("--repeat", type=int, default=None,
                         help="timed runs per action (default: as many as fit in 0.3 s, 7-201)")
+    parser.add_argument("--off-loop", action="store_true",
+                        help="measure inline against the worker thread by body size instead")
     return parser.parse_args()
 
 
@@ -86,8 +103,57 @@ def measure(body: bytes, fmt: WireFormat, repeat: int | None) -> dict[str, objec
     }
 
 
+OFF_LOOP_SIZES = [64_000, 128_000, 256_000, 512_000, 1_000_000, 1_500_000, 10_000_000]
+
+
+async def _through_thread(work: Callable[[], object]) -> tuple[float, float]:
+    """(ms to the result through the worker thread, the loop's longest gap)."""
+    gaps = [0.0]
+    done = False
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    await run_off_loop(work)
+    elapsed = time.perf_counter() - started
+    done = True
+    await task
+    return elapsed * 1000, max(gaps) * 1000
+
+
+def off_loop_rows(repeat: int) -> dict[str, object]:
+    session = max((SESSIONS / "chat").glob("*.json"), key=lambda p: p.stat().st_size)
+    policy, fmt = MaskPolicy(), FORMATS["chat"]
+    rows: dict[str, object] = {}
+    for size in OFF_LOOP_SIZES:
+        body = chat_body(session.read_bytes(), size)
+        mask = functools.partial(mask_request_body, body, policy, fmt)
+        mask()  # warm: the judgements of this conversation are kept
+        inline = statistics.median(time_once(mask) * 1000 for _ in range(repeat))
+        runs = [asyncio.run(_through_thread(mask)) for _ in range(repeat)]
+        thread = statistics.median(ms for ms, _ in runs)
+        rows[str(size)] = {
+            "bytes": len(body), "inline_ms": round(inline, 3), "thread_ms": round(thread, 3),
+            "handover_ms": round(thread - inline, 3),
+            "loop_gap_ms": round(statistics.median(gap for _, gap in runs), 3),
+        }
+        print(f"bench_rewrite: {len(body):,} bytes: inline {inline:.2f} ms, "
+              f"thread {thread:.2f} ms", file=sys.stderr, flush=True)
+    return {"off_loop_bytes_now": OFF_LOOP_BYTES, "sizes": rows}
+
+
 def main() -> None:
     args = parse_arguments()
+    if args.off_loop:
+        print(json.dumps(off_loop_rows(args.repeat or 15), indent=2))
+        return
     rows = {}
     for path, fmt in bodies(args.bodies):
         row = measure(path.read_bytes(), fmt, args.repeat)

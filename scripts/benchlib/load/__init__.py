@@ -1,3 +1,7 @@
 """scripts/bench_load.py: ``stub`` (the upstream, whose answers are known in
-advance), ``cases`` (the clients: load and faults), ``procfs`` (a process's
-open TCP sockets and memory, from /proc)."""
+advance), ``bodies`` (the request bodies, made from the real sessions),
+``mix`` (the kinds of requests and the answer each must get), ``cases`` (the
+clients: load and faults), ``speed`` (the speed figures: CPU per request,
+latency, stream gaps, no-load medians, the issue's targets), ``procfs`` (a
+process's open TCP sockets, memory and CPU time, from /proc) and
+``stream_sse`` (the addon that makes plain mitmproxy stream event streams)."""

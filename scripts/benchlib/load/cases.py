@@ -1,13 +1,13 @@
-"""The clients of the load benchmark: concurrent requests whose answers are
-checked byte for byte against what the stub sent (``benchlib.load.stub``),
-and the fault cases, each a client or a server that misbehaves. A fault case
-passes when the proxy ends the exchange within ``FAULT_WAIT`` s (whatever
-it answers); it is an error when the client is left hanging."""
+"""The clients of the load benchmark: concurrent requests (``benchlib.load.mix``)
+whose answers are checked byte for byte against what the stub sent
+(``benchlib.load.stub``), each one timed, and the fault cases, each a client
+or a server that misbehaves. A fault case passes when the proxy ends the
+exchange within ``FAULT_WAIT`` s (whatever it answers); it is an error when
+the client is left hanging."""
 
 from __future__ import annotations
 
 import http.client
-import json
 import socket
 import threading
 import time
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from benchlib.load.stub import big_answer, chat_answer, mcp_answer, sse_events
+from benchlib.load.mix import CHAT, Request, jsonrpc_call, mcp_request
+from benchlib.load.stub import big_answer
 
 CLIENT_TIMEOUT = 30.0
 FAULT_WAIT = 10.0
@@ -23,22 +24,26 @@ GIVE_UP_SECONDS = 1.0
 # The names of the stub's routes behind the gateway (mcpmask_gateway_servers).
 GATEWAY_SERVERS = {"stub": "/mcp", "silent": "/silent", "slow": "/slow-sse", "reset": "/reset",
                    "html": "/html"}
-CHAT = "/v1/chat/completions"
 
 
 @dataclass
 class Tally:
-    """What a set of requests came to."""
+    """What a set of requests came to; ``seconds``: how long each answered
+    request took, from its first byte sent to its answer's last byte read."""
 
     requests: int = 0
     errors: int = 0
     wrong_bodies: int = 0
     examples: list[str] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, error: str | None = None, wrong: str | None = None) -> None:
+    def add(self, error: str | None = None, wrong: str | None = None,
+            seconds: float | None = None) -> None:
         with self._lock:
             self.requests += 1
+            if seconds is not None:
+                self.seconds.append(seconds)
             self.errors += error is not None
             self.wrong_bodies += wrong is not None
             problem = error or wrong
@@ -50,59 +55,21 @@ class Tally:
                 "wrong_bodies": self.wrong_bodies, "examples": self.examples}
 
 
-@dataclass(frozen=True)
-class Request:
-    kind: str
-    method: str
-    path: str
-    body: bytes
-    headers: dict[str, str]
-    expected: bytes
-
-
-def jsonrpc_call(n: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                       "params": {"name": "read", "arguments": {"n": n}}}).encode()
-
-
-def load_request(kind: str, n: int, sessions: list[bytes]) -> Request:
-    """The ``n``th request of a kind, and the body the stub answers it with."""
-    session = sessions[n % len(sessions)]
-    json_type = {"content-type": "application/json"}
-    match kind:
-        case "chat":
-            return Request(kind, "POST", f"{CHAT}?id={n}", session, json_type, chat_answer(n))
-        case "chat-sse":
-            return Request(kind, "POST", f"{CHAT}?id={n}&sse=1", session, json_type,
-                           b"".join(sse_events(n)))
-        case "bad-gzip":  # declared gzip, is not
-            return Request(kind, "POST", f"{CHAT}?id={n}", session,
-                           {**json_type, "content-encoding": "gzip"}, chat_answer(n))
-        case "bad-json":
-            return Request(kind, "POST", f"{CHAT}?id={n}", b'{"model": "x", "messages": [',
-                           json_type, chat_answer(n))
-        case "mcp":
-            return Request(kind, "POST", f"/mcp?id={n}", jsonrpc_call(n), json_type,
-                           mcp_answer(n))
-        case "mcp-gateway":
-            return Request(kind, "POST", f"/api/mcp-gateway/stub/rpc?id={n}", jsonrpc_call(n),
-                           json_type, mcp_answer(n))
-    raise ValueError(kind)
-
-
-def run_load(port: int, kinds: list[str], clients: int, per_client: int,
-             sessions: list[bytes]) -> dict[str, Tally]:
+def run_load(port: int, request_for: Callable[[int, int], Request], kinds: list[str],
+             clients: int, per_client: int, first: int = 0) -> dict[str, Tally]:
     """``clients`` threads, each sending ``per_client`` requests on one
-    kept-alive connection, the kinds in turn."""
+    kept-alive connection: client ``c`` its ``i``th request
+    ``request_for(n, c + i)``, ``n`` being ``first + c * per_client + i``
+    (the second argument picks the kind of ``kinds``: each client begins
+    with another one and takes them in turn)."""
     tallies = {kind: Tally() for kind in kinds}
 
     def client(c: int) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
         try:
             for i in range(per_client):
-                n = c * per_client + i
-                request = load_request(kinds[n % len(kinds)], n, sessions)
-                _exchange(connection, request, tallies[request.kind])
+                request = request_for(first + c * per_client + i, c + i)
+                exchange(connection, request, tallies[request.kind])
         finally:
             connection.close()
 
@@ -111,7 +78,10 @@ def run_load(port: int, kinds: list[str], clients: int, per_client: int,
     return tallies
 
 
-def _exchange(connection: http.client.HTTPConnection, request: Request, tally: Tally) -> None:
+def exchange(connection: http.client.HTTPConnection, request: Request, tally: Tally) -> None:
+    """Send ``request`` on ``connection``, read and check its answer, and
+    count it (with its time) in ``tally``."""
+    started = time.perf_counter()
     try:
         connection.request(request.method, request.path, body=request.body,
                            headers=request.headers)
@@ -121,13 +91,15 @@ def _exchange(connection: http.client.HTTPConnection, request: Request, tally: T
         connection.close()
         tally.add(error=f"{request.kind}: {type(e).__name__}: {e}")
         return
+    seconds = time.perf_counter() - started
     if response.status != 200:
         reason = body[:160].decode("utf-8", "replace")
-        tally.add(error=f"{request.kind}: HTTP {response.status}: {reason}")
+        tally.add(error=f"{request.kind}: HTTP {response.status}: {reason}", seconds=seconds)
     elif body != request.expected:
-        tally.add(wrong=f"{request.kind}: {len(body)} bytes, not the {len(request.expected)} sent")
+        tally.add(wrong=f"{request.kind} {request.path}: {len(body)} bytes, not the "
+                        f"{len(request.expected)} expected", seconds=seconds)
     else:
-        tally.add()
+        tally.add(seconds=seconds)
 
 
 def keep_alive(port: int, total: int, connections: int) -> Tally:
@@ -138,7 +110,7 @@ def keep_alive(port: int, total: int, connections: int) -> Tally:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
         try:
             for n in range(c, total, connections):
-                _exchange(connection, load_request("mcp", n, [b""]), tally)
+                exchange(connection, mcp_request(n), tally)
         finally:
             connection.close()
 
@@ -207,12 +179,10 @@ def gone_mid_upload(port: int) -> str | None:
     return None
 
 
-def gone_mid_stream(port: int, path: str, streamed: bool = True) -> str | None:
-    """The client reads the first event of a long stream and leaves. Plain
-    mitmproxy holds an answer until it ends (``streamed`` False): there the
-    client leaves after GIVE_UP_SECONDS without an event."""
-    if not streamed:
-        return silent_upstream(port, path)
+def gone_mid_stream(port: int, path: str) -> str | None:
+    """The client reads the first event of a long stream and leaves (both
+    proxies stream event streams: obsmask, and plain mitmproxy with the
+    benchmark's ``stream_sse`` addon)."""
     with _connect(port) as sock:
         sock.sendall(_head("GET", path) if not path.startswith("/api/")
                      else _head("POST", path, len(jsonrpc_call(1))) + jsonrpc_call(1))
@@ -254,13 +224,13 @@ def _dechunk(data: bytes) -> bytes:
 
 
 def fault_cases(port: int, gateway: bool) -> list[tuple[str, Callable[[], str | None]]]:
-    """The fault cases for a proxy on ``port``; ``gateway``: obsmask's
-    (which streams event streams) with its gateway cases."""
+    """The fault cases for a proxy on ``port``; ``gateway``: obsmask's, with
+    its gateway cases."""
     cases: list[tuple[str, Callable[[], str | None]]] = [
         ("upstream reset mid-stream", lambda: upstream_reset(port, "/reset")),
         ("upstream silent, client gives up", lambda: silent_upstream(port, "/silent")),
         ("client gone mid-upload", lambda: gone_mid_upload(port)),
-        ("client gone mid-stream", lambda: gone_mid_stream(port, "/slow-sse", gateway)),
+        ("client gone mid-stream", lambda: gone_mid_stream(port, "/slow-sse")),
         ("client reads one byte at a time", lambda: slow_reader(port, 20_000)),
     ]
     if gateway:

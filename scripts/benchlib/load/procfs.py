@@ -1,9 +1,11 @@
 """What a process holds, from /proc (Linux; no psutil): its TCP sockets that
-are not listening, by state, and its resident memory."""
+are not listening, by state, its resident memory, and the CPU time it and
+its descendants have used."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 # The states of /proc/net/tcp (include/net/tcp_states.h).
@@ -60,3 +62,61 @@ def rss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (the first is
+    field 3, the state), or None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def _cpu_ticks(fields: list[str]) -> int:
+    # Fields 14-17: utime, stime (all threads), cutime, cstime (children reaped).
+    return sum(int(value) for value in fields[11:15])
+
+
+def cpu_seconds(pid: int) -> float:
+    """The user + system CPU time of ``pid`` (all its threads), of its
+    children that have ended (cutime, cstime) and of its live descendants,
+    in seconds; 0.0 if it is gone. Descendants that are still running count
+    too, so that work a process hands to a pool of worker processes is not
+    missed (their time moves into cutime when they end and are reaped)."""
+    own = _stat(pid)
+    if own is None:
+        return 0.0
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(int(entry.name))
+        if fields is not None and len(fields) > 14:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            ticks[int(entry.name)] = _cpu_ticks(fields)
+    total = _cpu_ticks(own)
+    pending = list(children.get(pid, []))
+    while pending:
+        child = pending.pop()
+        total += ticks.get(child, 0)
+        pending += children.get(child, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds_once_idle(pid: int, every: float = 0.1, timeout: float = 5.0) -> float:
+    """``cpu_seconds(pid)`` once it has stopped growing (less than two clock
+    ticks in ``every`` s; at most ``timeout`` s): so that work the process
+    still does after its last answer (deferred to a thread, a pool...) is
+    counted with the requests that caused it."""
+    deadline = time.monotonic() + timeout
+    last = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(every)
+        now = cpu_seconds(pid)
+        if now - last < 2 / os.sysconf("SC_CLK_TCK"):
+            return now
+        last = now
+    return last

@@ -1,0 +1,145 @@
+"""The requests of the load benchmark's mix, one kind per route and answer,
+and the answer each must get back, byte for byte.
+
+The kinds, in the order the clients take them (``MIX``):
+
+- ``chat``, ``chat-sse``: Chat Completions bodies of 20 KB to 280 KB (each
+  session cut to 20 and 100 KB, and whole), answered with JSON or an event
+  stream; ``chat-gzip``: the same bodies gzip-compressed
+  (``content-encoding: gzip``), JSON answer; ``chat-1.5mb``: 1.5 MB bodies
+  (a session's tool turns repeated with fresh ids), event stream;
+- ``anthropic``, ``anthropic-sse``, ``anthropic-gzip``: the Anthropic
+  Messages sessions (``POST /v1/messages``), the last one compressed;
+- ``responses``, ``responses-sse``: the OpenAI Responses sessions
+  (``POST /v1/responses``);
+- ``mcp``, ``mcp-gateway``: a ``tools/call`` with a 1 KB answer, on the
+  direct route (``POST /mcp``) and through obsmask's gateway
+  (``/api/mcp-gateway/stub/rpc``); ``mcp-200k``, ``mcp-200k-gateway``: the
+  same with a 200,000-character text, which obsmask cuts;
+- ``bad-gzip`` (a chat body declared gzip, and not) and ``bad-json`` (not
+  JSON): obsmask must pass them on byte for byte.
+
+A proxy without the gateway (plain mitmproxy) sends the gateway's path on
+to the stub, which answers it as ``/mcp``: every kind is the same request
+through both proxies. Only the expected answer differs: with obsmask
+(``cuts``), the 200,000-character text comes back as head + marker + tail,
+computed here from the README's rule, not by obsmask's code."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from benchlib.load.bodies import Bodies
+from benchlib.load.stub import ANSWERS, mcp_answer
+
+CHAT = "/v1/chat/completions"
+ANTHROPIC = "/v1/messages"
+RESPONSES = "/v1/responses"
+GATEWAY = "/api/mcp-gateway/stub/rpc"
+MCP_BIG_CHARS = 200_000
+# obsmask's MCP cut with the shipped settings (README, "MCP truncation").
+MAX_CHARS, HEAD_CHARS, TAIL_CHARS = 4000, 2000, 2000
+MARKER = "\n... [OBSMASK_TRUNCATED original_chars={chars} head={head} tail={tail}] ...\n"
+
+MIX = ["chat", "chat-sse", "anthropic", "mcp", "responses-sse", "chat-gzip", "mcp-200k",
+       "anthropic-sse", "chat-1.5mb", "bad-gzip", "mcp-gateway", "responses",
+       "mcp-200k-gateway", "anthropic-gzip", "bad-json"]
+
+
+@dataclass(frozen=True)
+class Request:
+    kind: str
+    method: str
+    path: str
+    body: bytes
+    headers: dict[str, str]
+    expected: bytes
+
+
+def jsonrpc_call(n: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                       "params": {"name": "read", "arguments": {"n": n}}}).encode()
+
+
+def cut_mcp_answer(n: int, chars: int) -> bytes:
+    """``mcp_answer(n, chars)`` as obsmask sends it on: its text cut to
+    head + marker + tail in place, every other byte the stub's."""
+    answer = json.loads(mcp_answer(n, chars))
+    text: str = answer["result"]["content"][0]["text"]
+    if len(text) > MAX_CHARS:
+        marker = MARKER.format(chars=len(text), head=HEAD_CHARS, tail=TAIL_CHARS)
+        answer["result"]["content"][0]["text"] = text[:HEAD_CHARS] + marker + text[-TAIL_CHARS:]
+    return json.dumps(answer).encode()
+
+
+def mcp_request(n: int, kind: str = "mcp", path: str = "/mcp", chars: int = 0,
+                cuts: bool = False) -> Request:
+    """A ``tools/call`` whose answer has a text of ``chars`` characters
+    (about 1 KB when 0)."""
+    query = f"?id={n}" + (f"&chars={chars}" if chars else "")
+    expected = cut_mcp_answer(n, chars) if cuts and chars else mcp_answer(n, chars)
+    return Request(kind, "POST", path + query, jsonrpc_call(n),
+                   {"content-type": "application/json"}, expected)
+
+
+def conversation_request(kind: str, path: str, n: int, body: bytes, sse: bool,
+                         encoding: str | None = None, query: str = "") -> Request:
+    """A POST of ``body`` to a conversation route, with the stub's answer
+    of that route (``ANSWERS``), JSON or event stream; ``query`` is added to
+    the path's (``&tag=...``)."""
+    json_answer, events = ANSWERS[path.rsplit("/", 1)[-1]]
+    headers = {"content-type": "application/json"}
+    if encoding:
+        headers["content-encoding"] = encoding
+    expected = b"".join(events(n, 5)) if sse else json_answer(n)
+    return Request(kind, "POST", f"{path}?id={n}" + ("&sse=1" if sse else "") + query, body,
+                   headers, expected)
+
+
+class Mix:
+    """The requests of the mix, for a proxy that ``cuts`` MCP answers
+    (obsmask) or not (plain)."""
+
+    def __init__(self, bodies: Bodies, cuts: bool) -> None:
+        self.bodies = bodies
+        self.cuts = cuts
+
+    def request(self, n: int, turn: int) -> Request:
+        """Request ``n`` (its id and body), of the kind ``MIX[turn]`` (modulo)."""
+        return self.of_kind(MIX[turn % len(MIX)], n)
+
+    def of_kind(self, kind: str, n: int) -> Request:
+        b = self.bodies
+        sse = kind.endswith("-sse") or kind == "chat-1.5mb"
+        match kind:
+            case "chat" | "chat-sse":
+                return conversation_request(kind, CHAT, n, _pick(b.chat, n), sse)
+            case "chat-gzip":
+                return conversation_request(kind, CHAT, n, _pick(b.chat_gzip, n), sse, "gzip")
+            case "chat-1.5mb":
+                return conversation_request(kind, CHAT, n, _pick(b.chat_large, n), sse)
+            case "anthropic" | "anthropic-sse":
+                return conversation_request(kind, ANTHROPIC, n, _pick(b.anthropic, n), sse)
+            case "anthropic-gzip":
+                return conversation_request(kind, ANTHROPIC, n, _pick(b.anthropic_gzip, n),
+                                            sse, "gzip")
+            case "responses" | "responses-sse":
+                return conversation_request(kind, RESPONSES, n, _pick(b.responses, n), sse)
+            case "mcp":
+                return mcp_request(n)
+            case "mcp-gateway":
+                return mcp_request(n, kind, GATEWAY)
+            case "mcp-200k":
+                return mcp_request(n, kind, "/mcp", MCP_BIG_CHARS, self.cuts)
+            case "mcp-200k-gateway":
+                return mcp_request(n, kind, GATEWAY, MCP_BIG_CHARS, self.cuts)
+            case "bad-gzip":  # declared gzip, is not
+                return conversation_request(kind, CHAT, n, _pick(b.chat, n), sse, "gzip")
+            case "bad-json":
+                return conversation_request(kind, CHAT, n, b'{"model": "x", "messages": [', sse)
+        raise ValueError(kind)
+
+
+def _pick(bodies: list[bytes], n: int) -> bytes:
+    return bodies[n % len(bodies)]
