@@ -6,7 +6,10 @@ worker leaves it as the client sent it, with the traceback in the log."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import logging
+import random
 import threading
 
 import pytest
@@ -134,3 +137,33 @@ def test_a_failure_on_the_worker_leaves_the_flow_as_sent_and_logs_the_traceback(
     [record] = [r for r in caplog.records if "internal error" in r.getMessage()]
     assert "forwarded unchanged" in record.getMessage()
     assert record.exc_info is not None and "planner bug" in str(record.exc_info[1])
+
+
+def test_a_compressed_body_is_judged_by_its_decoded_size(masking, monkeypatch):
+    """gzip shrinks JSON 8x or more, and decoding is part of the work moved:
+    a body smaller than the threshold on the wire still goes to the worker."""
+    messages: list[object] = [{"role": "user", "content": "go"}]
+    for turn in range(4):
+        messages.append({"role": "assistant", "tool_calls": [{
+            "id": f"c{turn}", "type": "function",
+            "function": {"name": "bash", "arguments": "{}"}}]})
+        # Hex of random bytes: gzip takes it to about half.
+        messages.append({"role": "tool", "tool_call_id": f"c{turn}",
+                         "content": random.Random(turn).randbytes(20_000).hex()})
+    content = json.dumps({"model": "m", "messages": messages}).encode()
+    compressed = gzip.compress(content)
+    assert OFF_LOOP_BYTES // 8 < len(compressed) < OFF_LOOP_BYTES
+    names = threads_that_mask(monkeypatch)
+    flow = chat_flow(b"")
+    flow.request.headers["content-encoding"] = "gzip"
+    flow.request.raw_content = compressed
+
+    async def hook() -> None:
+        pending = masking.request(flow)
+        assert pending is not None
+        await pending
+
+    asyncio.run(hook())
+    assert names[-1].startswith("obsmask-off-loop")
+    assert flow.metadata["obsmask"]["action"] == "masked"
+    assert gzip.decompress(flow.request.raw_content) != content

@@ -157,7 +157,10 @@ def plan_masking(
     first_in_window = max(0, len(index.turns) - policy.window_turns)
     reasons: dict[int, KeptReason] = {}
     maskable: dict[int, str] = {}
-    judged = _judgements.setdefault(policy, {})
+    try:
+        judged = _judgements.setdefault(policy, {})
+    except TypeError:  # a policy built with lists, not tuples: judged afresh
+        judged = {}
     if len(judged) >= _JUDGEMENTS_KEPT:
         judged.clear()
     for number, result in enumerate(index.results):
@@ -231,11 +234,12 @@ def plan_masking(
 Judgement = tuple[KeptReason, None] | tuple[None, str]
 # An agent sends the same old results again every turn: they are judged once
 # per policy (equal policies share), by call id, tool, error flag, whether a
-# recall can name them, and the text's hash and length (not the text itself,
-# so memory stays small). Two texts that share hash and length are about 1 in
-# 2**64; they would share a keep-or-mask choice, never a byte of the body.
+# recall can name them, and the text's hash and length (not the text itself).
+# Two texts that share all of these are about 1 in 2**64. The masked text
+# kept holds the result's preserved blocks, so an entry can weigh a few KB:
+# 20,000 of them per policy, then the cache starts again.
 _judgements: WeakKeyDictionary[MaskPolicy, dict[Hashable, Judgement]] = WeakKeyDictionary()
-_JUDGEMENTS_KEPT = 100_000
+_JUDGEMENTS_KEPT = 20_000
 
 
 def forget_judgements() -> None:

@@ -84,13 +84,17 @@ def mask_request_body(
     as it will then go out."""
     if not policy.enabled:
         return Unchanged(DISABLED)
-    quick = QuickBody.read(body, fmt.list_member)
-    if quick is not None:
-        outcome = mask_read_body(quick, policy, fmt, recall)
-        # A value the quick reader could not place, or placed wrongly (the
-        # check saw it): the exact reader decides.
-        if not isinstance(outcome, Refused):
-            return outcome
+    try:
+        quick = QuickBody.read(body, fmt.list_member)
+        outcome = mask_read_body(quick, policy, fmt, recall) if quick is not None else None
+    except (RecursionError, ValueError):
+        # orjson reads nesting Python cannot compare (past ~1000 levels):
+        # the exact reader refuses such a body with its reason.
+        outcome = None
+    # A value the quick reader could not place, or placed wrongly (the
+    # check saw it): the exact reader decides.
+    if outcome is not None and not isinstance(outcome, Refused):
+        return outcome
     try:
         exact = ExactBody.read(body, fmt.list_member)
     except UnsupportedBody as e:

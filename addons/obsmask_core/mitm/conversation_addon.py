@@ -45,6 +45,17 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Rewrite:
+    """One request to rewrite, with the settings in force when it came."""
+
+    request: http.Request
+    fmt: WireFormat
+    policy: MaskPolicy
+    recall: bool
+    exact_tokens: bool
+
+
+@dataclass(frozen=True)
 class Rewritten:
     """What the rewrite made of a request: for a masked one, the new request
     (its raw body encoded as the client's was) and the summary."""
@@ -115,25 +126,29 @@ class ConversationMasking:
         if (fmt := self._format_of(flow)) is None or _handled_when_recorded(flow):
             return None
         with guarded(flow, "forwarded unchanged"):
-            if off_loop(len(flow.request.raw_content or b"")):
-                return self._rewrite_off_loop(flow, fmt)
-            self._report(flow, fmt, self._rewrite(flow.request, fmt, exact_tokens=not flow.live))
+            # The settings as they are now: a worker must not see a policy
+            # that changes halfway through.
+            work = Rewrite(flow.request, fmt, self.policy,
+                           self.recall is not None and self.recall.enabled,
+                           exact_tokens=not flow.live)
+            if off_loop(len(flow.request.raw_content or b""),
+                        compressed="content-encoding" in flow.request.headers):
+                return self._rewrite_off_loop(flow, work)
+            self._report(flow, fmt, self._rewrite(work))
         return None
 
-    async def _rewrite_off_loop(self, flow: http.HTTPFlow, fmt: WireFormat) -> None:
+    async def _rewrite_off_loop(self, flow: http.HTTPFlow, work: Rewrite) -> None:
         """A big body: decoded, masked and encoded again on a worker thread,
         while every other flow moves; the flow is changed back on the loop."""
         with guarded(flow, "forwarded unchanged"):
-            request, live = flow.request, flow.live
-            rewritten = await run_off_loop(
-                lambda: self._rewrite(request, fmt, exact_tokens=not live))
-            self._report(flow, fmt, rewritten)
+            rewritten = await run_off_loop(lambda: self._rewrite(work))
+            self._report(flow, work.fmt, rewritten)
 
-    def _rewrite(self, request: http.Request, fmt: WireFormat, *,
-                 exact_tokens: bool) -> Rewritten | str:
+    def _rewrite(self, work: Rewrite) -> Rewritten | str:
         """The request's new raw body and headers, and what was done; or why
         it passes through. Reads the request, never changes it: this may run
         on a worker thread."""
+        request, fmt, policy = work.request, work.fmt, work.policy
         try:
             body = request.get_content()
         except ValueError as e:
@@ -143,9 +158,8 @@ class ConversationMasking:
             return f"cannot decode content-encoding {encoding!r} ({error})"
         if body is None or request.raw_content is None:
             return "the body is streamed (stream_large_bodies), not buffered"
-        recall = self.recall is not None and self.recall.enabled
         started = time.perf_counter()
-        outcome = mask_request_body(body, self.policy, fmt, recall=recall)
+        outcome = mask_request_body(body, policy, fmt, recall=work.recall)
         mask_ms = round((time.perf_counter() - started) * 1000, 3)
         if not isinstance(outcome, Masked):
             return Rewritten(outcome, mask_ms)
@@ -153,13 +167,13 @@ class ConversationMasking:
         # fails, the flow has not been touched.
         masked = request.copy()
         masked.content = outcome.body
-        if exact_tokens:
+        if work.exact_tokens:
             # A flow read from a file (mitmdump -nr): nobody waits on it, so
             # wait for the encoding rather than record no token counts.
             self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
-        summary = MaskSummary.of(outcome, fmt.name, self.tokens, self.policy.window_turns,
+        summary = MaskSummary.of(outcome, fmt.name, self.tokens, policy.window_turns,
                                  len(request.raw_content), len(masked.raw_content or b""),
-                                 mask_ms, exact_tokens=exact_tokens)
+                                 mask_ms, exact_tokens=work.exact_tokens)
         return Rewritten(outcome, mask_ms, masked, summary)
 
     def _report(self, flow: http.HTTPFlow, fmt: WireFormat, rewritten: Rewritten | str) -> None:

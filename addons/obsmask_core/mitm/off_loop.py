@@ -7,12 +7,15 @@ its own flow waits and the others move; smaller ones are done inline, where
 a thread's hand-over would cost more than it spares (the threshold comes
 from ``scripts/bench_rewrite.py --off-loop``).
 
-Threads, not processes: the work holds the GIL, but CPython hands the GIL
-over every few milliseconds (``sys.getswitchinterval``), and orjson's
-longest single call on a 10 MB body is ~20 ms, so the loop never waits long;
-a process would have to copy the body both ways and the planner's caches
-would not be shared. The pool is bounded: more big bodies wait their turn in
-its queue, never more than ``WORKERS`` at a time.
+Threads, not processes: the work holds the GIL, but CPython hands it over
+every 5 ms (``sys.getswitchinterval``), and orjson's longest single call is
+~30 ms on a 10 MB body (~40 ms at 16 MB), so the loop is slowed, not
+stopped; a process would have to copy the body both ways and the planner's
+caches would not be shared. One worker: each more would take the GIL from
+the loop as often again. More big bodies wait their turn in its queue.
+
+A compressed body is judged by a guess at its decoded size: JSON compresses
+8x or more, and the decoding is part of the work moved.
 """
 
 from __future__ import annotations
@@ -25,20 +28,20 @@ from typing import TypeVar
 
 # From here on, a body is rewritten on a worker thread (see above).
 OFF_LOOP_BYTES = 256 * 1024
-# Two: a medium body is not stuck behind one huge one; more would only
-# share the same GIL.
-WORKERS = 2
+WORKERS = 1
+# A compressed body's decoded size, guessed from its size on the wire.
+DECODED_PER_ENCODED_BYTE = 8
 
 _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="obsmask-off-loop")
 
 Result = TypeVar("Result")
 
 
-def off_loop(size: int) -> bool:
-    """Is a body of ``size`` bytes worth a worker thread? Only with an event
-    loop running: a hook called with none (a script, a test) has nothing
-    to keep moving and does the work inline."""
-    if size < OFF_LOOP_BYTES:
+def off_loop(size: int, *, compressed: bool = False) -> bool:
+    """Is a body of ``size`` bytes (on the wire) worth a worker thread? Only
+    with an event loop running: a hook called with none (a script, a test)
+    has nothing to keep moving and does the work inline."""
+    if size * (DECODED_PER_ENCODED_BYTE if compressed else 1) < OFF_LOOP_BYTES:
         return False
     try:
         asyncio.get_running_loop()

@@ -37,8 +37,12 @@ _DEFAULT_CHARS_PER_TOKEN = 3.6
 # (a burst of huge new results) the estimates stay estimates.
 _QUEUED_CHARS_KEPT = 20_000_000
 # Of a text that will not be seen again (a cut MCP string), only this much is
-# counted, to keep the ratio true without spending a count on it.
+# counted (and not cached), to keep the ratio true without spending a count.
 SAMPLE_CHARS = 8_000
+# tiktoken releases the GIL while it encodes, but builds its list of token
+# ids holding it: ~3 ms for 500,000 characters, ~85 ms for 14 M. A longer text
+# stays estimated rather than stall the event loop.
+LONGEST_COUNTED_LATER = 500_000
 
 
 @dataclass(frozen=True)
@@ -60,11 +64,11 @@ def _key(text: str) -> _Key:
 
 
 class TokenCounter:
-    """Counts tokens of texts, caching by a digest of the text.
+    """Counts tokens of texts, caching by the text's hash and length.
 
     An agent re-sends its history every turn, so the same old results are
-    counted again and again; the cache keeps one int per text (keyed by a
-    16-byte digest, not the text), so memory stays bounded.
+    counted again and again; the cache keeps one int per text (not the
+    text), least recently used first out, so memory stays bounded.
     """
 
     def __init__(self) -> None:
@@ -74,7 +78,7 @@ class TokenCounter:
         self._loading: threading.Thread | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[_Key, int] = OrderedDict()
-        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, bool]] = queue.SimpleQueue()
         self._queued_chars = 0
         self._counted_chars = 0
         self._counted_tokens = 0
@@ -172,10 +176,12 @@ class TokenCounter:
         total, estimated, uncounted = 0, False, []
         with self._lock:
             for text in texts:
-                cached = self._cache.get(_key(text))
+                key = _key(text)
+                cached = self._cache.get(key)
                 if cached is None:
                     uncounted.append(text)
                 else:
+                    self._cache.move_to_end(key)
                     total += cached
             ratio = (self._counted_chars / self._counted_tokens if self._counted_tokens
                      else _DEFAULT_CHARS_PER_TOKEN)
@@ -185,25 +191,40 @@ class TokenCounter:
                 continue
             total += round(len(text) / ratio)
             estimated = True
-            self._count_later(text if remember else text[:SAMPLE_CHARS])
+            if not remember:
+                self._count_later(text[:SAMPLE_CHARS], remember=False)
+            elif len(text) <= LONGEST_COUNTED_LATER:
+                self._count_later(text, remember=True)
         return TokenCount(total, estimated)
 
-    def _count_later(self, text: str) -> None:
+    def _count_later(self, text: str, *, remember: bool) -> None:
         with self._lock:
             if self._queued_chars + len(text) > _QUEUED_CHARS_KEPT:
                 return
             self._queued_chars += len(text)
-        self._queue.put(text)
+        self._queue.put((text, remember))
+
+    def _count_sample(self, text: str) -> None:
+        """Count ``text`` for the ratio only: it will not be asked for again."""
+        if (encode := self._encode) is None:
+            return
+        counted = len(encode(text))
+        with self._lock:
+            self._counted_chars += len(text)
+            self._counted_tokens += counted
 
     def _count_queued(self) -> None:
         """The background thread, once the encoding is loaded: count what
         the requests queued, for ever (a daemon thread)."""
         while True:
-            text = self._queue.get()
+            text, remember = self._queue.get()
             with self._lock:
                 self._queued_chars -= len(text)
             try:
-                self.count(text)
+                if remember:
+                    self.count(text)
+                else:
+                    self._count_sample(text)
             except Exception:  # a figure is lost, never the thread
                 logger.exception("obsmask: internal error counting tokens in the background")
 
