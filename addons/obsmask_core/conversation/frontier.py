@@ -22,7 +22,6 @@ from obsmask_core.conversation.ledger import FRAMING_TOKENS, BillSoFar, Ledger, 
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.price_models import PRICE_MODELS
 from obsmask_core.conversation.turn_model import ToolTurnIndex
-from obsmask_core.shared.tokens import message_strings
 
 
 def estimate_tokens(chars: int, items: int) -> int:
@@ -32,7 +31,20 @@ def estimate_tokens(chars: int, items: int) -> int:
 
 
 def _item_chars(item: object) -> int:
-    return sum(len(text) for text in message_strings(item))
+    """The characters of every string value in ``item`` (what
+    ``message_strings`` lists, summed), without building the list: every
+    item of every request is measured, so this is on the hot path."""
+    total = 0
+    pending: list[object] = [item]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return total
 
 
 # Characters a placeholder counts for, in tenths of its length (4 / 2.5).
