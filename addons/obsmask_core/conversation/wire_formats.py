@@ -103,6 +103,15 @@ def _shallow_copy(value: object) -> object:
     return value
 
 
+def value_at(items: list[object], index: int, path: tuple[PathStep, ...]) -> object:
+    """``items[index][path...]``; TypeError, KeyError or IndexError if the
+    way there is not as the path says."""
+    value = _get(items, index)
+    for step in path:
+        value = _get(value, step)
+    return value
+
+
 def set_at(items: list[object], index: int, path: tuple[PathStep, ...], value: object) -> None:
     """``items[index][path...] = value``, copying every container on the way,
     so the objects the caller still holds (the original request) stay as they were."""
