@@ -129,8 +129,12 @@ def truncate_jsonrpc_text(
             limit = message_limits[message] = per_message.of(scan.messages[message])
         if not limit.max_chars or end - start - 2 <= limit.max_chars:
             continue  # the value is never longer than its escaped text
-        value = json.loads(text[start:end])
-        assert isinstance(value, str)
+        # Taken from the scan, which outlives the cut in its outcome: a huge
+        # string is not kept twice.
+        value = scan.values.pop(start, None)
+        if value is None:  # a short string, read by the scan without decoding
+            value = json.loads(text[start:end])
+            assert isinstance(value, str)
         outcome = cut_with_id(value, limit, marker, recall)
         if outcome is None:
             continue

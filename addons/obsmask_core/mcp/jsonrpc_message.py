@@ -50,6 +50,9 @@ class JsonRpcScan:
     problem: str | None = None
     # (start, end, message index) of the string tokens to cut
     spans: list[tuple[int, int, int]] = field(default_factory=list)
+    # The values of the spans the scan decoded already (by their start): the
+    # long strings, which the cut need not decode again.
+    values: dict[int, str] = field(default_factory=dict)
 
     def kinds(self) -> set[str]:
         return {message.kind for message in self.messages}

@@ -2,16 +2,28 @@
 
 The text is read by one loop over regular-expression tokens, never by
 recursion, so 100 000 levels of nesting cost what they weigh, and it is read
-once: O(size of the text). The scan validates the JSON and the JSON-RPC
-envelope, tells each message's kind (request, notification, response) and
-the ``name`` in its ``params`` (the tool of a tools/call request), and
-finds the strings in a response's ``result`` and ``error.data`` that are long
-enough to cut; ``obsmask_core.mcp.cut`` cuts them.
+once: O(size of the text). A long string (MCP's tool output: one text of
+hundreds of thousands of characters) is read at C speed instead of by the
+regular expression, which walks it a character at a time: checked and
+decoded by the json module's string reader or orjson (``_long_string``),
+its value kept for the cut. The scan validates
+the JSON and the JSON-RPC envelope, tells each message's kind (request,
+notification, response) and the ``name`` in its ``params`` (the tool of a
+tools/call request), and finds the strings in a response's ``result`` and
+``error.data`` that are long enough to cut; ``obsmask_core.mcp.cut`` cuts
+them.
 """
 
 from __future__ import annotations
 
 import json
+import re
+
+# The json module's string reader, in C (json.decoder.scanstring, which
+# typeshed declares only here).
+from _json import scanstring
+
+import orjson
 
 from obsmask_core.mcp.json_tokens import TOKEN, skip_patterns
 from obsmask_core.mcp.jsonrpc_message import JsonRpcMessage, JsonRpcScan
@@ -34,6 +46,28 @@ PROTECTED_KEYS: frozenset[str] = frozenset({
 # ``data`` is base64 in content blocks of these types (ImageContent,
 # AudioContent); in an error it is free text and is cut like the rest.
 BINARY_CONTENT_TYPES: frozenset[str] = frozenset({"image", "audio"})
+
+# A string whose closing quote is further than this many characters away is
+# a long string: read by _long_string, not by TOKEN (whose string pattern
+# costs a step of the regular-expression engine per character).
+LONG_STRING_CHARS = 512
+# The longest string the skip runs (json_tokens.skip_patterns) take in.
+SKIP_RUN_CHARS = 2 * LONG_STRING_CHARS
+
+
+def token_or_long_string(long_chars: int) -> re.Pattern[str]:
+    """TOKEN, unless the next token opens a string whose closing quote is
+    more than ``long_chars`` characters away: then group 4 is its opening
+    quote. The look-ahead walks at most ``long_chars`` characters, so a
+    short string costs about twice its length, a long one a constant."""
+    ahead = rf'[ \t\n\r]*"(?!(?:[^"\\]|\\.){{0,{long_chars}}}")'
+    return re.compile(rf'(?!{ahead}){TOKEN.pattern}|[ \t\n\r]*(")')
+
+
+_TOKEN_OR_LONG = token_or_long_string(LONG_STRING_CHARS)
+# Escaped quotes looked past with str.find before the json module's reader
+# takes the string instead: text that quotes JSON or code holds thousands.
+_MAX_ESCAPED_QUOTES = 16
 
 # Parser states: what the next token may be. _OPENED_*: just after "{" or
 # "[", where the container may also close at once.
@@ -60,6 +94,43 @@ def _decode_key(raw: str) -> str:
     return raw[1:-1] if "\\" not in raw else str(json.loads(raw))
 
 
+def _long_string(text: str, quote: int, ascii_text: bool) -> tuple[int, str] | None:
+    """The end and the value of the string token that opens at ``quote``,
+    read at C speed; None when it is no valid JSON string (the caller reads
+    it again with TOKEN, which says where it goes wrong).
+
+    The json module's string reader (C, the grammar TOKEN follows) reads it
+    in one pass. In an ASCII text (non-ASCII escaped as ``\\uXXXX``, which
+    that reader decodes slowly) orjson is three times faster: the closing
+    quote is the first one after an even number of backslashes, found with
+    str.find, and orjson checks and decodes the token (strict JSON too);
+    what it refuses though JSON allows it (an escaped lone surrogate), and a
+    text of many escaped quotes, goes to the json module's reader.
+    """
+    if ascii_text:
+        end = quote
+        for _ in range(_MAX_ESCAPED_QUOTES):
+            end = text.find('"', end + 1)
+            if end < 0:
+                return None
+            before = end - 1
+            while text[before] == "\\":  # stops at the opening quote at the latest
+                before -= 1
+            if (end - 1 - before) % 2 == 0:
+                try:
+                    value = orjson.loads(text[quote : end + 1])
+                except orjson.JSONDecodeError:
+                    break
+                if isinstance(value, str):
+                    return end + 1, value
+                break
+    try:
+        value, after = scanstring(text, quote + 1, True)
+    except ValueError:
+        return None
+    return after, value
+
+
 def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
     """Read ``text`` as one JSON-RPC message or a batch of them, and find the
     strings longer than ``max_chars`` that may be cut (None: find none).
@@ -73,16 +144,22 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
     scan = JsonRpcScan()
     messages = scan.messages
     candidates: list[tuple[int, int, int]] = []
+    # The values of the long strings read (start -> value), for the cut.
+    values: dict[int, str] = {}
     stack: list[_Frame] = []
     state = _VALUE
     pos = 0
     end_of_text = len(text)
-    match = TOKEN.match
+    ascii_text = text.isascii()  # O(1): CPython knows it of every str
+    match = _TOKEN_OR_LONG.match
     limit = max_chars if max_chars is not None else end_of_text + 1
-    # One compiled pair per max_chars (and one for "find none"), not one per
-    # text length: compiling costs tens of milliseconds.
+    # Runs skip strings of at most SKIP_RUN_CHARS (fewer under a smaller
+    # max_chars): a run that fails (the last member of an object, with no
+    # comma after it) backtracks through its strings several times, and the
+    # token loop reads a longer string faster. One compiled pair serves
+    # every max_chars from SKIP_RUN_CHARS on (compiling costs milliseconds).
     array_run, object_run = skip_patterns(
-        min(max_chars, 1 << 16) if max_chars is not None else 1 << 16)
+        min(max_chars, SKIP_RUN_CHARS) if max_chars is not None else SKIP_RUN_CHARS)
     top: _Frame | None = None
 
     while True:
@@ -97,17 +174,28 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                 if run is not None and run.end() > pos:
                     pos, state = run.end(), _VALUE
         token = match(text, pos)
+        long_value: str | None = None
+        if token is not None and token.lastindex == 4:
+            start = token.start(4)
+            found = _long_string(text, start, ascii_text)
+            if found is not None:
+                end, long_value = found
+                group = 1
+            else:  # TOKEN reads it again, and says where it goes wrong
+                token = TOKEN.match(text, pos)
         if token is None:
             if skip_whitespace(text, pos) == end_of_text:
                 scan.problem = "not valid JSON (the text ends early)"
             else:
                 scan.problem = f"not valid JSON (unexpected text at character {pos})"
             return scan
-        pos = token.end()
-        group = token.lastindex or 0
+        if long_value is None:
+            group = token.lastindex or 0
+            start, end = token.span(group)
+        pos = end
 
         if group == 2:
-            char = token.group(2)
+            char = text[start]
             if char == ":":
                 if state != _COLON:
                     scan.problem = f"not valid JSON (unexpected ':' at character {pos - 1})"
@@ -187,11 +275,11 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
                 scan.problem = f"not valid JSON (a member name must be a string, at {pos})"
                 return scan
             assert top is not None
-            top.key = _decode_key(token.group(1))
+            top.key = long_value if long_value is not None else _decode_key(text[start:end])
             state = _COLON
             continue
         if state != _VALUE and state != _OPENED_ARRAY:
-            scan.problem = f"not valid JSON (unexpected value at character {token.start(group)})"
+            scan.problem = f"not valid JSON (unexpected value at character {start})"
             return scan
         state = _NEXT
         if top is None:
@@ -203,18 +291,20 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
         key = top.key
         if top.role == _MESSAGE:
             message = messages[top.message]
-            raw = token.group(group)
             if key == "jsonrpc":
-                message.jsonrpc_ok = raw == '"2.0"'
+                message.jsonrpc_ok = text[start:end] == '"2.0"'
             elif key == "id":
-                message.has_id, message.id_text = True, raw
+                message.has_id, message.id_text = True, text[start:end]
             elif key == "method":
                 message.has_method = group == 1
-                message.method = _decode_key(raw) if group == 1 else None
+                message.method = None if group != 1 else (
+                    long_value if long_value is not None else _decode_key(text[start:end]))
             elif key == "result":
                 message.has_result = True
-                if group == 1 and token.end(1) - token.start(1) - 2 > limit:
-                    candidates.append((token.start(1), token.end(1), top.message))
+                if group == 1 and end - start - 2 > limit:
+                    candidates.append((start, end, top.message))
+                    if long_value is not None:
+                        values[start] = long_value
             elif key == "error":
                 message.has_error = True
             continue
@@ -222,30 +312,33 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
             continue
         if top.role == _PARAMS:
             if key == "name":
-                messages[top.message].params_name = _decode_key(token.group(1))
+                messages[top.message].params_name = (
+                    long_value if long_value is not None else _decode_key(text[start:end]))
             continue
-        start, end = token.start(1), token.end(1)
         if top.role == _ERROR:
             if key == "data" and end - start - 2 > limit:
                 candidates.append((start, end, top.message))
+                if long_value is not None:
+                    values[start] = long_value
             continue
         if top.is_object and key == "type" and end - start < 64:
             # Recorded for the "data" rule. Any other value is judged below
             # like every string (it may be longer than a small max_chars), but
             # "image" and "audio" stay: cut, the block's data would be cut on
             # a second pass.
-            top.type = _decode_key(token.group(1))
+            top.type = _decode_key(text[start:end])
             if top.type in BINARY_CONTENT_TYPES:
                 continue
         if not top.eligible or end - start - 2 <= limit:
             continue
-        if top.is_object:
-            if key in PROTECTED_KEYS:
-                continue
-            if key == "data":
-                # Cut or not depends on the block's "type", perhaps not read yet.
-                top.data.append((start, end, top.message))
-                continue
+        if top.is_object and key in PROTECTED_KEYS:
+            continue
+        if long_value is not None:
+            values[start] = long_value
+        if top.is_object and key == "data":
+            # Cut or not depends on the block's "type", perhaps not read yet.
+            top.data.append((start, end, top.message))
+            continue
         candidates.append((start, end, top.message))
 
     if skip_whitespace(text, pos) != end_of_text:
@@ -258,4 +351,37 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
         return scan
     candidates.sort()
     scan.spans = [span for span in candidates if messages[span[2]].kind == "response"]
+    scan.values = {span[0]: values[span[0]] for span in scan.spans if span[0] in values}
     return scan
+
+
+def reads_as_jsonrpc(body: bytes) -> bool:
+    """Whether ``body`` is a JSON-RPC 2.0 message or batch: whether
+    scan_jsonrpc finds no problem in it (UTF-8). The common answer (one
+    response, or a batch of them) gets a quick yes from orjson, whose JSON is
+    the strict JSON the scan reads; anything else is scanned."""
+    # Without \\u escapes, a member name or "2.0" reads as it is written, as
+    # the scan compares them.
+    if b"\\u" not in body:
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            value = None
+        messages = value if isinstance(value, list) else [value]
+        if messages and all(_plain_response(message) for message in messages):
+            return True
+    try:
+        return scan_jsonrpc(body.decode("utf-8")).problem is None
+    except UnicodeDecodeError:
+        return False
+
+
+def _plain_response(message: object) -> bool:
+    """A response as the scan would judge one (its kind: ``jsonrpc`` is
+    "2.0", an ``id`` that is no container, one of ``result`` and ``error``,
+    no ``method``); with a member written twice, orjson keeps the last, so a
+    yes here is a yes of the scan too."""
+    return (isinstance(message, dict) and message.get("jsonrpc") == "2.0"
+            and "method" not in message and "id" in message
+            and not isinstance(message["id"], dict | list)
+            and ("result" in message) != ("error" in message))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -168,7 +169,9 @@ def lists_tools(data: bytes) -> bool:
     """Whether an answer may hold a tools/list result (a ``tools`` array,
     each tool with its ``inputSchema``): a cheap test on the bytes, so that
     only those answers are parsed for ceilings."""
-    return b'"tools"' in data and b'"inputSchema"' in data
+    # The longer word first: bytes.find skips faster with a longer needle,
+    # and most answers have neither.
+    return b'"inputSchema"' in data and b'"tools"' in data
 
 
 def declared_ceilings(data: bytes) -> dict[str, int | None]:
@@ -201,23 +204,28 @@ def declared_ceilings(data: bytes) -> dict[str, int | None]:
 
 class ToolCeilings:
     """The ceilings declared so far, per (server, tool); at most ``size``
-    of them, the oldest forgotten first."""
+    of them, the oldest forgotten first. Safe to share between threads (a
+    big answer is read on a worker thread)."""
 
     def __init__(self, size: int = REMEMBERED_CEILINGS) -> None:
         self.size = size
         self._ceilings: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
 
     def remember(self, server: str, ceilings: dict[str, int | None]) -> None:
         """What one tools/list answer of ``server`` says: a tool listed with
         a ceiling has it, one listed without has none any more."""
-        for tool, ceiling in ceilings.items():
-            if ceiling is None:
-                self._ceilings.pop((server, tool), None)
-                continue
-            self._ceilings[(server, tool)] = ceiling
-            self._ceilings.move_to_end((server, tool))
-        while len(self._ceilings) > self.size:
-            self._ceilings.popitem(last=False)
+        if not ceilings:
+            return
+        with self._lock:
+            for tool, ceiling in ceilings.items():
+                if ceiling is None:
+                    self._ceilings.pop((server, tool), None)
+                    continue
+                self._ceilings[(server, tool)] = ceiling
+                self._ceilings.move_to_end((server, tool))
+            while len(self._ceilings) > self.size:
+                self._ceilings.popitem(last=False)
 
     def get(self, server: str, tool: str) -> int | None:
         return self._ceilings.get((server, tool))

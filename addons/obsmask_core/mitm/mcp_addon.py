@@ -25,7 +25,8 @@ never cut.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from mitmproxy import http
 from mitmproxy.addonmanager import Loader
@@ -38,7 +39,7 @@ from obsmask_core.mcp.cut import (
     truncate_jsonrpc_body,
 )
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits
-from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers
+from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers, StreamDecision
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
 from obsmask_core.mcp.summary import COMMENT_PREFIX, McpSummary
 from obsmask_core.mcp.tool_limits import (
@@ -49,6 +50,7 @@ from obsmask_core.mcp.tool_limits import (
 from obsmask_core.mitm.flows import MARK, MCP_METADATA, add_comment, guarded, where
 from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
+from obsmask_core.mitm.off_loop import off_loop, run_off_loop
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -76,6 +78,67 @@ def _looks_like_jsonrpc(body: bytes) -> bool:
 
 def _say_why(flow: http.HTTPFlow, reason: str) -> None:
     flow.metadata.setdefault(MCP_METADATA, {}).setdefault("mcp", reason)
+
+
+@dataclass
+class _CutAnswer:
+    """What cutting a buffered answer came to: its new raw body and headers
+    (None: it goes out unchanged), and why it was not read, if it was not."""
+
+    raw_content: bytes | None = None
+    headers: http.Headers | None = None
+    truncations: list[TextTruncation] = field(default_factory=list)
+    read: bool = True  # False: the body could not be decoded (or is streamed)
+    undecodable: str | None = None  # the decoder's error type
+    not_jsonrpc: str | None = None  # why the body is not JSON-RPC
+
+
+@dataclass
+class _BufferedCut:
+    """Cutting one buffered answer, with everything decided on the event
+    loop beforehand: ``run`` touches neither the flow nor the log, so it may
+    run on a worker thread (ceilings go to a ToolCeilings, which is safe
+    between threads)."""
+
+    limits: TruncationLimits
+    marker: TruncationMarker
+    answers: McpAnswers
+    per_message: AnswerLimits
+    recall: bool
+    read_ceilings: Callable[[bytes], None]
+    why: str | None  # why the flow is MCP, when its request told
+    is_sse: bool
+    decision: StreamDecision | None
+
+    def run(self, response: http.Response) -> _CutAnswer:
+        try:
+            content = response.get_content()
+        except ValueError as e:
+            return _CutAnswer(read=False, undecodable=type(e.__context__ or e).__name__)
+        if content is None:
+            return _CutAnswer(read=False)
+        if self.is_sse:
+            outcome = truncate_sse_body(content, self.limits, self.marker, self.answers,
+                                        self.decision, per_message=self.per_message,
+                                        recall=self.recall, read_ceilings=self.read_ceilings)
+            new_body, truncations = outcome.body, outcome.cuts
+        else:
+            self.read_ceilings(content)
+            match truncate_jsonrpc_body(content, self.limits, self.marker, self.answers,
+                                        per_message=self.per_message, recall=self.recall):
+                case Cut(body=cut_body, truncation=truncation):
+                    new_body, truncations = cut_body, [truncation]
+                case NotJsonRpc(reason=reason):
+                    return _CutAnswer(not_jsonrpc=reason)
+                case NothingToCut():
+                    return _CutAnswer()
+        if new_body is None:
+            return _CutAnswer()
+        # Encode (compress again, if the server did) on a copy: if that fails,
+        # the flow has not been touched.
+        changed = response.copy()
+        changed.content = new_body
+        return _CutAnswer(changed.raw_content, changed.headers, truncations)
 
 
 class McpTruncation:
@@ -209,69 +272,75 @@ class McpTruncation:
             del response.headers["content-encoding"]
         response.stream = SseTap(flow, truncator, self.record_cuts)
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        """Cut a buffered answer: at once, or, for a big one, on a worker
+        thread, returning what mitmproxy awaits before it sends the answer
+        on (the event loop serves every other flow meanwhile)."""
         if ((response := flow.response) is None or response.stream or not self.enabled
                 or Recall.answered(flow)):
-            return
+            return None
+        pending: Awaitable[None] | None = None
         with guarded(flow, "answered unchanged"):
-            self._truncate_buffered(flow, response)
+            pending = self._truncate_buffered(flow, response)
+        return pending
 
-    def _truncate_buffered(self, flow: http.HTTPFlow, response: http.Response) -> None:
+    def _truncate_buffered(self, flow: http.HTTPFlow,
+                           response: http.Response) -> Awaitable[None] | None:
         if not response.raw_content:
-            return
+            return None
         scope = self.scope.of(flow)
-        known_mcp = scope is not None
         is_sse = _is_event_stream(response)
-        is_json = "json" in response.headers.get("content-type", "").lower()
-        if not known_mcp and not (is_sse and self.scope.may_be_stream(flow)):
-            return  # not MCP: byte for byte
-        try:
-            content = response.get_content()
-        except ValueError as e:
-            if known_mcp:  # the decoder's type only: mitmproxy's message quotes the body
+        if scope is None and not (is_sse and self.scope.may_be_stream(flow)):
+            return None  # not MCP: byte for byte
+        job = _BufferedCut(
+            self.limits, self.marker, EVERY_RESPONSE if scope is None else scope[1],
+            self._answer_limits(flow), self.recall_on, self._ceilings_reader(flow),
+            None if scope is None else scope[0], is_sse,
+            self.scope.stream_decision(flow) if is_sse and scope is None else None)
+        # A big answer is cut on the worker thread that conversation masking
+        # uses too (one bounded pool: mitm/off_loop.py), while every other
+        # flow moves; the flow is changed back on the loop.
+        if off_loop(len(response.raw_content), compressed="content-encoding" in response.headers):
+            return self._truncate_off_loop(flow, response, job)
+        self._apply(flow, response, job, job.run(response))
+        return None
+
+    async def _truncate_off_loop(self, flow: http.HTTPFlow, response: http.Response,
+                                 job: _BufferedCut) -> None:
+        with guarded(flow, "answered unchanged"):
+            answer = await run_off_loop(lambda: job.run(response))
+            self._apply(flow, response, job, answer)
+
+    def _apply(self, flow: http.HTTPFlow, response: http.Response, job: _BufferedCut,
+               answer: _CutAnswer) -> None:
+        """Put what a cut came to on the flow (on the event loop): the new
+        body, the summary and the log lines."""
+        if not answer.read:
+            if answer.undecodable is not None and job.why is not None:
+                # The decoder's type only: mitmproxy's message quotes the body.
                 logger.warning("obsmask: MCP answer to %s forwarded unchanged: cannot decode "
                                "content-encoding %r (%s)", where(flow),
                                response.headers.get("content-encoding", ""),
-                               type(e.__context__ or e).__name__)
+                               answer.undecodable)
             return
-        if content is None:
+        if job.why is not None:
+            _say_why(flow, job.why)
+        if job.decision is not None and job.decision.is_mcp:
+            _say_why(flow, "stream")
+        if answer.not_jsonrpc is not None:
+            # A 202 "Accepted" (text) to a notification is no answer to read.
+            is_json = "json" in response.headers.get("content-type", "").lower()
+            if job.why is not None and is_json:
+                logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
+                               where(flow), answer.not_jsonrpc)
             return
-        answers = EVERY_RESPONSE if scope is None else scope[1]
-        if scope is not None:
-            _say_why(flow, scope[0])
-        per_message, recall = self._answer_limits(flow), self.recall_on
-        if is_sse:
-            decision = self.scope.stream_decision(flow) if scope is None else None
-            outcome = truncate_sse_body(content, self.limits, self.marker, answers, decision,
-                                        per_message=per_message, recall=recall,
-                                        read_ceilings=self._ceilings_reader(flow))
-            new_body, truncations, transport = outcome.body, outcome.cuts, "sse"
-            if decision is not None and decision.is_mcp:
-                _say_why(flow, "stream")
-        else:
-            self._ceilings_reader(flow)(content)
-            match truncate_jsonrpc_body(content, self.limits, self.marker, answers,
-                                        per_message=per_message, recall=recall):
-                case Cut(body=cut_body, truncation=truncation):
-                    new_body, truncations, transport = cut_body, [truncation], "json"
-                case NotJsonRpc(reason=reason):
-                    # A 202 "Accepted" (text) to a notification is no answer to read.
-                    if known_mcp and is_json:
-                        logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
-                                       where(flow), reason)
-                    return
-                case NothingToCut():
-                    return
-        if new_body is None:
+        if answer.raw_content is None or answer.headers is None:
             return
-        # Encode (compress again, if the server did) on a copy: if that fails,
-        # the flow has not been touched.
-        changed = response.copy()
-        changed.content = new_body
         flow.backup()
-        response.raw_content = changed.raw_content
-        response.headers = changed.headers
-        self.record_cuts(flow, McpSummary(transport), truncations)
+        response.raw_content = answer.raw_content
+        response.headers = answer.headers
+        self.record_cuts(flow, McpSummary("sse" if job.is_sse else "json"),
+                         answer.truncations)
 
     def record_cuts(self, flow: http.HTTPFlow, summary: McpSummary,
                     truncations: list[TextTruncation]) -> None:

@@ -34,8 +34,8 @@ def data_value(content: bytes) -> bytes | None:
     the colon left out; None for any other line."""
     if not is_data_line(content):
         return None
-    value = content[5:]
-    return value[1:] if value[:1] == b" " else value
+    # One slice: a data line may be megabytes long.
+    return content[6:] if content[5:6] == b" " else content[5:]
 
 
 class SseLineSplitter:

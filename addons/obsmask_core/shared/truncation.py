@@ -79,6 +79,10 @@ class TruncationMarker:
             )
         self.template = template
         self._found = re.compile(self._template.pattern(_field_pattern))
+        # The longest literal of the template is in every marker: looking for
+        # it first (str.find's speed) spares the regular expression, which
+        # tries each place of a long text, on every text with no marker.
+        self._literal = max((literal for literal, *_ in self._template.parts), key=len)
         # The same, with the first place of each field captured by name.
         named: set[str] = set()
 
@@ -100,11 +104,11 @@ class TruncationMarker:
                                      recall=hint(recall_id), recall_id=recall_id or "")
 
     def found_in(self, text: str) -> bool:
-        return self._found.search(text) is not None
+        return self._literal in text and self._found.search(text) is not None
 
     def read(self, text: str) -> MarkerFields | None:
         """The fields of the first marker in ``text``, or None if it holds none."""
-        match = self._fields.search(text)
+        match = self._fields.search(text) if self._literal in text else None
         if match is None:
             return None
         found = match.groupdict()
