@@ -10,8 +10,9 @@ the relay to answer with.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 import h11
@@ -35,19 +36,62 @@ class ClientGone(Exception):
     sent its request): nobody is left to answer, which is no error."""
 
 
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext:
+    """One context for every https server: making one reads the system's
+    certificates again (milliseconds, on the event loop)."""
+    return ssl.create_default_context()
+
+
 def _ssl_context(upstream: Upstream) -> ssl.SSLContext | None:
-    return ssl.create_default_context() if upstream.scheme == "https" else None
+    return _default_ssl_context() if upstream.scheme == "https" else None
 
 
-async def connect(
-    upstream: Upstream, timeout: float
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to ``upstream`` (TLS for https), open within ``timeout`` s."""
+class WatchedProtocol(asyncio.StreamReaderProtocol):
+    """A StreamReaderProtocol that tells at once, with no task reading,
+    when bytes come (``on_data``) or the other side closes or breaks the
+    connection (``on_end``; ``ended`` says it happened), for as long as
+    these are set."""
+
+    def __init__(self, reader: asyncio.StreamReader,
+                 connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                     Awaitable[None]] | None = None) -> None:
+        super().__init__(reader, connected)
+        self.on_data: Callable[[], None] | None = None
+        self.on_end: Callable[[], None] | None = None
+        self.ended = False
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.on_data is not None:
+            self.on_data()
+
+    def eof_received(self) -> bool:
+        kept_open = bool(super().eof_received())
+        self._end()
+        return kept_open
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._end()
+
+    def _end(self) -> None:
+        self.ended = True
+        if self.on_end is not None:
+            self.on_end()
+
+
+async def connect(upstream: Upstream, timeout: float) -> tuple[
+        asyncio.StreamReader, asyncio.StreamWriter, WatchedProtocol]:
+    """A connection to ``upstream`` (TLS for https), open within ``timeout`` s
+    (asyncio.open_connection's, with a WatchedProtocol)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_SIZE)
+    protocol = WatchedProtocol(reader)
     try:
-        return await asyncio.wait_for(
-            asyncio.open_connection(upstream.host, upstream.port, ssl=_ssl_context(upstream)),
-            timeout,
-        )
+        async with asyncio.timeout(timeout):
+            transport, _ = await loop.create_connection(
+                lambda: protocol, upstream.host, upstream.port, ssl=_ssl_context(upstream))
     except TimeoutError:
         raise GatewayFailure(
             UPSTREAM_TIMEOUT,
@@ -58,6 +102,7 @@ async def connect(
         raise GatewayFailure(
             UPSTREAM_UNREACHABLE, f"cannot connect to {upstream.url}: {reason}"
         ) from None
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop), protocol
 
 
 def event_bytes(connection: h11.Connection, event: h11.Event) -> bytes:
@@ -82,7 +127,9 @@ async def bounded(step: Awaitable[_T], timeout: float | None, upstream: Upstream
     of time, or the connection breaking, is a GatewayFailure that says what
     ``upstream`` took too long for (``waited``)."""
     try:
-        return await asyncio.wait_for(step, timeout)
+        # asyncio.timeout, not wait_for: no task of its own for each read.
+        async with asyncio.timeout(timeout):
+            return await step
     except TimeoutError:
         raise GatewayFailure(UPSTREAM_TIMEOUT,
                              f"{upstream.url} took more than {timeout:g} s {waited}") from None
@@ -91,9 +138,11 @@ async def bounded(step: Awaitable[_T], timeout: float | None, upstream: Upstream
                              f"the connection to {upstream.url} broke: {e.strerror or e}") from None
 
 
-async def next_event(connection: h11.Connection, reader: asyncio.StreamReader,
-                     timeout: float | None, upstream: Upstream, waited: str) -> object:
-    """The next h11 event of an upstream answer, reading as needed."""
+async def next_event(connection: h11.Connection, read: Callable[[], Awaitable[bytes]],
+                     timeout: float | None, upstream: Upstream, waited: str,
+                     before_waiting: Callable[[], Awaitable[None]] | None = None) -> object:
+    """The next h11 event of an upstream answer, reading (``read``) as needed;
+    ``before_waiting`` is awaited before each read (to send on what was held)."""
     while True:
         try:
             event = connection.next_event()
@@ -103,14 +152,16 @@ async def next_event(connection: h11.Connection, reader: asyncio.StreamReader,
                                  f"{upstream.url} did not answer with valid HTTP") from None
         if event is not h11.NEED_DATA:
             return event
-        connection.receive_data(await bounded(reader.read(READ_SIZE), timeout, upstream,
-                                              waited))
+        if before_waiting is not None:
+            await before_waiting()
+        connection.receive_data(await bounded(read(), timeout, upstream, waited))
 
 
 async def read_request(connection: h11.Connection, reader: asyncio.StreamReader,
-                       timeout: float) -> tuple[h11.Request, bytes]:
+                       timeout: float | None) -> tuple[h11.Request, bytes]:
     """The request mitmproxy forwards (on 127.0.0.1: it comes at once);
-    ClientGone if the connection closes or stalls first."""
+    ClientGone if the connection closes or stalls first (``timeout`` None:
+    no limit, for a kept-alive connection, which mitmproxy closes itself)."""
     request: h11.Request | None = None
     pieces: list[bytes] = []
     while True:
@@ -120,7 +171,8 @@ async def read_request(connection: h11.Connection, reader: asyncio.StreamReader,
             raise ClientGone("its request broke off or is not HTTP") from None
         if event is h11.NEED_DATA:
             try:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), timeout)
+                async with asyncio.timeout(timeout):
+                    data = await reader.read(READ_SIZE)
             except TimeoutError:
                 raise ClientGone(f"no request within {timeout:g} s") from None
             except OSError as e:
@@ -136,13 +188,3 @@ async def read_request(connection: h11.Connection, reader: asyncio.StreamReader,
             raise ClientGone("closed before the end of its request")
         else:  # never quoted: an event may carry request bytes
             raise ValueError(f"unexpected request event {type(event).__name__}")
-
-
-async def until_closed(reader: asyncio.StreamReader) -> None:
-    """Returns once the other side has closed (or broken) the connection;
-    whatever it sends meanwhile is dropped."""
-    try:
-        while await reader.read(READ_SIZE):
-            pass
-    except OSError:
-        pass

@@ -4,10 +4,18 @@ MCP servers behind ``/api/mcp-gateway/{server_name}/rpc``.
 mitmproxy answers an unreachable upstream with an HTML 502 page and never
 times out a silent one, and an addon cannot stream a body it makes itself.
 So mitmproxy forwards a gateway flow to this relay on 127.0.0.1, which talks
-to the real server (one HTTP/1.1 exchange per connection, with h11): a
-failure becomes a JSON-RPC error with a code of its own, an event stream
-passes as it arrives, and mitmproxy sees an ordinary answer that the MCP
-addon cuts as usual.
+to the real server (HTTP/1.1, with h11): a failure becomes a JSON-RPC error
+with a code of its own, an event stream passes as it arrives, and mitmproxy
+sees an ordinary answer that the MCP addon cuts as usual.
+
+Both hops keep their connections, as a direct route does: mitmproxy's to
+the relay serves the next request of the same client connection when the
+gateway addon asks for it (``KEEP_ALIVE_HEADER``; without it, one exchange
+per connection), and the relay's to a server wait in a pool for the next
+request to that server (``obsmask_core.gateway.pool``). A connection per
+request cost each request two connection set-ups, mitmproxy's hooks for
+them and two more log lines, all on the one event loop: under load the
+gateway route took five times as long as a direct one.
 """
 
 from __future__ import annotations
@@ -22,22 +30,24 @@ from obsmask_core.gateway.errors import (
     GATEWAY_INTERNAL,
     UNKNOWN_SERVER,
     UPSTREAM_INVALID,
+    UPSTREAM_TIMEOUT,
     GatewayFailure,
     error_response,
     request_id_text,
 )
 from obsmask_core.gateway.exchange import (
+    READ_SIZE,
     ClientGone,
+    WatchedProtocol,
     bounded,
-    connect,
     event_bytes,
     header_value,
     next_event,
     read_request,
-    until_closed,
 )
+from obsmask_core.gateway.pool import UpstreamConnection, UpstreamPool
 from obsmask_core.gateway.upstreams import Upstream
-from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
+from obsmask_core.mcp.jsonrpc_scan import reads_as_jsonrpc
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +61,10 @@ _NOT_FORWARDED = frozenset({
 })
 
 RELAY_HEADER = "x-obsmask-gateway-server"  # request: which server (mitmproxy -> relay)
+# request: mitmproxy may send its next request on the same connection
+KEEP_ALIVE_HEADER = "x-obsmask-gateway-keep-alive"
 ERROR_HEADER = "x-obsmask-gateway-error"  # answer: the code of a failure (relay -> addon)
+_OURS = frozenset({RELAY_HEADER.encode(), KEEP_ALIVE_HEADER.encode()})
 # Where the MCP SDKs' Streamable HTTP servers answer, named when a server says 404.
 SDK_PATH = "/mcp"
 
@@ -65,11 +78,7 @@ def answer_problem(status: int, content_type: str, body: bytes) -> str | None:
     """
     if not body.strip():
         return None if status < 400 else f"HTTP {status} with no body"
-    try:
-        scan = scan_jsonrpc(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        scan = None
-    if scan is not None and scan.problem is None:
+    if reads_as_jsonrpc(body):
         return None
     return f"HTTP {status} with {content_type or 'no content type'}, not JSON-RPC"
 
@@ -93,12 +102,17 @@ class GatewayRelay:
         self._timeout = timeout
         self._server: asyncio.Server | None = None
         self._starting = asyncio.Lock()
+        self.pool = UpstreamPool()
         self.port = 0
+        # mitmproxy's connections to the relay, closed with it: kept ones
+        # would wait for a next request for as long as the loop runs.
+        self._clients: set[asyncio.StreamWriter] = set()
 
     async def ensure_started(self) -> int:
         async with self._starting:
             if self._server is None:
-                self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+                self._server = await asyncio.get_running_loop().create_server(
+                    self._client_side, "127.0.0.1", 0)
                 self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -106,23 +120,62 @@ class GatewayRelay:
         if self._server is not None:
             self._server.close()
             self._server = None
+        for writer in list(self._clients):
+            writer.close()
+        self.pool.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _client_side(self) -> WatchedProtocol:
+        """The protocol of a connection from mitmproxy: it tells at once when
+        mitmproxy closes it (its client gave up on a silent server or a long
+        stream), with no task watching."""
+        side = WatchedProtocol(asyncio.StreamReader(limit=READ_SIZE),
+                               lambda reader, writer: self._serve(side, reader, writer))
+        return side
+
+    async def _serve(self, side: WatchedProtocol, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
         client = h11.Connection(h11.SERVER)
-        id_text: str | None = None
+        self._clients.add(writer)
+        try:
+            first = True
+            while await self._exchange(side, client, reader, writer, first):
+                client.start_next_cycle()
+                first = False
+        except asyncio.CancelledError:
+            # The loop is stopping with the connection open. Ended quietly:
+            # Python 3.11's start_server logs a cancelled handler as an error.
+            pass
+        finally:
+            self._clients.discard(writer)
+            writer.close()
+
+    async def _exchange(self, side: WatchedProtocol, client: h11.Connection,
+                        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        first: bool) -> bool:
+        """Read one request of the connection and answer it; whether the
+        connection then serves another (mitmproxy asked for that, and
+        everything went well)."""
+        request: h11.Request | None = None
+        body = b""
         name = ""
         try:
-            request, body = await read_request(client, reader, self._timeout())
-            if request.method == b"POST":
-                id_text = request_id_text(body)
+            if not first and await _closed_before_next_request(client, reader):
+                return False  # mitmproxy closed an idle connection: its client left
+            # A first request comes at once; the next ones when mitmproxy's
+            # client sends them.
+            request, body = await read_request(client, reader,
+                                               self._timeout() if first else None)
             name = header_value(request.headers, RELAY_HEADER)
             upstream = self._servers().get(name)
             if upstream is None:
                 raise GatewayFailure(UNKNOWN_SERVER, f"no MCP server named {name!r}")
-            await _unless_closed(reader, self._relay(client, writer, request, body,
-                                                     upstream, id_text))
+            keep = (header_value(request.headers, KEEP_ALIVE_HEADER) == "1"
+                    and client.their_state is h11.DONE)
+            await _unless_closed(side, lambda: self._relay(client, writer, request, body,
+                                                           upstream, keep))
+            return keep and client.our_state is h11.DONE
         except GatewayFailure as failure:
-            await _send_error(client, writer, id_text, failure, name)
+            await _send_error(client, writer, _id_of(request, body), failure, name)
         except (ClientGone, ConnectionError) as e:
             # mitmproxy's side closed: its client gave up (or a write to it
             # failed, which only a closed connection does). No error.
@@ -132,70 +185,77 @@ class GatewayRelay:
             logger.exception("obsmask: gateway relay: internal error")
             if client.our_state is h11.SEND_RESPONSE:
                 # The type only: an exception's message may quote request bytes.
-                await _send_error(client, writer, id_text, GatewayFailure(
+                await _send_error(client, writer, _id_of(request, body), GatewayFailure(
                     GATEWAY_INTERNAL, f"internal error: {type(e).__name__}"), name)
-        finally:
-            writer.close()
+        return False
 
     async def _relay(
         self, client: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request,
-        body: bytes, upstream: Upstream, id_text: str | None,
+        body: bytes, upstream: Upstream, keep: bool = False,
     ) -> None:
         timeout = self._timeout()
-        up_reader, up_writer = await connect(upstream, timeout)
+        # The client's query string (an API key, say) goes on too.
+        target = upstream.target.encode("ascii")
+        query = request.target.partition(b"?")[2]
+        if query:
+            target += (b"&" if b"?" in target else b"?") + query
+        headers = [(n, v) for n, v in request.headers
+                   if n.decode("latin-1") not in _NOT_FORWARDED and n not in _OURS]
+        headers.insert(0, (b"host", upstream.authority.encode("idna")))
+        headers.append((b"content-length", str(len(body)).encode()))
+        # The relay reads buffered answers to check them: no compression.
+        headers.append((b"accept-encoding", b"identity"))
+        outgoing = h11.Request(method=request.method, target=target, headers=headers)
+        server = await self.pool.connection(upstream, timeout)
+        done = False
         try:
-            server = h11.Connection(h11.CLIENT, max_incomplete_event_size=1 << 20)
-            # The client's query string (an API key, say) goes on too.
-            target = upstream.target.encode("ascii")
-            query = request.target.partition(b"?")[2]
-            if query:
-                target += (b"&" if b"?" in target else b"?") + query
-            headers = [(n, v) for n, v in request.headers
-                       if n.decode("latin-1") not in _NOT_FORWARDED and n != RELAY_HEADER.encode()]
-            headers.insert(0, (b"host", upstream.authority.encode("idna")))
-            headers.append((b"content-length", str(len(body)).encode()))
-            # The relay reads buffered answers to check them: no compression.
-            headers.append((b"accept-encoding", b"identity"))
-            data = event_bytes(server, h11.Request(method=request.method, target=target,
-                                                   headers=headers))
-            data += event_bytes(server, h11.Data(data=body)) if body else b""
-            data += event_bytes(server, h11.EndOfMessage())
-            up_writer.write(data)
-            await bounded(up_writer.drain(), timeout, upstream, "to take the request")
-
-            response: h11.Response | None = None
-            while response is None:
-                event = await next_event(server, up_reader, timeout, upstream, "to answer")
-                if isinstance(event, h11.Response):
-                    response = event
-                elif not isinstance(event, h11.InformationalResponse):
-                    raise GatewayFailure(UPSTREAM_INVALID,
-                                         f"{upstream.url} closed the connection without answering")
-            # One request per relay connection: mitmproxy must not reuse it.
+            try:
+                response = await _send(server, outgoing, body, upstream, timeout)
+            except _Stale:
+                # The server closed the kept connection as the request went
+                # out, without reading it: once more, on a new connection.
+                server.close()
+                server = await self.pool.connection(upstream, timeout, fresh=True)
+                response = await _send(server, outgoing, body, upstream, timeout)
+            # Without keep-alive, one request per relay connection: mitmproxy
+            # must not reuse it.
             kept = [(n, v) for n, v in response.headers
                     if n.decode("latin-1") not in ("connection", "keep-alive",
                                                    "transfer-encoding", "content-length")]
-            kept.append((b"connection", b"close"))
+            if not keep:
+                kept.append((b"connection", b"close"))
             content_type = header_value(response.headers, "content-type")
             if content_type.lower().startswith("text/event-stream") and response.status_code < 400:
                 # Passed on as it comes; a stream may stay quiet for long (the
                 # client is answering an elicitation, say): no timeout here.
-                writer.write(event_bytes(client, h11.Response(
-                    status_code=response.status_code, headers=kept, reason=response.reason)))
-                while True:
-                    event = await next_event(server, up_reader, None, upstream, "")
-                    if isinstance(event, h11.Data):
-                        writer.write(event_bytes(client, h11.Data(data=bytes(event.data))))
+                # What came in one read goes out in one write (each segment
+                # mitmproxy reads goes through all its layers), before the
+                # relay waits for more.
+                held = [event_bytes(client, h11.Response(
+                    status_code=response.status_code, headers=kept, reason=response.reason))]
+
+                async def send_held() -> None:
+                    if held:
+                        writer.write(b"".join(held))
+                        held.clear()
                         await writer.drain()
+
+                while True:
+                    event = await next_event(server.http, server.read, None, upstream, "",
+                                             send_held)
+                    if isinstance(event, h11.Data):
+                        held.append(event_bytes(client, h11.Data(data=bytes(event.data))))
                     elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
                         break
-                writer.write(event_bytes(client, h11.EndOfMessage()))
-                await writer.drain()
+                done = True
+                self.pool.give_back(upstream, server)
+                held.append(event_bytes(client, h11.EndOfMessage()))
+                await send_held()
                 return
             pieces: list[bytes] = []
             size = 0
             while True:
-                event = await next_event(server, up_reader, timeout, upstream,
+                event = await next_event(server.http, server.read, timeout, upstream,
                                          "to finish its answer")
                 if isinstance(event, h11.Data):
                     size += len(event.data)
@@ -214,35 +274,107 @@ class GatewayRelay:
                                     "[mcp_gateway.servers] missing its path?")
                     raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered {problem}")
             kept.append((b"content-length", str(len(answer)).encode()))
-            writer.write(event_bytes(client, h11.Response(status_code=response.status_code,
-                                                          headers=kept, reason=response.reason)))
-            writer.write(event_bytes(client, h11.Data(data=answer)) if answer else b"")
-            writer.write(event_bytes(client, h11.EndOfMessage()))
+            # One write: each segment mitmproxy reads is an event that goes
+            # through all its layers.
+            writer.write(b"".join((
+                event_bytes(client, h11.Response(status_code=response.status_code,
+                                                 headers=kept, reason=response.reason)),
+                event_bytes(client, h11.Data(data=answer)) if answer else b"",
+                event_bytes(client, h11.EndOfMessage()))))
+            # The server's side is done: its connection may serve the next
+            # request while this answer still drains to mitmproxy.
+            done = True
+            self.pool.give_back(upstream, server)
             await writer.drain()
         finally:
-            up_writer.close()
+            if not done:
+                server.close()  # cut short: the server sees its end at once
 
 
-async def _unless_closed(reader: asyncio.StreamReader, relay: Awaitable[None]) -> None:
-    """Run ``relay``, unless mitmproxy closes its side of the connection
-    first (its client gave up on a silent server or a long stream): then
-    ``relay`` is cancelled, which closes the upstream connection, and
-    ClientGone is raised. mitmproxy sends nothing after its request, so any
-    end of the reader is the client leaving."""
-    relaying = asyncio.ensure_future(relay)
-    closed = asyncio.ensure_future(until_closed(reader))
+class _Stale(Exception):
+    """A kept connection the server had closed: nothing came back."""
+
+
+async def _send(server: UpstreamConnection, request: h11.Request, body: bytes,
+                upstream: Upstream, timeout: float) -> h11.Response:
+    """Send the request on ``server`` and read the head of its answer;
+    _Stale when a kept connection turns out closed before any answer."""
+    http = server.http
+    data = event_bytes(http, request)
+    data += event_bytes(http, h11.Data(data=body)) if body else b""
+    data += event_bytes(http, h11.EndOfMessage())
+    spoke = False  # an informational answer came
     try:
-        await asyncio.wait((relaying, closed), return_when=asyncio.FIRST_COMPLETED)
+        server.writer.write(data)
+        await bounded(server.writer.drain(), timeout, upstream, "to take the request")
+        while True:
+            event = await next_event(http, server.read, timeout, upstream, "to answer")
+            if isinstance(event, h11.Response):
+                return event
+            if not isinstance(event, h11.InformationalResponse):
+                raise GatewayFailure(UPSTREAM_INVALID,
+                                     f"{upstream.url} closed the connection without answering")
+            spoke = True
+    except GatewayFailure as failure:
+        # Stale: closed or reset with not one byte back (h11 holds none); a
+        # timeout or a half answer means the server has the request.
+        if (server.reused and not spoke and failure.code != UPSTREAM_TIMEOUT
+                and not http.trailing_data[0]):
+            raise _Stale from None
+        raise
+
+
+async def _closed_before_next_request(client: h11.Connection,
+                                      reader: asyncio.StreamReader) -> bool:
+    """Wait for the next request of a kept-alive connection: whether
+    mitmproxy closes the connection (or breaks it) before sending any of it."""
+    if client.trailing_data[0]:
+        return False
+    try:
+        data = await reader.read(READ_SIZE)
+    except OSError:
+        return True
+    if not data:
+        return True
+    client.receive_data(data)
+    return False
+
+
+async def _unless_closed(side: WatchedProtocol, relay: Callable[[], Awaitable[None]]) -> None:
+    """Run ``relay``, unless mitmproxy closes its side of the connection
+    first (or has already): then ``relay`` is cancelled, which closes the
+    upstream connection, and ClientGone is raised. mitmproxy sends nothing
+    after its request until it has the answer, so any end of its side is
+    the client leaving (what it would send stays in the reader, for the
+    next request)."""
+    if side.ended:
+        raise ClientGone("closed before the server was asked")
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    def close() -> None:
+        nonlocal gone
+        gone = True
+        task.cancel()
+
+    side.on_end = close
+    try:
+        await relay()
+    except asyncio.CancelledError:
+        if not gone:
+            raise  # the loop stops: not ours to handle
+        task.uncancel()
+        raise ClientGone("closed while the server had not finished answering") from None
     finally:
-        if not relaying.done():
-            relaying.cancel()
-        closed.cancel()
-        await asyncio.gather(relaying, closed, return_exceptions=True)
-    if not relaying.cancelled() and relaying.exception() is None:
-        return
-    if relaying.cancelled():
-        raise ClientGone("closed while the server had not finished answering")
-    relaying.result()  # its exception, raised here
+        side.on_end = None
+
+
+def _id_of(request: h11.Request | None, body: bytes) -> str | None:
+    """The id of the request to answer an error to (read only then)."""
+    if request is None or request.method != b"POST":
+        return None
+    return request_id_text(body)
 
 
 async def _send_error(connection: h11.Connection, writer: asyncio.StreamWriter,
@@ -255,10 +387,10 @@ async def _send_error(connection: h11.Connection, writer: asyncio.StreamWriter,
                (b"connection", b"close"),
                (ERROR_HEADER.encode(), str(failure.code).encode())]
     try:
-        writer.write(event_bytes(connection, h11.Response(status_code=answer.status,
-                                                          headers=headers)))
-        writer.write(event_bytes(connection, h11.Data(data=answer.body)))
-        writer.write(event_bytes(connection, h11.EndOfMessage()))
+        writer.write(b"".join((
+            event_bytes(connection, h11.Response(status_code=answer.status, headers=headers)),
+            event_bytes(connection, h11.Data(data=answer.body)),
+            event_bytes(connection, h11.EndOfMessage()))))
         await writer.drain()
     except (OSError, h11.LocalProtocolError):
         pass  # mitmproxy went away: nobody to tell

@@ -21,7 +21,12 @@ from obsmask_core.gateway.errors import (
     error_response,
     request_id_text,
 )
-from obsmask_core.gateway.relay import ERROR_HEADER, RELAY_HEADER, GatewayRelay
+from obsmask_core.gateway.relay import (
+    ERROR_HEADER,
+    KEEP_ALIVE_HEADER,
+    RELAY_HEADER,
+    GatewayRelay,
+)
 from obsmask_core.gateway.upstreams import (
     GATEWAY_SECTION,
     SERVERS_SECTION,
@@ -127,6 +132,9 @@ class McpGateway:
         # the answer comes back as any other.
         port = await self.relay.ensure_started()
         flow.request.headers[RELAY_HEADER] = name
+        # mitmproxy sends the client's next request on the same connection
+        # (unless one of them says close), as it would to a server.
+        flow.request.headers[KEEP_ALIVE_HEADER] = "1"
         flow.request.scheme = "http"
         flow.request.host = "127.0.0.1"
         flow.request.port = port
