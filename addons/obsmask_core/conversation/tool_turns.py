@@ -35,12 +35,21 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
     Only string contents are text to mask: any other content (a list of
     parts, null) is left as it is.
     """
+    # Every message of every request passes here: the loop of
+    # Linker.messages is written out (the same steps, without a generator).
     linker = Linker()
-    for position, message, role in linker.messages(messages):
+    answer_starts = linker.index.answer_starts
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
         if role == "assistant":
+            answer_starts.append(position)
             calls = message.get("tool_calls")
+            if not calls or not isinstance(calls, list):
+                continue  # no call: not a tool turn
             found: list[tuple[str, str | None]] = []
-            for call in calls if isinstance(calls, list) else []:
+            for call in calls:
                 if isinstance(call, dict) and (call_id := call_id_of(call.get("id"))):
                     function = call.get("function")
                     name = function.get("name") if isinstance(function, dict) else None
@@ -48,8 +57,8 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
             linker.turn((position,), found)
         elif role == "tool":
             content = message.get("content")
-            text = content if isinstance(content, str) else None
-            linker.result((position,), message.get("tool_call_id"), content, text)
+            linker.result((position,), message.get("tool_call_id"), content,
+                          content if isinstance(content, str) else None)
     return linker.index
 
 

@@ -94,15 +94,11 @@ class Linker:
         if not calls:
             return
         number = len(self.index.turns)
-        self.index.turns.append(
-            ToolTurn(
-                location,
-                tuple(call_id for call_id, _ in calls),
-                location[0] if last is None else last,
-            )
-        )
+        declared = self._declared
         for call_id, name in calls:
-            self._declared[call_id] = (number, name)
+            declared[call_id] = (number, name)
+        self.index.turns.append(ToolTurn(location, tuple([call_id for call_id, _ in calls]),
+                                         location[0] if last is None else last))
 
     def result(
         self,
