@@ -47,7 +47,14 @@ from obsmask_core.mcp.tool_limits import (
     ToolCeilings,
     declared_ceilings,
 )
-from obsmask_core.mitm.flows import MARK, MCP_METADATA, add_comment, guarded, where
+from obsmask_core.mitm.flows import (
+    CONVERSATION_METADATA,
+    MARK,
+    MCP_METADATA,
+    add_comment,
+    guarded,
+    where,
+)
 from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
 from obsmask_core.mitm.off_loop import off_loop, run_off_loop
@@ -216,7 +223,11 @@ class McpTruncation:
         (the gateway's flows are known to be MCP already: only their tools
         are noted; a flow read from a file was decided then)."""
         facts = flow.metadata.get(MCP_METADATA)
+        # A request the conversation addon read is an LLM request, not an
+        # MCP call: decoding and scanning its body again (a 1.5 MB gzip body
+        # is ~5 ms) would be work on the event loop for nothing.
         if (flow.request.method != "POST" or Recall.answered(flow)
+                or CONVERSATION_METADATA in flow.metadata
                 or (isinstance(facts, dict) and "mcp" in facts)):
             return
         with guarded(flow, "forwarded unchanged"):
