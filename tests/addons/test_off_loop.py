@@ -12,20 +12,10 @@ import logging
 import random
 import threading
 
-import pytest
-from mitmproxy.test import taddons, tflow, tutils
-
 from obsmask_core.mitm import conversation_addon
-from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES
-from obsmask_core.mitm.settings_addon import SettingsFile
 from support.chat import body, conversation
-
-
-def chat_flow(content: bytes) -> tflow.HTTPFlow:
-    request = tutils.treq(method=b"POST", path=b"/v1/chat/completions", content=content)
-    request.headers["content-type"] = "application/json"
-    return tflow.tflow(req=request)
+from support.conversation_flows import chat_flow
 
 
 def big_body() -> bytes:
@@ -33,15 +23,6 @@ def big_body() -> bytes:
     while len(content := body(conversation(turns=turns))) < OFF_LOOP_BYTES:
         turns *= 2
     return content
-
-
-@pytest.fixture
-def masking(toml_file):
-    settings = SettingsFile()
-    addon = ConversationMasking(settings)
-    with taddons.context(settings, addon) as tctx:
-        tctx.configure(addon, obsmask_config=toml_file(""), obsmask_window_turns=1)
-        yield addon
 
 
 def threads_that_mask(monkeypatch) -> list[str]:

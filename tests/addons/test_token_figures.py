@@ -8,34 +8,17 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from mitmproxy.test import taddons, tflow, tutils
+from mitmproxy.test import taddons
 
-from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
-from obsmask_core.mitm.settings_addon import SettingsFile
 from obsmask_core.shared.tokens import TokenCounter
 from support.chat import body, conversation
+from support.conversation_flows import chat_flow
 from support.mcp_flows import McpAddons, mcp_flow, response_message, run_hooks
 
 
-def chat_flow(content: bytes) -> tflow.HTTPFlow:
-    request = tutils.treq(method=b"POST", path=b"/v1/chat/completions", content=content)
-    request.headers["content-type"] = "application/json"
-    return tflow.tflow(req=request)
-
-
-@pytest.fixture
-def masking(toml_file):
-    settings = SettingsFile()
-    addon = ConversationMasking(settings)
-    with taddons.context(settings, addon) as tctx:
-        tctx.configure(addon, obsmask_config=toml_file(""), obsmask_window_turns=1)
-        assert addon.tokens.wait_until_loaded(60)
-        yield addon
-
-
 def test_texts_never_counted_are_estimated_then_exact_on_the_next_request(masking):
+    assert masking.tokens.wait_until_loaded(60)
     content = body(conversation(turns=3))
     first = chat_flow(content)
     masking.request(first)
@@ -66,6 +49,7 @@ def test_texts_never_counted_are_estimated_then_exact_on_the_next_request(maskin
 
 
 def test_a_flow_read_from_a_file_is_counted_exactly_at_once(masking):
+    assert masking.tokens.wait_until_loaded(60)
     flow = chat_flow(body(conversation(turns=3)))
     flow.live = False
     masking.request(flow)
