@@ -195,11 +195,11 @@ def test_a_server_that_says_close_is_not_kept():
     assert server.connections == 2
 
 
-def test_a_kept_connection_closed_as_the_request_goes_out_is_sent_again_once():
+def test_a_request_on_a_kept_connection_that_breaks_is_never_sent_again():
     """The server reads the second request on the kept connection and closes
-    it without a byte of answer (its idle timeout, as the request came): the
-    relay sends it again on a new connection, and the client gets the
-    answer of that one."""
+    it without a byte of answer. It may have run it (a tools/call that
+    crashed its worker looks the same as an idle timeout): the relay does
+    not send it again, and the client gets the gateway's error."""
     async def drops_the_second(server: Server, reader: asyncio.StreamReader,
                                writer: asyncio.StreamWriter) -> None:
         while (n := await read_request(reader)) is not None:
@@ -211,14 +211,64 @@ def test_a_kept_connection_closed_as_the_request_goes_out_is_sent_again_once():
 
     async def test(relay: GatewayRelay, server: Server) -> None:
         reader, writer = await connect(relay)
-        for n in range(3):
+        writer.write(request_bytes(0))
+        _, answer = await read_answer(reader)
+        assert answer["id"] == 0
+        writer.write(request_bytes(1))
+        _, answer = await read_answer(reader)
+        assert isinstance(answer["error"], dict) and answer["id"] == 1
+        writer.close()
+
+    server = run(drops_the_second, test)
+    assert server.requests == [0, 1]
+
+
+def test_a_request_whose_server_ran_it_and_then_died_is_not_run_twice():
+    async def runs_then_dies(server: Server, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
+        while (n := await read_request(reader)) is not None:
+            server.requests.append(n)
+            if len(server.requests) == 2:
+                await asyncio.sleep(0.3)  # it runs the call...
+                writer.transport.abort()  # ...and its worker dies (a reset)
+                return
+            writer.write(answer_bytes(n))
+            await writer.drain()
+
+    async def test(relay: GatewayRelay, server: Server) -> None:
+        reader, writer = await connect(relay)
+        writer.write(request_bytes(0))
+        await read_answer(reader)
+        writer.write(request_bytes(1))
+        _, answer = await read_answer(reader)
+        assert isinstance(answer["error"], dict) and answer["id"] == 1
+        writer.close()
+
+    server = run(runs_then_dies, test)
+    assert server.requests == [0, 1]
+
+
+def test_bytes_past_an_answer_never_become_the_next_requests_answer():
+    """A server that sends one answer more than asked for (in the same
+    write): the connection is not kept, and the next request gets its own
+    answer on a new connection."""
+    async def answers_twice(server: Server, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        while (n := await read_request(reader)) is not None:
+            server.requests.append(n)
+            writer.write(answer_bytes(n) + (answer_bytes(999) if n == 0 else b""))
+            await writer.drain()
+
+    async def test(relay: GatewayRelay, server: Server) -> None:
+        reader, writer = await connect(relay)
+        for n in range(2):
             writer.write(request_bytes(n))
             _, answer = await read_answer(reader)
             assert answer["id"] == n
         writer.close()
 
-    server = run(drops_the_second, test)
-    assert server.requests == [0, 1, 1, 2] and server.connections == 2
+    server = run(answers_twice, test)
+    assert server.requests == [0, 1] and server.connections == 2
 
 
 def test_a_kept_connection_that_half_answered_is_never_sent_again():

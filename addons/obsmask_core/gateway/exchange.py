@@ -60,8 +60,12 @@ class WatchedProtocol(asyncio.StreamReaderProtocol):
         self.on_data: Callable[[], None] | None = None
         self.on_end: Callable[[], None] | None = None
         self.ended = False
+        # Bytes the server sent so far: what was not read yet is still in
+        # the reader's buffer (the pool never keeps such a connection).
+        self.received = 0
 
     def data_received(self, data: bytes) -> None:
+        self.received += len(data)
         super().data_received(data)
         if self.on_data is not None:
             self.on_data()

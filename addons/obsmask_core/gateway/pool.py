@@ -10,10 +10,16 @@ them per server.
 
 While it waits, a server that closes it (its own idle timeout) or sends
 anything on it (a ``408``, garbage) ends its stay at once: its protocol
-tells (``WatchedProtocol``), with no task reading. A server may still close a
-connection just as a request goes out on it; the relay then sends the
-request again once, on a new connection, when nothing at all came back
-(``Stale``): the server closed without reading it, as browsers assume too.
+tells (``WatchedProtocol``), with no task reading. A connection with a
+byte of the server's not yet read (one more answer than asked for) is never
+kept: that byte would be taken for the next request's answer.
+
+A server may still close a connection just as a request goes out on it.
+The relay never sends the request again: a ``tools/call`` is not
+idempotent, and no sign tells a connection closed before the server read
+the request from one whose server ran it and then died. The client gets
+the gateway's error and decides; the idle time, under the usual servers'
+keep-alive, keeps that rare.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable
 
 import h11
 
@@ -52,10 +57,13 @@ class UpstreamConnection:
         self.protocol = protocol
         self.http = http or h11.Connection(h11.CLIENT, max_incomplete_event_size=1 << 20)
         self.reused = http is not None
+        self.read_bytes = protocol.received if http is not None else 0
 
-    def read(self) -> Awaitable[bytes]:
+    async def read(self) -> bytes:
         """The next bytes from the server (b"" once it has closed)."""
-        return self.reader.read(READ_SIZE)
+        data = await self.reader.read(READ_SIZE)
+        self.read_bytes += len(data)
+        return data
 
     @property
     def open(self) -> bool:
@@ -64,9 +72,11 @@ class UpstreamConnection:
 
     @property
     def reusable(self) -> bool:
-        """The exchange ended cleanly and the server keeps the connection."""
+        """The exchange ended cleanly, the server keeps the connection, and
+        it sent nothing past its answer (neither in h11's buffer nor unread)."""
         return (self.http.our_state is h11.DONE and self.http.their_state is h11.DONE
-                and self.open)
+                and self.open and not self.http.trailing_data[0]
+                and self.protocol.received == self.read_bytes)
 
     def close(self) -> None:
         self.writer.close()
@@ -96,12 +106,11 @@ class UpstreamPool:
         """How many connections to ``upstream``'s server wait now."""
         return len(self._idle.get(_key(upstream), []))
 
-    async def connection(self, upstream: Upstream, timeout: float,
-                         fresh: bool = False) -> UpstreamConnection:
-        """A connection to ``upstream``: the one that waited least, unless
-        ``fresh`` or none is left; else a new one (GatewayFailure if it
-        cannot be made within ``timeout`` s)."""
-        waiting = [] if fresh else self._idle.get(_key(upstream), [])
+    async def connection(self, upstream: Upstream, timeout: float) -> UpstreamConnection:
+        """A connection to ``upstream``: the one that waited least, if one is
+        left; else a new one (GatewayFailure if it cannot be made within
+        ``timeout`` s)."""
+        waiting = self._idle.get(_key(upstream), [])
         while waiting:
             idle = waiting.pop()
             idle.stop_timer()

@@ -30,7 +30,6 @@ from obsmask_core.gateway.errors import (
     GATEWAY_INTERNAL,
     UNKNOWN_SERVER,
     UPSTREAM_INVALID,
-    UPSTREAM_TIMEOUT,
     GatewayFailure,
     error_response,
     request_id_text,
@@ -209,14 +208,9 @@ class GatewayRelay:
         server = await self.pool.connection(upstream, timeout)
         done = False
         try:
-            try:
-                response = await _send(server, outgoing, body, upstream, timeout)
-            except _Stale:
-                # The server closed the kept connection as the request went
-                # out, without reading it: once more, on a new connection.
-                server.close()
-                server = await self.pool.connection(upstream, timeout, fresh=True)
-                response = await _send(server, outgoing, body, upstream, timeout)
+            # Never sent again, even on a kept connection that broke: the
+            # server may have run it (gateway/pool.py says why).
+            response = await _send(server, outgoing, body, upstream, timeout)
             # Without keep-alive, one request per relay connection: mitmproxy
             # must not reuse it.
             kept = [(n, v) for n, v in response.headers
@@ -291,37 +285,22 @@ class GatewayRelay:
                 server.close()  # cut short: the server sees its end at once
 
 
-class _Stale(Exception):
-    """A kept connection the server had closed: nothing came back."""
-
-
 async def _send(server: UpstreamConnection, request: h11.Request, body: bytes,
                 upstream: Upstream, timeout: float) -> h11.Response:
-    """Send the request on ``server`` and read the head of its answer;
-    _Stale when a kept connection turns out closed before any answer."""
+    """Send the request on ``server`` and read the head of its answer."""
     http = server.http
     data = event_bytes(http, request)
     data += event_bytes(http, h11.Data(data=body)) if body else b""
     data += event_bytes(http, h11.EndOfMessage())
-    spoke = False  # an informational answer came
-    try:
-        server.writer.write(data)
-        await bounded(server.writer.drain(), timeout, upstream, "to take the request")
-        while True:
-            event = await next_event(http, server.read, timeout, upstream, "to answer")
-            if isinstance(event, h11.Response):
-                return event
-            if not isinstance(event, h11.InformationalResponse):
-                raise GatewayFailure(UPSTREAM_INVALID,
-                                     f"{upstream.url} closed the connection without answering")
-            spoke = True
-    except GatewayFailure as failure:
-        # Stale: closed or reset with not one byte back (h11 holds none); a
-        # timeout or a half answer means the server has the request.
-        if (server.reused and not spoke and failure.code != UPSTREAM_TIMEOUT
-                and not http.trailing_data[0]):
-            raise _Stale from None
-        raise
+    server.writer.write(data)
+    await bounded(server.writer.drain(), timeout, upstream, "to take the request")
+    while True:
+        event = await next_event(http, server.read, timeout, upstream, "to answer")
+        if isinstance(event, h11.Response):
+            return event
+        if not isinstance(event, h11.InformationalResponse):
+            raise GatewayFailure(UPSTREAM_INVALID,
+                                 f"{upstream.url} closed the connection without answering")
 
 
 async def _closed_before_next_request(client: h11.Connection,

@@ -103,9 +103,11 @@ class _CutAnswer:
 @dataclass
 class _BufferedCut:
     """Cutting one buffered answer, with everything decided on the event
-    loop beforehand: ``run`` touches neither the flow nor the log, so it may
+    loop beforehand: ``run`` changes neither the flow nor the log, so it may
     run on a worker thread (ceilings go to a ToolCeilings, which is safe
-    between threads)."""
+    between threads). It reads the flow's request, for the names of the
+    tools called (``per_message``), which nothing changes while the answer
+    waits for its hook."""
 
     limits: TruncationLimits
     marker: TruncationMarker
