@@ -6,10 +6,12 @@ worker leaves it as the client sent it, with the traceback in the log."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import json
 import logging
 import random
+import sys
 import threading
 
 from obsmask_core.mitm import conversation_addon
@@ -148,3 +150,31 @@ def test_a_compressed_body_is_judged_by_its_decoded_size(masking, monkeypatch):
     assert names[-1].startswith("obsmask-off-loop")
     assert flow.metadata["obsmask"]["action"] == "masked"
     assert gzip.decompress(flow.request.raw_content) != content
+
+
+def test_the_collector_pauses_and_the_gil_changes_hands_faster_only_while_a_worker_runs(
+        masking, monkeypatch):
+    """Parsing a big body sets off full garbage collections that hold the
+    GIL (the longest stalls of the loop): they wait until the work is done,
+    and the interpreter's settings are as they were afterwards."""
+    seen: list[tuple[bool, float]] = []
+    mask = conversation_addon.mask_request_body
+
+    def recording(*args, **kwargs):
+        seen.append((gc.isenabled(), sys.getswitchinterval()))
+        return mask(*args, **kwargs)
+
+    monkeypatch.setattr(conversation_addon, "mask_request_body", recording)
+    interval = sys.getswitchinterval()
+    flow = chat_flow(big_body())
+
+    async def hook() -> None:
+        pending = masking.request(flow)
+        assert pending is not None
+        await pending
+
+    assert gc.isenabled()
+    asyncio.run(hook())
+    assert seen == [(False, min(interval, 0.0005))]
+    assert gc.isenabled() and sys.getswitchinterval() == interval
+    assert flow.metadata["obsmask"]["action"] == "masked"

@@ -8,10 +8,12 @@ a thread's hand-over would cost more than it spares (the threshold comes
 from ``scripts/bench_rewrite.py --off-loop``).
 
 Threads, not processes: the work holds the GIL, but CPython hands it over
-every 5 ms (``sys.getswitchinterval``), and orjson's longest single call is
-~30 ms on a 10 MB body (~40 ms at 16 MB), so the loop is slowed, not
-stopped; a process would have to copy the body both ways and the planner's
-caches would not be shared. One worker: each more would take the GIL from
+every few ms (``sys.getswitchinterval``; 0.5 ms while a worker runs), the
+garbage collector is paused during the work (its full collections were the
+longest stalls), and orjson's longest single call is ~30 ms on a 10 MB body
+(~40 ms at 16 MB), so the loop is slowed, not stopped; a process would
+have to copy the body both ways and the planner's caches would not be
+shared. One worker: each more would take the GIL from
 the loop as often again. More big bodies wait their turn in its queue.
 
 A compressed body is judged by a guess at its decoded size: JSON compresses
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -50,8 +54,44 @@ def off_loop(size: int, *, compressed: bool = False) -> bool:
     return True
 
 
+# While a worker runs, the GIL changes hands every 0.5 ms instead of 5 ms:
+# the loop, which needs it for a moment at each step of every other flow,
+# then waits a tenth as long each time. Back to the interpreter's value
+# when no work is left.
+SWITCH_INTERVAL_WHILE_WORKING = 0.0005
+_working = 0
+_switch_interval = sys.getswitchinterval()
+
+
+def _without_gc(work: Callable[[], Result]) -> Result:
+    """``work()`` with the cyclic garbage collector paused. Parsing a big
+    body makes hundreds of thousands of containers, which set off full
+    collections that walk every object of the process holding the GIL: the
+    event loop stood still up to ~90 ms on a 10 MB body. Parsed JSON has no
+    cycles to find; the collector resumes when the work is done (the
+    counts it skipped start the next collection soon after)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return work()
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 async def run_off_loop(work: Callable[[], Result]) -> Result:
     """``work()`` on a worker thread; its exception, if any, raised here.
     The context (mitmproxy's logging of the current flow) goes along."""
+    global _working, _switch_interval
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_pool, context.run, work)
+    if _working == 0:
+        _switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(_switch_interval, SWITCH_INTERVAL_WHILE_WORKING))
+    _working += 1
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_pool, context.run,
+                                                                lambda: _without_gc(work))
+    finally:
+        _working -= 1
+        if _working == 0:
+            sys.setswitchinterval(_switch_interval)
