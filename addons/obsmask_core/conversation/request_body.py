@@ -80,13 +80,8 @@ class QuickBody:
                                         for r in ordered])
         if spans is None:
             return None
-        pieces: list[bytes] = []
-        pos = 0
-        for (start, end), replacement in zip(spans, ordered, strict=True):
-            pieces += [self.body[pos:start], replacement.encoded().encode("utf-8")]
-            pos = end
-        pieces.append(self.body[pos:])
-        return b"".join(pieces)
+        return splice(self.body, [(span, replacement.encoded().encode("utf-8"))
+                                  for span, replacement in zip(spans, ordered, strict=True)])
 
     @staticmethod
     def parse_again(body: bytes) -> object:

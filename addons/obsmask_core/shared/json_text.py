@@ -4,6 +4,7 @@ replacing spans of a text (so every byte outside them stays as it was)."""
 from __future__ import annotations
 
 import re
+from typing import AnyStr
 
 Span = tuple[int, int]
 
@@ -18,9 +19,10 @@ def skip_whitespace(text: str, pos: int) -> int:
     return match.end()
 
 
-def splice(text: str, replacements: list[tuple[Span, str]]) -> str:
-    """``text`` with each span replaced; spans must not overlap."""
-    pieces: list[str] = []
+def splice(text: AnyStr, replacements: list[tuple[Span, AnyStr]]) -> AnyStr:
+    """``text`` (a str, or the bytes of a body) with each span replaced;
+    spans must not overlap."""
+    pieces: list[AnyStr] = []
     pos = 0
     for (start, end), new in sorted(replacements):
         if start < pos:
@@ -29,4 +31,4 @@ def splice(text: str, replacements: list[tuple[Span, str]]) -> str:
         pieces.append(new)
         pos = end
     pieces.append(text[pos:])
-    return "".join(pieces)
+    return text[:0].join(pieces)
