@@ -131,8 +131,7 @@ class ConversationMasking:
             work = Rewrite(flow.request, fmt, self.policy,
                            self.recall is not None and self.recall.enabled,
                            exact_tokens=not flow.live)
-            if off_loop(len(flow.request.raw_content or b""),
-                        compressed="content-encoding" in flow.request.headers):
+            if off_loop(flow.request):
                 return self._rewrite_off_loop(flow, work)
             self._report(flow, fmt, self._rewrite(work))
         return None

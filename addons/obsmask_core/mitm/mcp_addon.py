@@ -313,7 +313,7 @@ class McpTruncation:
         # A big answer is cut on the worker thread that conversation masking
         # uses too (one bounded pool: mitm/off_loop.py), while every other
         # flow moves; the flow is changed back on the loop.
-        if off_loop(len(response.raw_content), compressed="content-encoding" in response.headers):
+        if off_loop(response):
             return self._truncate_off_loop(flow, response, job)
         self._apply(flow, response, job, job.run(response))
         return None

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from mitmproxy import http
+
 # From here on, a body is rewritten on a worker thread (see above).
 OFF_LOOP_BYTES = 256 * 1024
 WORKERS = 1
@@ -41,11 +43,14 @@ _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="obsmask-off-
 Result = TypeVar("Result")
 
 
-def off_loop(size: int, *, compressed: bool = False) -> bool:
-    """Is a body of ``size`` bytes (on the wire) worth a worker thread? Only
-    with an event loop running: a hook called with none (a script, a test)
-    has nothing to keep moving and does the work inline."""
-    if size * (DECODED_PER_ENCODED_BYTE if compressed else 1) < OFF_LOOP_BYTES:
+def off_loop(message: http.Message) -> bool:
+    """Is the body of ``message`` (a request or an answer) worth a worker
+    thread? Only with an event loop running: a hook called with none (a
+    script, a test) has nothing to keep moving and does the work inline."""
+    size = len(message.raw_content or b"")
+    if "content-encoding" in message.headers:
+        size *= DECODED_PER_ENCODED_BYTE
+    if size < OFF_LOOP_BYTES:
         return False
     try:
         asyncio.get_running_loop()
