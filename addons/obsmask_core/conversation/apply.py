@@ -1,8 +1,9 @@
 """What a plan makes of the parsed conversation list.
 
 The rewrite never builds the new body from this (it splices the original
-text); this is what the new body must parse to, for the check after the
-rewrite, and the masking of an already parsed list for the benchmarks.
+body, and its check compares the planned values one by one); this is the
+conversation as recall puts results back, as the report replays a plan,
+and the masking of an already parsed list for the benchmarks and tests.
 """
 
 from __future__ import annotations

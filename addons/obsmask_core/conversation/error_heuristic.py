@@ -102,34 +102,13 @@ def _json_says_error(text: str) -> bool:
     return isinstance(status, str) and status.lower() == "error"
 
 
-# An agent sends its whole history again every turn, so the same results are
-# judged on every request: the verdicts are kept, by the text's hash and
-# length (not the text: memory stays a few MB). Two texts that share both
-# are about 1 in 2**64; they would share a keep-or-mask choice, never a byte.
-_verdicts: dict[tuple[int, int], bool] = {}
-_VERDICTS_KEPT = 100_000
-
-
 def looks_like_error(text: str) -> bool:
     """True if ``text`` (the text of a tool result) reads as a failure report.
 
     A result made of several text blocks is judged on their joined text.
+    (Each result is judged once per policy: the planner keeps its
+    judgements.)
     """
-    key = (hash(text), len(text))
-    verdict = _verdicts.get(key)
-    if verdict is None:
-        verdict = _judge(text)
-        if len(_verdicts) >= _VERDICTS_KEPT:
-            _verdicts.clear()
-        _verdicts[key] = verdict
-    return verdict
-
-
-def forget_verdicts() -> None:
-    _verdicts.clear()
-
-
-def _judge(text: str) -> bool:
     return (
         reports_failed_exit(text)
         or _has_exception_line(text)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from weakref import WeakKeyDictionary
 
-from obsmask_core.conversation.error_heuristic import forget_verdicts, looks_like_error
+from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.holdout import conversation_id, held_out
 from obsmask_core.conversation.ledger import BillSoFar
@@ -245,7 +245,6 @@ _JUDGEMENTS_KEPT = 20_000
 def forget_judgements() -> None:
     """Judge every result afresh (the benchmarks' cold runs)."""
     _judgements.clear()
-    forget_verdicts()
 
 
 def _judge(result: ToolResult, policy: MaskPolicy, recallable: bool) -> Judgement:
