@@ -27,6 +27,7 @@ from obsmask_core.conversation.rewrite import (
 from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_policy
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.mitm.body_encoding import set_body
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
 from obsmask_core.mitm.off_loop import off_loop, run_off_loop
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
@@ -165,7 +166,7 @@ class ConversationMasking:
         # Encode (compress again, if the client did) on a copy: if that
         # fails, the flow has not been touched.
         masked = request.copy()
-        masked.content = outcome.body
+        set_body(masked, outcome.body)
         if work.exact_tokens:
             # A flow read from a file (mitmdump -nr): nobody waits on it, so
             # wait for the encoding rather than record no token counts.

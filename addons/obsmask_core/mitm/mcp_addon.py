@@ -47,6 +47,7 @@ from obsmask_core.mcp.tool_limits import (
     ToolCeilings,
     declared_ceilings,
 )
+from obsmask_core.mitm.body_encoding import set_body
 from obsmask_core.mitm.flows import (
     CONVERSATION_METADATA,
     MARK,
@@ -146,7 +147,7 @@ class _BufferedCut:
         # Encode (compress again, if the server did) on a copy: if that fails,
         # the flow has not been touched.
         changed = response.copy()
-        changed.content = new_body
+        set_body(changed, new_body)
         return _CutAnswer(changed.raw_content, changed.headers, truncations)
 
 
