@@ -13,13 +13,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 ChatMessage = dict[str, object]
 Location = tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolTurn:
+# ToolTurn, ToolResult (and the planner's MaskDecision) are made for every
+# turn and result of every request: named tuples, immutable and typed, are
+# built in a third of the time of a frozen dataclass.
+class ToolTurn(NamedTuple):
     """One model turn that called at least one tool (several: parallel calls)."""
 
     location: Location
@@ -28,8 +31,7 @@ class ToolTurn:
     last: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(NamedTuple):
     """A tool result linked to the turn that called it.
 
     ``location`` says where the result sits: the index of the message or item,

@@ -75,10 +75,26 @@ def _byte_after(body: bytes, pos: int) -> int | None:
     return body[pos] if pos < len(body) else None
 
 
+# The search looks for a value's first bytes and then compares the rest:
+# bytes.find prepares a long needle before it scans (two-way search), which
+# for a few KB of tool output costs more than the scan itself. Where many
+# places begin alike (a run of "=====", outputs with a common start), the
+# whole value is searched for instead, which stays linear.
+_NEEDLE_BYTES = 64
+_PREFIX_MISSES = 8
+
+
 def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes) -> Span | None:
-    pos = body.find(encoded, start)
-    attempts = 0
+    needle = encoded[:_NEEDLE_BYTES]
+    pos = body.find(needle, start)
+    attempts = misses = 0
     while pos >= 0 and attempts < _ATTEMPTS_PER_ENCODING:
+        if len(needle) < len(encoded) and not body.startswith(encoded, pos):
+            misses += 1
+            if misses >= _PREFIX_MISSES:
+                needle = encoded
+            pos = body.find(needle, pos + 1)
+            continue
         end = pos + len(encoded)
         before = _byte_before(body, pos)
         after = _byte_after(body, end)
@@ -86,7 +102,7 @@ def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes) -> Sp
                 and after in _AFTER_VALUE:
             return pos, end
         attempts += 1
-        pos = body.find(encoded, pos + 1)
+        pos = body.find(needle, pos + 1)
     return None
 
 
