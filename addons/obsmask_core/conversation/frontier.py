@@ -15,10 +15,17 @@ pay for when it left the window); see ``ledger``.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.ledger import FRAMING_TOKENS, BillSoFar, Ledger, prefix_tokens
+from obsmask_core.conversation.ledger import (
+    FRAMING_TOKENS,
+    BillSoFar,
+    Ledger,
+    LedgerState,
+    prefix_tokens,
+)
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.price_models import PRICE_MODELS
 from obsmask_core.conversation.turn_model import ToolTurnIndex
@@ -94,6 +101,46 @@ def _request_ends(index: ToolTurnIndex, items: int) -> list[int]:
     return ends
 
 
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a replay stood once it had replayed a whole request of
+    ``items`` items: the next request of the conversation holds that one
+    as a prefix, so its replay, which would go through the same steps,
+    can start here instead (``Frontier(resume=...)`` checks that it may).
+
+    ``items_json`` is orjson's writing of those items without the closing
+    bracket: what the next request's items must begin with, byte for
+    byte, to be the same items (``same_items``)."""
+
+    items: int
+    items_json: bytes
+    judged_turns: int
+    chars_before: tuple[int, ...]
+    # The savings the replay read (``Frontier._savings_read``): a later
+    # request may judge an old result differently (with recall, an id
+    # another result reuses), and then replays in full.
+    freed: tuple[int, ...]
+    counted: tuple[int, ...]
+    first: tuple[int | None, ...]
+    turn: int
+    request_end: int
+    counted_before_frontier: int
+    covered: int
+    pending: int
+    pending_first: int | None
+    masked_turns: tuple[bool, ...]
+    ledger: LedgerState | None
+
+    def same_items(self, items_json: bytes) -> bool:
+        """Do ``items_json`` (all of a request's items) begin with this
+        checkpoint's items? A JSON value never ends inside another one
+        followed by a comma or the closing bracket."""
+        if not items_json.startswith(self.items_json):
+            return False
+        following = items_json[len(self.items_json):len(self.items_json) + 1]
+        return following in (b",", b"]")
+
+
 class Frontier:
     """Where the masking frontier stands for this request.
 
@@ -112,6 +159,7 @@ class Frontier:
         items: Sequence[object],
         policy: MaskPolicy,
         maskable: dict[int, str],
+        resume: Checkpoint | None = None,
     ) -> None:
         self.turn = 0
         self.request_end = 0  # items in the request at the last move
@@ -119,14 +167,6 @@ class Frontier:
         self.ledger: Ledger | None = (
             Ledger(model, policy.allowance_percent) if model.has_cache else None
         )
-        measures = (policy.trigger_tokens or policy.min_free_percent
-                    or policy.max_input_tokens or self.ledger)
-        # chars_before[i]: characters of the items before item i. Only the
-        # rules that measure the request need it; the plain window does not.
-        self.chars_before = [0]
-        if measures:
-            for item in items:
-                self.chars_before.append(self.chars_before[-1] + _item_chars(item))
         self._index = index
         self._items = len(items)
         self._policy = policy
@@ -140,7 +180,84 @@ class Frontier:
         self._first: int | None = None
         # Per turn before the frontier: masked (True) or kept for good.
         self._masked_turns = [False] * len(index.turns)
+        # Turns judged so far, and the request end the replay has reached.
+        self._judged = 0
+        self._replayed_to = 0
+        if resume is not None and self._may_resume(resume):
+            self._restore(resume)
+        # chars_before[i]: characters of the items before item i. Only the
+        # rules that measure the request need it; the plain window does not.
+        measures = (policy.trigger_tokens or policy.min_free_percent
+                    or policy.max_input_tokens or self.ledger)
+        self.chars_before = [0]
+        if measures:
+            if self._replayed_to:
+                assert resume is not None
+                self.chars_before = list(resume.chars_before)
+            total = self.chars_before[-1]
+            for item in items[len(self.chars_before) - 1:]:
+                total += _item_chars(item)
+                self.chars_before.append(total)
         self._replay()
+
+    def _may_resume(self, resume: Checkpoint) -> bool:
+        """Is ``resume`` a state this replay goes through? Its items must be
+        this request's first ones (the caller checked their bytes), end
+        where a request of this conversation ends, and the turns it judged
+        must have the same savings here."""
+        index, end, judged = self._index, resume.items, resume.judged_turns
+        if not 0 < end <= self._items or judged > len(index.turns):
+            return False
+        at = bisect.bisect_left(index.answer_starts, end)
+        if end < self._items and (at == len(index.answer_starts)
+                                  or index.answer_starts[at] != end):
+            return False
+        # The turns judged by then are those whose first request ends there.
+        if judged and index.request_end_after(judged - 1, self._items) > end:
+            return False
+        if judged < len(index.turns) and index.request_end_after(judged, self._items) <= end:
+            return False
+        savings, used = self._savings, self._savings_read(judged)
+        return (tuple(savings.freed[:used]) == resume.freed
+                and tuple(savings.counted[:used]) == resume.counted
+                and tuple(savings.first[:used]) == resume.first)
+
+    def _savings_read(self, judged: int) -> int:
+        """How many turns' savings the replay has read once it has judged
+        ``judged`` turns: a move reaches no further than the window allows
+        (``_target``), so a turn still in the window then, which may have
+        savings now, played no part."""
+        return max(0, judged - self._policy.window_turns)
+
+    def _restore(self, resume: Checkpoint) -> None:
+        self.turn, self.request_end = resume.turn, resume.request_end
+        self._counted_before_frontier = resume.counted_before_frontier
+        self._covered, self._pending, self._first = (resume.covered, resume.pending,
+                                                     resume.pending_first)
+        self._masked_turns[:len(resume.masked_turns)] = resume.masked_turns
+        if self.ledger is not None and resume.ledger is not None:
+            self.ledger.restore(resume.ledger)
+        self._judged, self._replayed_to = resume.judged_turns, resume.items
+
+    def checkpoint(self, items_json: bytes) -> Checkpoint:
+        """Where this replay stands now that it has replayed the whole
+        request, whose items orjson wrote as ``items_json``."""
+        judged = self._judged
+        used = self._savings_read(judged)
+        return Checkpoint(
+            items=self._items, items_json=items_json[:-1], judged_turns=judged,
+            chars_before=tuple(self.chars_before),
+            freed=tuple(self._savings.freed[:used]),
+            counted=tuple(self._savings.counted[:used]),
+            first=tuple(self._savings.first[:used]),
+            turn=self.turn, request_end=self.request_end,
+            counted_before_frontier=self._counted_before_frontier, covered=self._covered,
+            pending=self._pending, pending_first=self._first,
+            # Only turns before the frontier are ever marked, and it never
+            # passes the turns judged.
+            masked_turns=tuple(self._masked_turns[:judged]),
+            ledger=self.ledger.state() if self.ledger is not None else None,
+        )
 
     def bill(self) -> BillSoFar | None:
         """The ledger at this request (None without a price model with a cache)."""
@@ -152,8 +269,10 @@ class Frontier:
 
     def _replay(self) -> None:
         index, turns = self._index, len(self._index.turns)
-        number = 0
+        number = self._judged
         for end in _request_ends(index, self._items):
+            if end <= self._replayed_to:
+                continue  # replayed by the request this one resumes from
             plain_tokens = plain_cost = common = 0
             if self.ledger is not None:
                 plain_tokens = prefix_tokens(self.chars_before[end], end)
@@ -173,6 +292,7 @@ class Frontier:
                     self.chars_before[end] - self._counted_before_frontier, end)
                 self.ledger.record(plain_tokens, plain_cost, masked_tokens,
                                    self.ledger.masked_cost(masked_tokens, common))
+        self._judged, self._replayed_to = number, self._items
 
     def _target(self, number: int, end: int) -> int | None:
         """Where turn ``number`` would move the frontier; None when it stays."""

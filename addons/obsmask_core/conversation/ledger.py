@@ -21,6 +21,7 @@ whether or not one has loaded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from obsmask_core.conversation.price_models import PRICE_UNIT, PriceModel
 
@@ -66,6 +67,16 @@ class BillSoFar:
         }
 
 
+class LedgerState(NamedTuple):
+    """A ledger's running figures, to resume a replay from (``Checkpoint``)."""
+
+    requests: int
+    with_masking: int
+    without_masking: int
+    previous_plain: int
+    previous_masked: int
+
+
 class Ledger:
     """The two bills of a conversation, one request at a time."""
 
@@ -100,6 +111,14 @@ class Ledger:
         self.without_masking += plain_cost
         self._previous_plain = plain_tokens
         self.previous_masked = masked_tokens
+
+    def state(self) -> LedgerState:
+        return LedgerState(self.requests, self.with_masking, self.without_masking,
+                           self._previous_plain, self.previous_masked)
+
+    def restore(self, state: LedgerState) -> None:
+        (self.requests, self.with_masking, self.without_masking, self._previous_plain,
+         self.previous_masked) = state
 
     def so_far(self) -> BillSoFar:
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 from weakref import WeakKeyDictionary
 
+from obsmask_core.conversation.checkpoints import Checkpoints, items_json
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.holdout import conversation_id, held_out
@@ -41,11 +42,11 @@ KeptReason = Literal["in_window", "pending", "cache", "error", "per_tool", "excl
 
 
 
-@dataclass(frozen=True, slots=True)
-class MaskDecision:
+class MaskDecision(NamedTuple):
     """One tool result to rewrite: where, what it was, and what it becomes
     (the placeholder when ``kind`` is "masked", a clipped text when
-    "clipped", the recalled text when "recalled")."""
+    "clipped", the recalled text when "recalled"). A named tuple, like the
+    turn model's values: one is made per masked result of every request."""
 
     location: Location
     call_id: str
@@ -177,7 +178,7 @@ def plan_masking(
         else:
             maskable[number] = judgement[1]
 
-    frontier = Frontier(index, items, policy, maskable)
+    frontier = _frontier(index, items, policy, maskable, plan.conversation)
     plan.frontier_turn = frontier.turn
     plan.bill = frontier.bill()
 
@@ -242,9 +243,32 @@ _judgements: WeakKeyDictionary[MaskPolicy, dict[Hashable, Judgement]] = WeakKeyD
 _JUDGEMENTS_KEPT = 20_000
 
 
+# The frontier's checkpoints, per policy like the judgements.
+_checkpoints: WeakKeyDictionary[MaskPolicy, Checkpoints] = WeakKeyDictionary()
+
+
 def forget_judgements() -> None:
-    """Judge every result afresh (the benchmarks' cold runs)."""
+    """Judge every result afresh and replay every frontier in full (the
+    benchmarks' cold runs)."""
     _judgements.clear()
+    _checkpoints.clear()
+
+
+def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
+              maskable: dict[int, str], conversation: str | None) -> Frontier:
+    """The frontier of this request, resumed from the checkpoint of an
+    earlier request of the conversation when one fits."""
+    written = items_json(items) if conversation is not None else None
+    try:
+        checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
+    except TypeError:  # a policy built with lists, not tuples: replayed in full
+        written = None
+    if written is None or conversation is None:
+        return Frontier(index, items, policy, maskable)
+    frontier = Frontier(index, items, policy, maskable,
+                        resume=checkpoints.find(conversation, written))
+    checkpoints.keep(conversation, frontier.checkpoint(written))
+    return frontier
 
 
 def _judge(result: ToolResult, policy: MaskPolicy, recallable: bool) -> Judgement:
