@@ -23,6 +23,8 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.turn_model import (
     Linker,
+    ToolResult,
+    ToolTurn,
     ToolTurnIndex,
     call_id_of,
     name_of,
@@ -35,10 +37,14 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
     Only string contents are text to mask: any other content (a list of
     parts, null) is left as it is.
     """
-    # Every message of every request passes here: the loop of
-    # Linker.messages is written out (the same steps, without a generator).
-    linker = Linker()
-    answer_starts = linker.index.answer_starts
+    # Every message of every request passes here, and this format is the
+    # most common: the steps of Linker.messages, .turn and .result are
+    # written out (the same rule: a result belongs to the latest earlier
+    # turn that declared its id; a property test holds it equal to the
+    # Linker's way).
+    index = ToolTurnIndex()
+    answer_starts, turns, results = index.answer_starts, index.turns, index.results
+    declared: dict[str, tuple[int, str | None]] = {}
     for position, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
@@ -48,18 +54,32 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
             calls = message.get("tool_calls")
             if not calls or not isinstance(calls, list):
                 continue  # no call: not a tool turn
-            found: list[tuple[str, str | None]] = []
+            number = len(turns)
+            ids: list[str] = []
             for call in calls:
-                if isinstance(call, dict) and (call_id := call_id_of(call.get("id"))):
-                    function = call.get("function")
-                    name = function.get("name") if isinstance(function, dict) else None
-                    found.append((call_id, name_of(name)))
-            linker.turn((position,), found)
+                if not isinstance(call, dict):
+                    continue
+                call_id = call.get("id")
+                if not isinstance(call_id, str) or not call_id:
+                    continue
+                function = call.get("function")
+                name = function.get("name") if isinstance(function, dict) else None
+                declared[call_id] = (number, name if isinstance(name, str) and name else None)
+                ids.append(call_id)
+            if ids:
+                turns.append(ToolTurn((position,), tuple(ids), position))
         elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                continue  # a result is only linked by a non-empty string id
+            link = declared.get(call_id)
+            if link is None:
+                index.orphans.append((position,))
+                continue
             content = message.get("content")
-            linker.result((position,), message.get("tool_call_id"), content,
-                          content if isinstance(content, str) else None)
-    return linker.index
+            results.append(ToolResult((position,), call_id, link[0], link[1], content,
+                                      content if isinstance(content, str) else None))
+    return index
 
 
 def text_blocks(content: object, text_types: tuple[str, ...]) -> list[dict[str, object]] | None:
