@@ -251,7 +251,13 @@ def forget_judgements() -> None:
     """Judge every result afresh and replay every frontier in full (the
     benchmarks' cold runs)."""
     _judgements.clear()
-    _checkpoints.clear()
+    forget_checkpoints()
+
+
+def forget_checkpoints() -> None:
+    """Replay every frontier in full, or from a checkpoint kept after this."""
+    for checkpoints in list(_checkpoints.values()):
+        checkpoints.clear()
 
 
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
