@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_body import ExactBody, QuickBody
+from obsmask_core.conversation.request_body import ExactBody, QuickBody, Replacement
 from obsmask_core.conversation.rewrite import Masked, mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from support.formats import Call, Event, Result, Say, Turn, convert
@@ -59,3 +59,13 @@ def test_the_quick_and_the_exact_reader_give_the_same_bytes(conversation, fmt, e
     # (and the rewrite then uses the exact one): never another body.
     if isinstance(tried, Masked):
         assert tried.body == exact.body
+
+
+@given(new=st.one_of(st.text(), st.lists(st.fixed_dictionaries({"type": st.just("text"),
+                                                                 "text": st.text()}))))
+def test_a_new_value_is_written_as_json_dumps_writes_it(new):
+    """A placeholder (or a list of blocks) goes into the body exactly as
+    ``json.dumps(value, ensure_ascii=False)`` writes it, lone surrogates and
+    line separators included."""
+    replacement = Replacement(0, ("content",), "old", new)
+    assert replacement.encoded() == json.dumps(new, ensure_ascii=False)

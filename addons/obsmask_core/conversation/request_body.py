@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 
 import orjson
 
@@ -49,6 +50,10 @@ class Replacement:
 
     def encoded(self) -> str:
         # One writer for both readers: the same plan gives the same bytes.
+        # A string (a placeholder) is what json.dumps(..., ensure_ascii=False)
+        # makes of it, without its dispatch.
+        if type(self.new) is str:
+            return encode_basestring(self.new)
         return json.dumps(self.new, ensure_ascii=False)
 
 
