@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.checkpoints import Checkpoints, items_json
+from obsmask_core.conversation.checkpoints import Checkpoints, _weight, items_json
 from obsmask_core.conversation.frontier import Frontier
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import CHAT
@@ -102,7 +102,7 @@ def test_checkpoints_keep_the_longest_and_stay_within_their_bytes():
     kept.keep("c-1", grown)
     # The one it grew from is gone: the longest fitting one is found.
     assert kept.find("c-1", items_json(convert(CHAT, session(turns=4))) or b"") is grown
-    assert kept._bytes == len(grown.items_json)
+    assert kept._bytes == _weight(grown) > len(grown.items_json)
     kept.keep("c-2", checkpoint_of([{"role": "user", "content": "x" * 6_000}]))
     kept.keep("c-3", checkpoint_of([{"role": "user", "content": "y" * 6_000}]))
     # Over 10,000 bytes: the oldest conversations went.
@@ -114,3 +114,35 @@ def test_unwritable_items_are_replayed_in_full():
     assert items_json([{"n": 2**70}]) is None
     assert items_json([Result("c", "x")]) is None
     assert items_json([Turn([Call("c")])]) is None
+
+
+def test_a_number_too_big_for_a_float_is_never_taken_for_null():
+    """The exact reader keeps 1e400 as written: as inf, orjson would write
+    it as null, and a request holding it would pass for one holding null
+    (in the Responses format, an item of type null starts a model answer;
+    one of type 1e400 does not)."""
+    from obsmask_core.conversation.planner import forget_judgements
+    from obsmask_core.conversation.rewrite import mask_request_body
+    from obsmask_core.conversation.wire_formats import RESPONSES
+
+    policy = MaskPolicy(price_model="anthropic", window_turns=1)
+
+    def body(kind: str, calls: int) -> bytes:
+        items = ['{"role":"user","content":"go"}',
+                 '{"type":' + kind + ',"role":"assistant","content":"hi"}',
+                 '{"role":"user","content":"more"}']
+        for n in range(calls):
+            items.append(f'{{"type":"function_call","call_id":"c{n}","name":"bash",'
+                         f'"arguments":"{{}}"}}')
+            items.append(f'{{"type":"function_call_output","call_id":"c{n}",'
+                         f'"output":"{"x" * 5000}"}}')
+        return ('{"model":"m","input":[' + ",".join(items) + "]}").encode()
+
+    forget_judgements()
+    mask_request_body(body("null", 0), policy, RESPONSES)
+    after_null = mask_request_body(body("1e400", 3), policy, RESPONSES)
+    forget_judgements()
+    alone = mask_request_body(body("1e400", 3), policy, RESPONSES)
+    assert after_null.plan is not None and alone.plan is not None
+    assert after_null.plan.bill == alone.plan.bill
+    assert items_json([{"n": float("inf")}]) == b'[{"n":null}]'  # why it matters

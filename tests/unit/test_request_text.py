@@ -167,3 +167,12 @@ def test_reasons_for_bodies_that_are_not_json_objects():
         with pytest.raises(UnsupportedBody) as raised:
             parse_request(text, "messages")
         assert str(raised.value).startswith(reason), (text, str(raised.value))
+
+
+def test_a_number_too_big_for_a_float_is_kept_as_written():
+    """1e400 overflows a float: it is read like NaN and Infinity, as the
+    text it was written as, never as inf."""
+    from obsmask_core.conversation.request_text import NonFiniteNumber, loads
+
+    assert loads('[1e400, -1e400, 1.5, 2]') == [NonFiniteNumber("1e400"),
+                                                NonFiniteNumber("-1e400"), 1.5, 2]

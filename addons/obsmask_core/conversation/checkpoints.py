@@ -25,8 +25,8 @@ from obsmask_core.conversation.frontier import Checkpoint
 # several may share those (sub-agents given the same task): a few
 # checkpoints per name, the longest that fits is used.
 CHECKPOINTS_PER_CONVERSATION = 4
-# The bytes of every checkpoint's items together, per policy: about the
-# size of the bodies; the oldest conversation goes first.
+# What every checkpoint weighs together (``_weight``: their items' bytes,
+# mostly), per policy; the oldest conversation goes first.
 CHECKPOINT_BYTES_KEPT = 64 * 1024 * 1024
 
 
@@ -44,6 +44,20 @@ def items_json(items: Sequence[object]) -> bytes | None:
                             option=_JSON_TYPES_ONLY)
     except (TypeError, orjson.JSONEncodeError):
         return None
+
+
+# What a checkpoint weighs besides its bytes: the objects around them, and
+# per item (a count of characters, a flag...) an int and its slot.
+_CHECKPOINT_BYTES = 800
+_BYTES_PER_ITEM = 48
+
+
+def _weight(checkpoint: Checkpoint) -> int:
+    """Roughly the memory a checkpoint holds: a conversation of many short
+    requests (title generation, say) weighs more than its items' bytes."""
+    return (len(checkpoint.items_json) + _CHECKPOINT_BYTES
+            + _BYTES_PER_ITEM * (len(checkpoint.chars_before) + len(checkpoint.masked_turns)
+                                 + 3 * len(checkpoint.freed)))
 
 
 class Checkpoints:
@@ -70,7 +84,7 @@ class Checkpoints:
     def keep(self, conversation: str, checkpoint: Checkpoint) -> None:
         """Keep ``checkpoint``; it replaces the one it grew from (or an
         equal one), and the oldest go when there are too many."""
-        size = len(checkpoint.items_json)
+        size = _weight(checkpoint)
         if size > self._bytes_kept:
             return
         with self._lock:
@@ -80,15 +94,15 @@ class Checkpoints:
             for old in [c for c in kept if c.items <= checkpoint.items
                         and checkpoint.items_json.startswith(c.items_json)]:
                 kept.remove(old)
-                self._bytes -= len(old.items_json)
+                self._bytes -= _weight(old)
             kept.append(checkpoint)
             self._bytes += size
             while len(kept) > CHECKPOINTS_PER_CONVERSATION:
-                self._bytes -= len(kept.pop(0).items_json)
+                self._bytes -= _weight(kept.pop(0))
             self._kept[conversation] = kept
             while self._bytes > self._bytes_kept and self._kept:
                 _, dropped = self._kept.popitem(last=False)
-                self._bytes -= sum(len(c.items_json) for c in dropped)
+                self._bytes -= sum(_weight(c) for c in dropped)
 
     def clear(self) -> None:
         with self._lock:

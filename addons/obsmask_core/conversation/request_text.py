@@ -16,6 +16,7 @@ recursion limit raises ``UnsupportedBody`` instead of crashing.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,7 +35,16 @@ class UnsupportedBody(ValueError):
     """The body is not something obsmask can rewrite; the message says why."""
 
 
-_decoder = json.JSONDecoder(parse_constant=NonFiniteNumber)
+def _number(text: str) -> float | NonFiniteNumber:
+    """A JSON number with a fraction or exponent. One too big for a float
+    (``1e400``) stays as written, like NaN and Infinity: as ``inf`` it would
+    be written back as orjson writes infinity, ``null``, and a request
+    holding it would look the same as one holding null."""
+    value = float(text)
+    return value if math.isfinite(value) else NonFiniteNumber(text)
+
+
+_decoder = json.JSONDecoder(parse_constant=NonFiniteNumber, parse_float=_number)
 
 
 def loads(text: str) -> object:
