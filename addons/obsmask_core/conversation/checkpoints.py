@@ -27,7 +27,7 @@ from obsmask_core.conversation.frontier import Checkpoint
 CHECKPOINTS_PER_CONVERSATION = 4
 # What every checkpoint weighs together (``_weight``: their items' bytes,
 # mostly), per policy; the oldest conversation goes first.
-CHECKPOINT_BYTES_KEPT = 64 * 1024 * 1024
+CHECKPOINT_BYTES_KEPT = 32 * 1024 * 1024
 
 
 # JSON's own types only: orjson would also write dataclasses, dates and
