@@ -180,23 +180,6 @@ def test_the_collector_pauses_and_the_gil_changes_hands_faster_only_while_a_work
     assert flow.metadata["obsmask"]["action"] == "masked"
 
 
-def test_a_small_body_is_masked_inline_with_the_collector_paused(masking, monkeypatch):
-    """The parse of a body inline makes thousands of containers that are
-    freed when the rewrite returns: no collection is set off by them, and
-    the collector is back on afterwards."""
-    seen: list[bool] = []
-    mask = conversation_addon.mask_request_body
-
-    def recording(*args, **kwargs):
-        seen.append(gc.isenabled())
-        return mask(*args, **kwargs)
-
-    monkeypatch.setattr(conversation_addon, "mask_request_body", recording)
-    flow = chat_flow(body(conversation(turns=4)))
-    assert masking.request(flow) is None
-    assert seen == [False] and gc.isenabled()
-
-
 def test_pauses_that_overlap_switch_the_collector_back_on_only_at_the_last_end():
     """The event loop and the worker may pause the collector at once: the
     first to end must not switch it back on under the other; and a
