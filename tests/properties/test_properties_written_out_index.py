@@ -18,6 +18,13 @@ from obsmask_core.conversation.tool_turns import (
 from obsmask_core.conversation.turn_model import Linker, ToolTurnIndex, call_id_of, name_of
 
 
+def same_index(fast: ToolTurnIndex, reference: ToolTurnIndex) -> None:
+    assert fast.turns == reference.turns
+    assert fast.results == reference.results
+    assert fast.orphans == reference.orphans
+    assert fast.answer_starts == reference.answer_starts
+
+
 def linked(messages: list[object]) -> ToolTurnIndex:
     """The same index built with the Linker, step by step, as the other
     formats build theirs."""
@@ -70,11 +77,7 @@ messages = st.one_of(turns, results, results, others)
 @settings(max_examples=500, deadline=None)
 @given(conversation=st.lists(messages, max_size=14))
 def test_the_written_out_chat_index_links_as_the_linker_does(conversation):
-    fast, reference = index_chat_tool_turns(conversation), linked(conversation)
-    assert fast.turns == reference.turns
-    assert fast.results == reference.results
-    assert fast.orphans == reference.orphans
-    assert fast.answer_starts == reference.answer_starts
+    same_index(index_chat_tool_turns(conversation), linked(conversation))
 
 
 def linked_anthropic(messages: list[object]) -> ToolTurnIndex:
@@ -128,8 +131,4 @@ anthropic_messages = st.one_of(
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x",
                                   "is_error": "yes"}]}])
 def test_the_written_out_anthropic_index_links_as_the_linker_does(conversation):
-    fast, reference = index_anthropic_tool_turns(conversation), linked_anthropic(conversation)
-    assert fast.turns == reference.turns
-    assert fast.results == reference.results
-    assert fast.orphans == reference.orphans
-    assert fast.answer_starts == reference.answer_starts
+    same_index(index_anthropic_tool_turns(conversation), linked_anthropic(conversation))
