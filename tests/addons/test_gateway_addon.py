@@ -14,6 +14,7 @@ from mitmproxy import exceptions, http
 from mitmproxy.test import tflow, tutils
 
 from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER
+from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.shared.networks import client_allowed
 from obsmask_core.shared.truncation import TRUNCATION_MARK
@@ -55,6 +56,8 @@ def test_a_known_server_is_sent_through_the_relay(context):
     assert flow.response is None
     assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
     assert flow.request.headers["x-obsmask-gateway-server"] == "fs"
+    # mitmproxy may send the client's next request on the same connection.
+    assert flow.request.headers[KEEP_ALIVE_HEADER] == "1"
     assert flow.metadata[METADATA_KEY]["gateway_upstream"] == "http://127.0.0.1:8004/mcp"
 
 

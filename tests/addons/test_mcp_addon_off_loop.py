@@ -19,9 +19,8 @@ import threading
 
 import pytest
 from mitmproxy import http
-from mitmproxy.test import tflow, tutils
+from mitmproxy.test import tflow
 
-from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER
 from obsmask_core.mitm import mcp_addon
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.mitm.off_loop import DECODED_PER_ENCODED_BYTE, OFF_LOOP_BYTES
@@ -130,18 +129,3 @@ def test_a_big_answer_that_is_not_json_rpc_is_left_alone_with_one_warning(contex
         assert respond_in_loop(addon, flow)
     assert flow.response.raw_content == body
     assert "forwarded unchanged: not a JSON-RPC 2.0 message" in caplog.text
-
-
-def test_a_gateway_flow_asks_the_relay_to_keep_the_connection(context):
-    addon, tctx = context
-    tctx.configure(addon.mcp, mcpmask_gateway_servers=["fs=http://127.0.0.1:8004/mcp"])
-    flow = tflow.tflow(req=tutils.treq(
-        method=b"POST", path=b"/api/mcp-gateway/fs/rpc",
-        content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'))
-
-    async def route() -> None:
-        await addon.request(flow)
-        addon.relay.close()
-
-    asyncio.run(route())
-    assert flow.request.headers[KEEP_ALIVE_HEADER] == "1"

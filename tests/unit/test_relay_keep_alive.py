@@ -195,17 +195,18 @@ def test_a_server_that_says_close_is_not_kept():
     assert server.connections == 2
 
 
-def test_a_request_on_a_kept_connection_that_breaks_is_never_sent_again():
-    """The server reads the second request on the kept connection and closes
-    it without a byte of answer. It may have run it (a tools/call that
-    crashed its worker looks the same as an idle timeout): the relay does
-    not send it again, and the client gets the gateway's error."""
-    async def drops_the_second(server: Server, reader: asyncio.StreamReader,
+def second_request_fails(fail: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> None:
+    """A server that answers the first request of a kept connection and,
+    reading the second, does ``fail`` instead of answering: the relay never
+    sends the second again (the server may have run it), and the client
+    gets the gateway's error for it."""
+    async def fails_the_second(server: Server, reader: asyncio.StreamReader,
                                writer: asyncio.StreamWriter) -> None:
         while (n := await read_request(reader)) is not None:
             server.requests.append(n)
-            if server.connections == 1 and len(server.requests) == 2:
-                return  # closed, nothing answered
+            if len(server.requests) == 2:
+                await fail(writer)
+                return
             writer.write(answer_bytes(n))
             await writer.drain()
 
@@ -219,33 +220,27 @@ def test_a_request_on_a_kept_connection_that_breaks_is_never_sent_again():
         assert isinstance(answer["error"], dict) and answer["id"] == 1
         writer.close()
 
-    server = run(drops_the_second, test)
+    server = run(fails_the_second, test)
     assert server.requests == [0, 1]
+
+
+def test_a_request_on_a_kept_connection_that_breaks_is_never_sent_again():
+    """The server reads the second request on the kept connection and closes
+    it without a byte of answer. It may have run it (a tools/call that
+    crashed its worker looks the same as an idle timeout): the relay does
+    not send it again, and the client gets the gateway's error."""
+    async def closes(writer: asyncio.StreamWriter) -> None:
+        pass  # the handler returns: closed, nothing answered
+
+    second_request_fails(closes)
 
 
 def test_a_request_whose_server_ran_it_and_then_died_is_not_run_twice():
-    async def runs_then_dies(server: Server, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> None:
-        while (n := await read_request(reader)) is not None:
-            server.requests.append(n)
-            if len(server.requests) == 2:
-                await asyncio.sleep(0.3)  # it runs the call...
-                writer.transport.abort()  # ...and its worker dies (a reset)
-                return
-            writer.write(answer_bytes(n))
-            await writer.drain()
+    async def runs_then_dies(writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.3)  # it runs the call...
+        writer.transport.abort()  # ...and its worker dies (a reset)
 
-    async def test(relay: GatewayRelay, server: Server) -> None:
-        reader, writer = await connect(relay)
-        writer.write(request_bytes(0))
-        await read_answer(reader)
-        writer.write(request_bytes(1))
-        _, answer = await read_answer(reader)
-        assert isinstance(answer["error"], dict) and answer["id"] == 1
-        writer.close()
-
-    server = run(runs_then_dies, test)
-    assert server.requests == [0, 1]
+    second_request_fails(runs_then_dies)
 
 
 def test_bytes_past_an_answer_never_become_the_next_requests_answer():
@@ -274,28 +269,11 @@ def test_bytes_past_an_answer_never_become_the_next_requests_answer():
 def test_a_kept_connection_that_half_answered_is_never_sent_again():
     """Some bytes of an answer came: the server read the request, which
     must not run twice. The client gets the gateway's error instead."""
-    async def half_answers(server: Server, reader: asyncio.StreamReader,
-                           writer: asyncio.StreamWriter) -> None:
-        while (n := await read_request(reader)) is not None:
-            server.requests.append(n)
-            if len(server.requests) == 2:
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-le")
-                await writer.drain()
-                return
-            writer.write(answer_bytes(n))
-            await writer.drain()
+    async def half_answers(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-le")
+        await writer.drain()
 
-    async def test(relay: GatewayRelay, server: Server) -> None:
-        reader, writer = await connect(relay)
-        writer.write(request_bytes(0))
-        await read_answer(reader)
-        writer.write(request_bytes(1))
-        _, answer = await read_answer(reader)
-        assert isinstance(answer["error"], dict) and answer["id"] == 1
-        writer.close()
-
-    server = run(half_answers, test)
-    assert server.requests == [0, 1]
+    second_request_fails(half_answers)
 
 
 def test_an_idle_server_connection_is_closed_after_its_time(monkeypatch):
