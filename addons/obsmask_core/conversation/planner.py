@@ -264,12 +264,12 @@ def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits."""
-    written = items_json(items) if conversation is not None else None
     try:
         checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
     except TypeError:  # a policy built with lists, not tuples: replayed in full
-        written = None
-    if written is None or conversation is None:
+        return Frontier(index, items, policy, maskable)
+    written = items_json(items) if conversation is not None else None
+    if conversation is None or written is None:
         return Frontier(index, items, policy, maskable)
     frontier = Frontier(index, items, policy, maskable,
                         resume=checkpoints.find(conversation, written))
