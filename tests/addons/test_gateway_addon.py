@@ -1,7 +1,9 @@
-"""The McpGateway addon inside mitmproxy's test context (no network), beside
-the MCP addon as obsmask.py runs them: an unknown server answered with a
-JSON-RPC error, a known one sent through the relay, a replayed flow never
-sent again, and a relay failure recorded on the flow."""
+"""The McpGateway addon inside mitmproxy's test context, beside the MCP
+addon as obsmask.py runs them: an unknown server answered with a JSON-RPC
+error; a POST answered by the addon with the server's answer (servers on
+127.0.0.1, started by each test), or forwarded to the relay when the answer
+is an event stream; other methods sent through the relay; a replayed flow
+never sent again, and a relay failure recorded on the flow."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import logging
 
 import pytest
 from mitmproxy import exceptions, http
+from mitmproxy.connection import ConnectionState
 from mitmproxy.test import tflow, tutils
 
-from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER
-from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER
+from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER, UPSTREAM_UNREACHABLE
+from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER, PARKED_HEADER
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.shared.networks import client_allowed
 from obsmask_core.shared.truncation import TRUNCATION_MARK
@@ -39,14 +42,16 @@ def test_unknown_server_gets_a_jsonrpc_error_with_the_request_id(context):
     assert "'nowhere'" in answer["error"]["message"]
 
 
-def test_a_known_server_is_sent_through_the_relay(context):
-    """mitmproxy forwards a gateway flow to obsmask's relay on 127.0.0.1, which
-    talks to the server (tests/unit/test_relay.py)."""
+def test_a_get_stream_is_sent_through_the_relay(context):
+    """mitmproxy forwards a gateway flow that is not a POST (a GET stream, a
+    DELETE) to obsmask's relay on 127.0.0.1, which talks to the server
+    (tests/unit/test_relay.py); a token a client sends cannot name another
+    flow's parked answer."""
     addon, tctx = context
     tctx.configure(addon.mcp, mcpmask_gateway_servers=["fs=http://127.0.0.1:8004/mcp"])
-    flow = tflow.tflow(req=tutils.treq(
-        method=b"POST", path=b"/api/mcp-gateway/fs/rpc",
-        content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'))
+    flow = tflow.tflow(req=tutils.treq(method=b"GET", path=b"/api/mcp-gateway/fs/rpc",
+                                       content=b""))
+    flow.request.headers[PARKED_HEADER] = "guessed"
 
     async def route() -> None:
         await addon.request(flow)
@@ -56,9 +61,144 @@ def test_a_known_server_is_sent_through_the_relay(context):
     assert flow.response is None
     assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
     assert flow.request.headers["x-obsmask-gateway-server"] == "fs"
+    assert PARKED_HEADER not in flow.request.headers
     # mitmproxy may send the client's next request on the same connection.
     assert flow.request.headers[KEEP_ALIVE_HEADER] == "1"
     assert flow.metadata[METADATA_KEY]["gateway_upstream"] == "http://127.0.0.1:8004/mcp"
+
+
+TOOLS_LIST = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
+
+
+def post_to(tctx, addon, port: int) -> http.HTTPFlow:
+    tctx.configure(addon.mcp, mcpmask_gateway_servers=[f"fs=http://127.0.0.1:{port}/mcp"])
+    return tflow.tflow(req=tutils.treq(method=b"POST", path=b"/api/mcp-gateway/fs/rpc?k=1",
+                                       content=TOOLS_LIST))
+
+
+async def serving(handler, test) -> None:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    try:
+        await test(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    return head + await reader.readexactly(length)
+
+
+def test_a_post_is_answered_by_the_addon_with_the_servers_answer(context):
+    """A tool call takes one hop, as on a direct route: the addon asks the
+    server itself and the server's answer becomes the flow's, every byte of
+    it; the relay's server is not used, and the request stays as the client
+    sent it (the flow shows the gateway's route)."""
+    addon, tctx = context
+    answer = b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}'
+    seen: list[bytes] = []
+
+    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                     b"mcp-session-id: s-9\r\ncontent-length: %d\r\n\r\n%s"
+                     % (len(answer), answer))
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    async def check(port: int) -> None:
+        flow = post_to(tctx, addon, port)
+        await addon.request(flow)
+        addon.relay.close()
+        assert isinstance(flow.response, http.Response)
+        assert flow.response.status_code == 200 and flow.response.raw_content == answer
+        assert flow.response.headers["mcp-session-id"] == "s-9"
+        assert flow.response.headers["content-length"] == str(len(answer))
+        assert addon.relay.port == 0  # never started
+        assert flow.request.path == "/api/mcp-gateway/fs/rpc?k=1"
+        assert "x-obsmask-gateway-server" not in flow.request.headers
+
+    asyncio.run(serving(server, check))
+    assert seen[0].startswith(b"POST /mcp?k=1 HTTP/1.1") and seen[0].endswith(TOOLS_LIST)
+
+
+def test_a_post_whose_server_is_down_gets_the_gateways_error(context, caplog):
+    addon, tctx = context
+
+    async def main() -> None:
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        flow = post_to(tctx, addon, port)
+        with caplog.at_level(logging.WARNING):
+            await addon.request(flow)
+        addon.relay.close()
+        assert flow.response is not None and flow.response.status_code == 200
+        error = json.loads(flow.response.content)["error"]
+        assert error["code"] == UPSTREAM_UNREACHABLE and "cannot connect" in error["message"]
+        assert flow.metadata[METADATA_KEY]["gateway_error"] == UPSTREAM_UNREACHABLE
+        assert any("JSON-RPC error -32052" in r.getMessage() for r in caplog.records)
+
+    asyncio.run(main())
+
+
+def test_a_post_whose_client_leaves_cancels_the_call(context):
+    """mitmproxy tells no hook that a client left: the addon looks, and
+    cancels the call, which closes the server's connection, long before the
+    gateway's timeout."""
+    addon, tctx = context
+    asked, closed = asyncio.Event(), asyncio.Event()
+
+    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        asked.set()
+        try:
+            await reader.read()
+        except OSError:
+            pass
+        closed.set()
+        writer.close()
+
+    async def check(port: int) -> None:
+        flow = post_to(tctx, addon, port)
+        flow.client_conn.state = ConnectionState.OPEN
+        hook = asyncio.ensure_future(addon.request(flow))
+        await asyncio.wait_for(asked.wait(), 5)
+        flow.client_conn.state = ConnectionState.CAN_WRITE  # it closed its side
+        await asyncio.wait_for(closed.wait(), 2)
+        await asyncio.wait_for(hook, 2)
+        addon.relay.close()
+        assert flow.response is None
+
+    asyncio.run(serving(server, check))
+
+
+def test_an_event_stream_answer_is_fetched_through_the_relay(context):
+    """An answer that is an event stream must pass on as it comes: the flow
+    goes to the relay, which holds the stream under the flow's token."""
+    addon, tctx = context
+
+    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    async def check(port: int) -> None:
+        flow = post_to(tctx, addon, port)
+        await addon.request(flow)
+        parked = addon.relay.parked()
+        addon.relay.close()
+        assert flow.response is None and parked == 1
+        assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
+        assert flow.request.headers[PARKED_HEADER]
+
+    asyncio.run(serving(server, check))
 
 
 def test_a_replayed_gateway_flow_is_not_sent_again(context):

@@ -16,13 +16,24 @@ request to that server (``obsmask_core.gateway.pool``). A connection per
 request cost each request two connection set-ups, mitmproxy's hooks for
 them and two more log lines, all on the one event loop: under load the
 gateway route took five times as long as a direct one.
+
+A POST (a tool call, most of the gateway's work) does not need the relay's
+HTTP server at all: the gateway addon asks the relay for the answer itself
+(``GatewayRelay.call``) and gives it to mitmproxy as the flow's answer, one
+hop as on a direct route. Only an answer that is an event stream must come
+through the relay's server, to be passed on as it arrives: the call then
+leaves it with the relay (``park``), and the addon forwards the flow to the
+relay with its token (``PARKED_HEADER``), which the relay answers with that
+stream instead of asking the server again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import h11
 
@@ -63,7 +74,12 @@ RELAY_HEADER = "x-obsmask-gateway-server"  # request: which server (mitmproxy ->
 # request: mitmproxy may send its next request on the same connection
 KEEP_ALIVE_HEADER = "x-obsmask-gateway-keep-alive"
 ERROR_HEADER = "x-obsmask-gateway-error"  # answer: the code of a failure (relay -> addon)
-_OURS = frozenset({RELAY_HEADER.encode(), KEEP_ALIVE_HEADER.encode()})
+# request: answer with the event stream parked under this token (addon -> relay)
+PARKED_HEADER = "x-obsmask-gateway-parked"
+_OURS = frozenset({RELAY_HEADER.encode(), KEEP_ALIVE_HEADER.encode(), PARKED_HEADER.encode()})
+# How long a parked event stream waits for mitmproxy to come for it: it is
+# forwarded at once, unless its client left in between.
+PARK_SECONDS = 10.0
 # Where the MCP SDKs' Streamable HTTP servers answer, named when a server says 404.
 SDK_PATH = "/mcp"
 
@@ -80,6 +96,83 @@ def answer_problem(status: int, content_type: str, body: bytes) -> str | None:
     if reads_as_jsonrpc(body):
         return None
     return f"HTTP {status} with {content_type or 'no content type'}, not JSON-RPC"
+
+
+def _is_event_stream(response: h11.Response) -> bool:
+    return (header_value(response.headers, "content-type").lower().startswith("text/event-stream")
+            and response.status_code < 400)
+
+
+def _outgoing(method: bytes, query: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
+              upstream: Upstream) -> h11.Request:
+    """The request to ``upstream``: the client's method, query string (an
+    API key, say) and headers but the hop-by-hop ones and ours."""
+    target = upstream.target.encode("ascii")
+    if query:
+        target += (b"&" if b"?" in target else b"?") + query
+    sent = [(n, v) for n, v in headers
+            if n.decode("latin-1").lower() not in _NOT_FORWARDED and n.lower() not in _OURS]
+    sent.insert(0, (b"host", upstream.authority.encode("idna")))
+    sent.append((b"content-length", str(len(body)).encode()))
+    # The gateway reads buffered answers to check them: no compression.
+    sent.append((b"accept-encoding", b"identity"))
+    return h11.Request(method=method, target=target, headers=sent)
+
+
+def _answer_headers(response: h11.Response) -> list[tuple[bytes, bytes]]:
+    """The server's headers but those of its connection and framing."""
+    return [(n, v) for n, v in response.headers
+            if n.decode("latin-1") not in ("connection", "keep-alive", "transfer-encoding",
+                                           "content-length")]
+
+
+async def _buffered_answer(server: UpstreamConnection, method: bytes, response: h11.Response,
+                           upstream: Upstream, timeout: float) -> bytes:
+    """The whole body of a buffered answer, read within ``timeout`` s, no
+    bigger than MAX_ANSWER_BYTES, and (to a POST) one a client can read."""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        event = await next_event(server.http, server.read, timeout, upstream,
+                                 "to finish its answer")
+        if isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > MAX_ANSWER_BYTES:
+                raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered more "
+                                     f"than {MAX_ANSWER_BYTES:,} bytes")
+            pieces.append(bytes(event.data))
+        elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+            break
+    answer = b"".join(pieces)
+    if method == b"POST":
+        content_type = header_value(response.headers, "content-type")
+        problem = answer_problem(response.status_code, content_type, answer)
+        if problem is not None:
+            if response.status_code == 404:
+                problem += (f"; the MCP SDKs serve {SDK_PATH}: is the URL in "
+                            "[mcp_gateway.servers] missing its path?")
+            raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered {problem}")
+    return answer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A buffered answer of a server, for the gateway addon to give the client."""
+
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class _Parked:
+    """An event stream whose head was read, waiting for mitmproxy."""
+
+    server: UpstreamConnection
+    response: h11.Response
+    upstream: Upstream
+    expiry: asyncio.TimerHandle
 
 
 class GatewayRelay:
@@ -106,6 +199,7 @@ class GatewayRelay:
         # mitmproxy's connections to the relay, closed with it: kept ones
         # would wait for a next request for as long as the loop runs.
         self._clients: set[asyncio.StreamWriter] = set()
+        self._parked: dict[str, _Parked] = {}
 
     async def ensure_started(self) -> int:
         async with self._starting:
@@ -121,7 +215,55 @@ class GatewayRelay:
             self._server = None
         for writer in list(self._clients):
             writer.close()
+        for token in list(self._parked):
+            self._expire(token)
         self.pool.close()
+
+    async def call(self, upstream: Upstream, method: bytes, query: bytes,
+                   headers: list[tuple[bytes, bytes]], body: bytes) -> Answer | str:
+        """Ask ``upstream`` for the answer to one request, for the gateway
+        addon: the answer, read and checked as the relay checks the answers
+        it passes on; or, for an event stream, the token under which the
+        relay now holds it (``PARKED_HEADER``). GatewayFailure when the
+        server gives no answer; cancelled, it closes the connection, and the
+        server sees its client leave."""
+        timeout = self._timeout()
+        outgoing = _outgoing(method, query, headers, body, upstream)
+        server = await self.pool.connection(upstream, timeout)
+        done = False
+        try:
+            # Never sent again, even on a kept connection that broke: the
+            # server may have run it (gateway/pool.py says why).
+            response = await _send(server, outgoing, body, upstream, timeout)
+            if _is_event_stream(response):
+                done = True
+                return self._park(server, response, upstream)
+            answer = await _buffered_answer(server, method, response, upstream, timeout)
+            done = True
+            self.pool.give_back(upstream, server)
+            return Answer(response.status_code, bytes(response.reason),
+                          _answer_headers(response), answer)
+        finally:
+            if not done:
+                server.close()  # cut short: the server sees its end at once
+
+    def _park(self, server: UpstreamConnection, response: h11.Response,
+              upstream: Upstream) -> str:
+        token = secrets.token_hex(16)
+        expiry = asyncio.get_running_loop().call_later(PARK_SECONDS, self._expire, token)
+        self._parked[token] = _Parked(server, response, upstream, expiry)
+        return token
+
+    def _expire(self, token: str) -> None:
+        """A parked stream nobody came for (its client left): closed."""
+        parked = self._parked.pop(token, None)
+        if parked is not None:
+            parked.expiry.cancel()
+            parked.server.close()
+
+    def parked(self) -> int:
+        """How many event streams wait for mitmproxy now."""
+        return len(self._parked)
 
     def _client_side(self) -> WatchedProtocol:
         """The protocol of a connection from mitmproxy: it tells at once when
@@ -165,11 +307,25 @@ class GatewayRelay:
             request, body = await read_request(client, reader,
                                                self._timeout() if first else None)
             name = header_value(request.headers, RELAY_HEADER)
+            keep = (header_value(request.headers, KEEP_ALIVE_HEADER) == "1"
+                    and client.their_state is h11.DONE)
+            token = header_value(request.headers, PARKED_HEADER)
+            if token:
+                parked = self._parked.pop(token, None)
+                if parked is None:
+                    raise GatewayFailure(GATEWAY_INTERNAL, "the answer of the server was "
+                                         "not kept for this request")
+                parked.expiry.cancel()
+                try:
+                    await _unless_closed(side, lambda: self._pass_parked(client, writer, parked,
+                                                                         keep))
+                except ClientGone:
+                    parked.server.close()
+                    raise
+                return keep and client.our_state is h11.DONE
             upstream = self._servers().get(name)
             if upstream is None:
                 raise GatewayFailure(UNKNOWN_SERVER, f"no MCP server named {name!r}")
-            keep = (header_value(request.headers, KEEP_ALIVE_HEADER) == "1"
-                    and client.their_state is h11.DONE)
             await _unless_closed(side, lambda: self._relay(client, writer, request, body,
                                                            upstream, keep))
             return keep and client.our_state is h11.DONE
@@ -193,80 +349,26 @@ class GatewayRelay:
         body: bytes, upstream: Upstream, keep: bool = False,
     ) -> None:
         timeout = self._timeout()
-        # The client's query string (an API key, say) goes on too.
-        target = upstream.target.encode("ascii")
-        query = request.target.partition(b"?")[2]
-        if query:
-            target += (b"&" if b"?" in target else b"?") + query
-        headers = [(n, v) for n, v in request.headers
-                   if n.decode("latin-1") not in _NOT_FORWARDED and n not in _OURS]
-        headers.insert(0, (b"host", upstream.authority.encode("idna")))
-        headers.append((b"content-length", str(len(body)).encode()))
-        # The relay reads buffered answers to check them: no compression.
-        headers.append((b"accept-encoding", b"identity"))
-        outgoing = h11.Request(method=request.method, target=target, headers=headers)
+        outgoing = _outgoing(request.method, request.target.partition(b"?")[2],
+                             list(request.headers), body, upstream)
         server = await self.pool.connection(upstream, timeout)
         done = False
         try:
             # Never sent again, even on a kept connection that broke: the
             # server may have run it (gateway/pool.py says why).
             response = await _send(server, outgoing, body, upstream, timeout)
-            # Without keep-alive, one request per relay connection: mitmproxy
-            # must not reuse it.
-            kept = [(n, v) for n, v in response.headers
-                    if n.decode("latin-1") not in ("connection", "keep-alive",
-                                                   "transfer-encoding", "content-length")]
-            if not keep:
-                kept.append((b"connection", b"close"))
-            content_type = header_value(response.headers, "content-type")
-            if content_type.lower().startswith("text/event-stream") and response.status_code < 400:
-                # Passed on as it comes; a stream may stay quiet for long (the
-                # client is answering an elicitation, say): no timeout here.
-                # What came in one read goes out in one write (each segment
-                # mitmproxy reads goes through all its layers), before the
-                # relay waits for more.
-                held = [event_bytes(client, h11.Response(
-                    status_code=response.status_code, headers=kept, reason=response.reason))]
+            if _is_event_stream(response):
+                def finished() -> None:
+                    nonlocal done
+                    done = True
+                    self.pool.give_back(upstream, server)
 
-                async def send_held() -> None:
-                    if held:
-                        writer.write(b"".join(held))
-                        held.clear()
-                        await writer.drain()
-
-                while True:
-                    event = await next_event(server.http, server.read, None, upstream, "",
-                                             send_held)
-                    if isinstance(event, h11.Data):
-                        held.append(event_bytes(client, h11.Data(data=bytes(event.data))))
-                    elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
-                        break
-                done = True
-                self.pool.give_back(upstream, server)
-                held.append(event_bytes(client, h11.EndOfMessage()))
-                await send_held()
+                await self._stream(client, writer, server, response, upstream, keep, finished)
                 return
-            pieces: list[bytes] = []
-            size = 0
-            while True:
-                event = await next_event(server.http, server.read, timeout, upstream,
-                                         "to finish its answer")
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > MAX_ANSWER_BYTES:
-                        raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered more "
-                                             f"than {MAX_ANSWER_BYTES:,} bytes")
-                    pieces.append(bytes(event.data))
-                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
-                    break
-            answer = b"".join(pieces)
-            if request.method == b"POST":
-                problem = answer_problem(response.status_code, content_type, answer)
-                if problem is not None:
-                    if response.status_code == 404:
-                        problem += (f"; the MCP SDKs serve {SDK_PATH}: is the URL in "
-                                    "[mcp_gateway.servers] missing its path?")
-                    raise GatewayFailure(UPSTREAM_INVALID, f"{upstream.url} answered {problem}")
+            answer = await _buffered_answer(server, request.method, response, upstream, timeout)
+            kept = _answer_headers(response)
+            if not keep:  # one request per relay connection: mitmproxy must not reuse it
+                kept.append((b"connection", b"close"))
             kept.append((b"content-length", str(len(answer)).encode()))
             # One write: each segment mitmproxy reads is an event that goes
             # through all its layers.
@@ -283,6 +385,54 @@ class GatewayRelay:
         finally:
             if not done:
                 server.close()  # cut short: the server sees its end at once
+
+    async def _pass_parked(self, client: h11.Connection, writer: asyncio.StreamWriter,
+                           parked: _Parked, keep: bool) -> None:
+        """Answer mitmproxy with the event stream the addon's call parked."""
+        done = False
+
+        def finished() -> None:
+            nonlocal done
+            done = True
+            self.pool.give_back(parked.upstream, parked.server)
+
+        try:
+            await self._stream(client, writer, parked.server, parked.response,
+                               parked.upstream, keep, finished)
+        finally:
+            if not done:
+                parked.server.close()  # cut short: the server sees its end at once
+
+    async def _stream(self, client: h11.Connection, writer: asyncio.StreamWriter,
+                      server: UpstreamConnection, response: h11.Response, upstream: Upstream,
+                      keep: bool, finished: Callable[[], None]) -> None:
+        """Pass an event stream on as it comes; a stream may stay quiet for
+        long (the client is answering an elicitation, say): no timeout here.
+        What came in one read goes out in one write (each segment mitmproxy
+        reads goes through all its layers), before the relay waits for more.
+        ``finished`` is called once the server's side is done, before the
+        end of the stream goes to mitmproxy."""
+        kept = _answer_headers(response)
+        if not keep:  # one request per relay connection: mitmproxy must not reuse it
+            kept.append((b"connection", b"close"))
+        held = [event_bytes(client, h11.Response(
+            status_code=response.status_code, headers=kept, reason=response.reason))]
+
+        async def send_held() -> None:
+            if held:
+                writer.write(b"".join(held))
+                held.clear()
+                await writer.drain()
+
+        while True:
+            event = await next_event(server.http, server.read, None, upstream, "", send_held)
+            if isinstance(event, h11.Data):
+                held.append(event_bytes(client, h11.Data(data=bytes(event.data))))
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                break
+        finished()
+        held.append(event_bytes(client, h11.EndOfMessage()))
+        await send_held()
 
 
 async def _send(server: UpstreamConnection, request: h11.Request, body: bytes,

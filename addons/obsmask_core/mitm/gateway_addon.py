@@ -1,21 +1,28 @@
 """The mitmproxy addon that serves the MCP gateway routes,
 ``/api/mcp-gateway/{server_name}/rpc``: one address for several MCP servers.
 
-mitmproxy forwards a gateway flow to the relay (``obsmask_core.gateway.relay``,
-which says why), and the MCP addon cuts the answer like any other.
+A POST is answered here: the relay (``obsmask_core.gateway.relay``, which
+says why it exists) asks the server, and its answer becomes the flow's, one
+hop as on a direct route. An answer that is an event stream, and every other
+method (a GET stream, a DELETE), go through the relay's HTTP server:
+mitmproxy forwards the flow to it. Either way the MCP addon cuts the answer
+like any other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Sequence
 
-from mitmproxy import ctx, http
+from mitmproxy import connection, ctx, http
 from mitmproxy.addonmanager import Loader
 
 from obsmask_core.gateway.errors import (
     CLIENT_NOT_ALLOWED,
+    GATEWAY_INTERNAL,
     UNKNOWN_SERVER,
     GatewayFailure,
     error_response,
@@ -24,7 +31,9 @@ from obsmask_core.gateway.errors import (
 from obsmask_core.gateway.relay import (
     ERROR_HEADER,
     KEEP_ALIVE_HEADER,
+    PARKED_HEADER,
     RELAY_HEADER,
+    Answer,
     GatewayRelay,
 )
 from obsmask_core.gateway.upstreams import (
@@ -45,6 +54,46 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "mcpmask_"
 SERVERS_OPTION = "mcpmask_gateway_servers"
+# While POSTs wait for their servers, how often the addon looks whether
+# their clients left (mitmproxy tells no hook): such a call is cancelled,
+# which closes its server's connection, as the relay does at once.
+CLIENT_CHECK_SECONDS = 0.1
+
+
+class ClientWatch:
+    """The hook tasks waiting for a server, and their clients: one timer for
+    all of them cancels the task of a client that left (and remembers it,
+    for the task to tell that cancellation from the proxy stopping)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[asyncio.Task[object], connection.Client] = {}
+        self._left: set[asyncio.Task[object]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, task: asyncio.Task[object], client: connection.Client) -> None:
+        self._waiting[task] = client
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(CLIENT_CHECK_SECONDS,
+                                                                self._check)
+
+    def done(self, task: asyncio.Task[object]) -> bool:
+        """Stop watching ``task``: whether it was cancelled because its
+        client left."""
+        self._waiting.pop(task, None)
+        left = task in self._left
+        self._left.discard(task)
+        return left
+
+    def _check(self) -> None:
+        self._timer = None
+        for task, client in list(self._waiting.items()):
+            if not client.state & connection.ConnectionState.CAN_READ:
+                del self._waiting[task]
+                self._left.add(task)
+                task.cancel()
+        if self._waiting:
+            self._timer = asyncio.get_running_loop().call_later(CLIENT_CHECK_SECONDS,
+                                                                self._check)
 
 
 class McpGateway:
@@ -56,6 +105,7 @@ class McpGateway:
         self.timeout = float(GatewaySettings().timeout_seconds)
         self.allowed: tuple[Network, ...] = ()
         self.relay = GatewayRelay(lambda: self.servers, lambda: self.timeout)
+        self.watch = ClientWatch()
         self._options: set[str] = set(FILE_OPTIONS) | {SERVERS_OPTION}
 
     def load(self, loader: Loader) -> None:
@@ -128,8 +178,16 @@ class McpGateway:
                 f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})"))
             return
         facts["gateway_upstream"] = upstream.url
-        # mitmproxy forwards the flow to the relay, which talks to the server;
-        # the answer comes back as any other.
+        logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
+        # A client must not name a parked stream: only the call below does.
+        flow.request.headers.pop(PARKED_HEADER, None)
+        if flow.request.method == "POST":
+            parked = await self._call(flow, name, upstream)
+            if parked is None:
+                return  # answered, failed or left
+            flow.request.headers[PARKED_HEADER] = parked
+        # mitmproxy forwards the flow to the relay, which talks to the server
+        # (or has its event stream already); the answer comes back as any other.
         port = await self.relay.ensure_started()
         flow.request.headers[RELAY_HEADER] = name
         # mitmproxy sends the client's next request on the same connection
@@ -138,7 +196,46 @@ class McpGateway:
         flow.request.scheme = "http"
         flow.request.host = "127.0.0.1"
         flow.request.port = port
-        logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
+
+    async def _call(self, flow: http.HTTPFlow, name: str, upstream: Upstream) -> str | None:
+        """Answer a POST with the server's answer (``GatewayRelay.call``),
+        or its error; None then. For an event stream, the token under which
+        the relay holds it, for mitmproxy to fetch it through the relay."""
+        request = flow.request
+        started = time.time()
+        task = asyncio.current_task()
+        assert task is not None
+        # A flow with no live client (read from a file) is not watched.
+        if flow.client_conn.state & connection.ConnectionState.CAN_READ:
+            self.watch.add(task, flow.client_conn)
+        try:
+            answer = await self.relay.call(
+                upstream, b"POST", request.data.path.partition(b"?")[2],
+                list(request.headers.fields), request.raw_content or b"")
+        except asyncio.CancelledError:
+            if not self.watch.done(task):
+                raise  # the proxy stops: not ours to handle
+            task.uncancel()
+            logger.debug("obsmask: %s: the client left before the server answered",
+                         where(flow))
+            if flow.killable:
+                flow.kill()
+            return None
+        except GatewayFailure as failure:
+            self._fail(flow, name, failure)
+            return None
+        except Exception as e:  # the client gets an answer whatever happens
+            logger.exception("obsmask: gateway: internal error")
+            # The type only: an exception's message may quote request bytes.
+            self._fail(flow, name, GatewayFailure(GATEWAY_INTERNAL,
+                                                  f"internal error: {type(e).__name__}"))
+            return None
+        finally:
+            self.watch.done(task)
+        if isinstance(answer, str):
+            return answer
+        flow.response = _response(answer, request.http_version, started)
+        return None
 
     @staticmethod
     def _fail(flow: http.HTTPFlow, name: str, failure: GatewayFailure) -> None:
@@ -172,6 +269,15 @@ class McpGateway:
             message = f"obsmask gateway: error {code}"
         add_comment(flow, message)
         logger.warning("obsmask: %s: %s (JSON-RPC error %s)", where(flow), message, code)
+
+
+def _response(answer: Answer, http_version: str, started: float) -> http.Response:
+    """The server's answer as the flow's, its body as it came."""
+    response = http.Response(http_version.encode(), answer.status, answer.reason,
+                             http.Headers(answer.headers), answer.body, None, started,
+                             time.time())
+    response.headers["content-length"] = str(len(answer.body))
+    return response
 
 
 def _upstream(path: str | None, name: str, url: object) -> Upstream:
