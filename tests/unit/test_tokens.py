@@ -13,7 +13,9 @@ import time
 import tiktoken
 
 from obsmask_core.shared.tokens import (
+    RATIO_SETTLED_CHARS,
     SAMPLE_CHARS,
+    SAMPLE_EVERY,
     TOKENS_PER_MESSAGE,
     TOKENS_REPLY_PRIMING,
     TokenCount,
@@ -208,6 +210,24 @@ def test_a_text_not_remembered_has_only_a_sample_counted_in_the_background(monke
     while not encoding.encoded and time.monotonic() < deadline:
         time.sleep(0.01)
     assert encoding.encoded == [long_text[:SAMPLE_CHARS]]
+
+
+def test_once_the_ratio_has_settled_only_one_text_in_so_many_is_sampled(monkeypatch):
+    """Samples keep the characters-per-token ratio true; once it rests on
+    enough counted text, one more barely moves it, and counting every cut
+    answer would cost CPU for nothing: one in SAMPLE_EVERY is counted."""
+    counter, encoding = loaded_counter(monkeypatch)
+    counter.count("word " * (RATIO_SETTLED_CHARS // 5))  # the ratio has settled
+    encoding.encoded.clear()
+    for n in range(2 * SAMPLE_EVERY):
+        found = counter.count_or_estimate([f"cut answer {n} " * 10], remember=False)
+        assert found is not None and found.estimated
+    deadline = time.monotonic() + 10
+    while len(encoding.encoded) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert encoding.encoded == [f"cut answer {n} " * 10
+                                for n in (SAMPLE_EVERY - 1, 2 * SAMPLE_EVERY - 1)]
 
 
 def test_nothing_is_estimated_before_the_encoding_is_loaded():
