@@ -21,6 +21,7 @@ from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER, PARKED_HEADER
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.shared.networks import client_allowed
 from obsmask_core.shared.truncation import TRUNCATION_MARK
+from support.http_servers import STREAM_HEAD, answers_json, waits_for_its_end
 from support.mcp_flows import mcp_flow, response_message, run_hooks
 
 
@@ -84,12 +85,6 @@ async def serving(handler, test) -> None:
         server.close()
 
 
-async def read_request(reader: asyncio.StreamReader) -> bytes:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    return head + await reader.readexactly(length)
-
-
 def test_a_post_is_answered_by_the_addon_with_the_servers_answer(context):
     """A tool call takes one hop, as on a direct route: the addon asks the
     server itself and the server's answer becomes the flow's, every byte of
@@ -97,16 +92,7 @@ def test_a_post_is_answered_by_the_addon_with_the_servers_answer(context):
     sent it (the flow shows the gateway's route)."""
     addon, tctx = context
     answer = b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}'
-    seen: list[bytes] = []
-
-    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(await read_request(reader))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                     b"mcp-session-id: s-9\r\ncontent-length: %d\r\n\r\n%s"
-                     % (len(answer), answer))
-        await writer.drain()
-        await reader.read()
-        writer.close()
+    seen: list[tuple[bytes, bytes]] = []
 
     async def check(port: int) -> None:
         flow = post_to(tctx, addon, port)
@@ -120,8 +106,9 @@ def test_a_post_is_answered_by_the_addon_with_the_servers_answer(context):
         assert flow.request.path == "/api/mcp-gateway/fs/rpc?k=1"
         assert "x-obsmask-gateway-server" not in flow.request.headers
 
-    asyncio.run(serving(server, check))
-    assert seen[0].startswith(b"POST /mcp?k=1 HTTP/1.1") and seen[0].endswith(TOOLS_LIST)
+    asyncio.run(serving(answers_json(answer, seen, b"s-9"), check))
+    [(head, body)] = seen
+    assert head.startswith(b"POST /mcp?k=1 HTTP/1.1") and body == TOOLS_LIST
 
 
 def test_a_post_whose_server_is_down_gets_the_gateways_error(context, caplog):
@@ -152,16 +139,6 @@ def test_a_post_whose_client_leaves_cancels_the_call(context):
     addon, tctx = context
     asked, closed = asyncio.Event(), asyncio.Event()
 
-    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        asked.set()
-        try:
-            await reader.read()
-        except OSError:
-            pass
-        closed.set()
-        writer.close()
-
     async def check(port: int) -> None:
         flow = post_to(tctx, addon, port)
         flow.client_conn.state = ConnectionState.OPEN
@@ -173,21 +150,13 @@ def test_a_post_whose_client_leaves_cancels_the_call(context):
         addon.relay.close()
         assert flow.response is None
 
-    asyncio.run(serving(server, check))
+    asyncio.run(serving(waits_for_its_end(asked, closed), check))
 
 
 def test_an_event_stream_answer_is_fetched_through_the_relay(context):
     """An answer that is an event stream must pass on as it comes: the flow
     goes to the relay, which holds the stream under the flow's token."""
     addon, tctx = context
-
-    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
-        await writer.drain()
-        await reader.read()
-        writer.close()
 
     async def check(port: int) -> None:
         flow = post_to(tctx, addon, port)
@@ -198,7 +167,7 @@ def test_an_event_stream_answer_is_fetched_through_the_relay(context):
         assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
         assert flow.request.headers[PARKED_HEADER]
 
-    asyncio.run(serving(server, check))
+    asyncio.run(serving(waits_for_its_end(asyncio.Event(), asyncio.Event(), STREAM_HEAD), check))
 
 
 def test_a_replayed_gateway_flow_is_not_sent_again(context):

@@ -16,20 +16,11 @@ import pytest
 from obsmask_core.gateway.errors import UPSTREAM_INVALID, UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE
 from obsmask_core.gateway.relay import ERROR_HEADER, RELAY_HEADER, GatewayRelay
 from obsmask_core.gateway.upstreams import parse_upstream
+from support.http_servers import elicits_then_answers, read_head
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 REQUEST = b'{"jsonrpc": "2.0", "id": "r-1", "method": "tools/call"}'
 NOTIFICATION = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'
-
-
-async def read_head(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
-    """The request head and its body (Content-Length bodies only)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":", 1)[1])
-    return head, await reader.readexactly(length)
 
 
 async def ask(relay: GatewayRelay, body: bytes, server: str = "up",
@@ -170,21 +161,7 @@ def test_an_event_stream_passes_event_by_event():
     the server waits for. Here the server sends its second event only once
     the first one has come out of the relay."""
     first_seen = asyncio.Event()
-    received: dict[str, bytes] = {}
-
-    async def streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, body = await read_head(reader)
-        received["head"], received["body"] = head, body
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
-        event = b'data: {"jsonrpc": "2.0", "id": 0, "method": "elicitation/create"}\n\n'
-        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-        await writer.drain()
-        await asyncio.wait_for(first_seen.wait(), 10)
-        event = b'data: {"jsonrpc": "2.0", "id": "r-1", "result": {}}\n\n'
-        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
-        await writer.drain()
-        writer.close()
+    requests: list[tuple[bytes, bytes]] = []
 
     async def check(port: int) -> None:
         relay = relay_to(port)
@@ -202,13 +179,14 @@ def test_an_event_stream_passes_event_by_event():
         writer.close()
         relay.close()
         assert b"text/event-stream" in seen and b'"result"' in seen
-        head = received["head"].lower()
+        [(head, body)] = requests
+        head = head.lower()
         assert head.startswith(b"post /mcp?key=k1 http/1.1")  # the query goes on
         assert RELAY_HEADER.encode() not in head
         # The body goes as the client sent it, with its own encoding.
-        assert b"content-encoding: gzip" in head and received["body"] == b"GZIP"
+        assert b"content-encoding: gzip" in head and body == b"GZIP"
 
-    asyncio.run(with_server(streaming, check))
+    asyncio.run(with_server(elicits_then_answers(first_seen, requests), check))
 
 
 async def hang_up_after(relay: GatewayRelay, seen: bytes, asked: asyncio.Event) -> None:

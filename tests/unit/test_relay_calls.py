@@ -12,7 +12,7 @@ import asyncio
 import json
 
 import pytest
-from test_relay import REQUEST, free_port, read_head, relay_to, with_server
+from test_relay import REQUEST, free_port, relay_to, with_server
 
 from obsmask_core.gateway import relay as relay_module
 from obsmask_core.gateway.errors import (
@@ -28,6 +28,13 @@ from obsmask_core.gateway.relay import (
     RELAY_HEADER,
     Answer,
     GatewayRelay,
+)
+from support.http_servers import (
+    STREAM_HEAD,
+    answers_json,
+    elicits_then_answers,
+    read_head,
+    waits_for_its_end,
 )
 
 ANSWER = b'{"jsonrpc": "2.0", "id": "r-1", "result": {"content": []}}'
@@ -52,16 +59,7 @@ def test_a_call_gets_the_servers_answer_and_keeps_its_connection():
     the hop-by-hop headers and the gateway's own, asked for no compression;
     the answer comes back as the server sent it, without its framing
     headers, and the connection waits in the pool for the next call."""
-    seen: dict[str, bytes] = {}
-
-    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen["head"], seen["body"] = await read_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                     b"mcp-session-id: s-1\r\ncontent-length: %d\r\n\r\n%s"
-                     % (len(ANSWER), ANSWER))
-        await writer.drain()
-        await reader.read()
-        writer.close()
+    seen: list[tuple[bytes, bytes]] = []
 
     async def check(port: int) -> None:
         relay = relay_to(port)
@@ -74,14 +72,15 @@ def test_a_call_gets_the_servers_answer_and_keeps_its_connection():
                                   (b"mcp-session-id", b"s-1")]
         assert idle == 1
 
-    asyncio.run(with_server(server, check))
-    head = seen["head"].lower()
+    asyncio.run(with_server(answers_json(ANSWER, seen), check))
+    [(head, body)] = seen
+    head = head.lower()
     assert head.startswith(b"post /mcp?key=k1 http/1.1\r\n")
     assert b"host: 127.0.0.1:" in head and b"127.0.0.1:8080" not in head
     assert b"mcp-session-id: s-1" in head and b"accept-encoding: identity" in head
     for ours in (RELAY_HEADER, KEEP_ALIVE_HEADER, PARKED_HEADER, "connection", "gzip"):
         assert ours.encode() not in head
-    assert seen["body"] == REQUEST
+    assert body == REQUEST
 
 
 async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -140,16 +139,6 @@ def test_a_cancelled_call_closes_the_server_connection_at_once():
     the server sees its connection end, long before any timeout."""
     asked, closed = asyncio.Event(), asyncio.Event()
 
-    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_head(reader)
-        asked.set()
-        try:
-            await reader.read()
-        except OSError:
-            pass
-        closed.set()
-        writer.close()
-
     async def check(port: int) -> None:
         relay = relay_to(port, timeout=30)
         task = asyncio.ensure_future(call(relay))
@@ -160,7 +149,7 @@ def test_a_cancelled_call_closes_the_server_connection_at_once():
         assert relay.pool.idle(upstream_of(relay)) == 0
         relay.close()
 
-    asyncio.run(with_server(server, check))
+    asyncio.run(with_server(waits_for_its_end(asked, closed), check))
 
 
 async def fetch_parked(relay: GatewayRelay, token: str, first: bytes,
@@ -189,21 +178,7 @@ def test_an_event_stream_is_parked_and_passed_on_by_the_relay_event_by_event():
     the relay, which passes it on as it comes when mitmproxy asks for it,
     without asking the server a second time."""
     first_seen = asyncio.Event()
-    requests = []
-
-    async def streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        requests.append(await read_head(reader))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
-        event = b'data: {"jsonrpc": "2.0", "id": 0, "method": "elicitation/create"}\n\n'
-        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-        await writer.drain()
-        await asyncio.wait_for(first_seen.wait(), 10)
-        event = b'data: {"jsonrpc": "2.0", "id": "r-1", "result": {}}\n\n'
-        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
-        await writer.drain()
-        await reader.read()
-        writer.close()
+    requests: list[tuple[bytes, bytes]] = []
 
     async def check(port: int) -> None:
         relay = relay_to(port)
@@ -214,7 +189,7 @@ def test_an_event_stream_is_parked_and_passed_on_by_the_relay_event_by_event():
         relay.close()
         assert b"text/event-stream" in seen and b'"result"' in seen
 
-    asyncio.run(with_server(streaming, check))
+    asyncio.run(with_server(elicits_then_answers(first_seen, requests), check))
     assert len(requests) == 1
 
 
@@ -224,18 +199,6 @@ def test_a_parked_stream_nobody_comes_for_is_closed(monkeypatch):
     monkeypatch.setattr(relay_module, "PARK_SECONDS", 0.2)
     closed = asyncio.Event()
 
-    async def streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
-        await writer.drain()
-        try:
-            await reader.read()
-        except OSError:
-            pass
-        closed.set()
-        writer.close()
-
     async def check(port: int) -> None:
         relay = relay_to(port, timeout=30)
         assert isinstance(await call(relay), str)
@@ -243,7 +206,7 @@ def test_a_parked_stream_nobody_comes_for_is_closed(monkeypatch):
         assert relay.parked() == 0
         relay.close()
 
-    asyncio.run(with_server(streaming, check))
+    asyncio.run(with_server(waits_for_its_end(asyncio.Event(), closed, STREAM_HEAD), check))
 
 
 def test_a_token_the_relay_does_not_hold_gets_the_gateways_error():
