@@ -111,6 +111,24 @@ def test_a_post_is_answered_by_the_addon_with_the_servers_answer(context):
     assert head.startswith(b"POST /mcp?k=1 HTTP/1.1") and body == TOOLS_LIST
 
 
+def test_an_http2_clients_post_goes_through_the_relay(context):
+    """An HTTP/2 client gives up by resetting its stream, which no hook sees
+    while a call waits; through the relay, mitmproxy closes the relay's
+    connection then, and the server sees its client leave."""
+    addon, tctx = context
+
+    async def main() -> None:
+        flow = post_to(tctx, addon, 9)
+        flow.request.http_version = "HTTP/2.0"
+        await addon.request(flow)
+        addon.relay.close()
+        assert flow.response is None
+        assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
+        assert PARKED_HEADER not in flow.request.headers
+
+    asyncio.run(main())
+
+
 def test_a_post_whose_server_is_down_gets_the_gateways_error(context, caplog):
     addon, tctx = context
 

@@ -181,7 +181,10 @@ class McpGateway:
         logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
         # A client must not name a parked stream: only the call below does.
         flow.request.headers.pop(PARKED_HEADER, None)
-        if flow.request.method == "POST":
+        # Over HTTP/2 a client gives up by resetting its stream, which no
+        # hook sees while the call waits: its POSTs go through the relay,
+        # whose connection mitmproxy closes then.
+        if flow.request.method == "POST" and not flow.request.is_http2:
             parked = await self._call(flow, name, upstream)
             if parked is None:
                 return  # answered, failed or left
