@@ -18,6 +18,7 @@ from mitmproxy.test import taddons, tflow, tutils
 from obsmask_core.conversation import rewrite
 from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.previous_requests import forget_previous_requests
 from obsmask_core.conversation.wire_formats import ANTHROPIC, RESPONSES
 from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
@@ -340,6 +341,9 @@ def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplo
     monkeypatch.setattr(
         rewrite, "check_only_planned_changes", lambda before, after, plan, fmt: ["broken"]
     )
+    # Masked anew, not reused from an earlier test's request of the same
+    # conversation (a body grown from a checked one is not checked again).
+    forget_previous_requests()
     original = body(conversation(turns=3))
     flow = chat_flow(original)
     with caplog.at_level(logging.ERROR):

@@ -21,6 +21,7 @@ from obsmask_core.conversation.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.holdout import conversation_id, held_out
 from obsmask_core.conversation.ledger import BillSoFar
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
+from obsmask_core.conversation.previous_requests import forget_previous_requests
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
 from obsmask_core.shared.truncation import truncate_text
 
@@ -126,6 +127,7 @@ def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
+    written: bytes | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -136,7 +138,8 @@ def plan_masking(
     With ``recall``, placeholders and clip markers say how to get the text
     back (unless the call's id names several results of the request: a
     recall could not tell which); the ``recalled`` results are never
-    clipped (the model asked for them whole).
+    clipped (the model asked for them whole). ``written`` is orjson's
+    writing of ``items`` when the caller has it (``checkpoints.items_json``).
     """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
                     conversation=conversation_id(items))
@@ -178,7 +181,7 @@ def plan_masking(
         else:
             maskable[number] = judgement[1]
 
-    frontier = _frontier(index, items, policy, maskable, plan.conversation)
+    frontier = _frontier(index, items, policy, maskable, plan.conversation, written)
     plan.frontier_turn = frontier.turn
     plan.bill = frontier.bill()
 
@@ -255,20 +258,24 @@ def forget_judgements() -> None:
 
 
 def forget_checkpoints() -> None:
-    """Replay every frontier in full, or from a checkpoint kept after this."""
+    """Replay every frontier in full, or from a checkpoint kept after this,
+    and mask every request in full (``previous_requests``)."""
     for checkpoints in list(_checkpoints.values()):
         checkpoints.clear()
+    forget_previous_requests()
 
 
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
-              maskable: dict[int, str], conversation: str | None) -> Frontier:
+              maskable: dict[int, str], conversation: str | None,
+              written: bytes | None = None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits."""
     try:
         checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
     except TypeError:  # a policy built with lists, not tuples: replayed in full
         return Frontier(index, items, policy, maskable)
-    written = items_json(items) if conversation is not None else None
+    if conversation is not None and written is None:
+        written = items_json(items)
     if conversation is None or written is None:
         return Frontier(index, items, policy, maskable)
     frontier = Frontier(index, items, policy, maskable,

@@ -22,6 +22,7 @@ body look unchanged when it changed.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -57,18 +58,68 @@ class Replacement:
         return json.dumps(self.new, ensure_ascii=False)
 
 
+# Where a body's list closes is proven by the parse itself: a marker
+# inserted just before the ``]`` comes out as the list's last element only
+# if that ``]`` closes the list (the one the parse keeps, should a client
+# repeat the member). Random per process: no client can send it.
+_END_MARKER = "obsmask-list-end-" + secrets.token_hex(8)
+_MARKED = b',"' + _END_MARKER.encode("ascii") + b'"'
+
+
+def loads_marking_end(body: bytes, list_member: str, end: int | None) -> tuple[object, bool]:
+    """``body`` parsed by orjson (JSONDecodeError if it cannot be), and
+    whether the byte at ``end`` proved to close its list; the document is
+    the body's either way (the marker taken out again)."""
+    if end is not None and 0 < end < len(body) and body[end] == ord("]") \
+            and _last_byte_before(body, end) not in (ord("["), None):
+        try:
+            document = orjson.loads(body[:end] + _MARKED + body[end:])
+        except orjson.JSONDecodeError:
+            document = None
+        if isinstance(document, dict):
+            items = document.get(list_member)
+            if isinstance(items, list) and items and items[-1] == _END_MARKER:
+                items.pop()
+                return document, True
+    return orjson.loads(body), False
+
+
+def _last_byte_position(body: bytes, pos: int) -> int | None:
+    """Where the last byte before ``pos`` that is not JSON white space is."""
+    pos -= 1
+    while pos >= 0 and body[pos] in b" \t\r\n":
+        pos -= 1
+    return pos if pos >= 0 else None
+
+
+def _last_byte_before(body: bytes, pos: int) -> int | None:
+    """The last byte before ``pos`` that is not JSON white space (an empty
+    list takes no marker: ``[,`` is not JSON)."""
+    at = _last_byte_position(body, pos)
+    return body[at] if at is not None else None
+
+
+# The next member's name may also be written inside a later value: a few
+# places are tried, from the end.
+_NAME_ATTEMPTS = 4
+
+
 @dataclass(frozen=True)
 class QuickBody:
     body: bytes
     members: dict[str, object]
     items: list[object]
+    # Where the list closes (its ``]``), when the read proved it.
+    list_end: int | None = None
 
     @classmethod
-    def read(cls, body: bytes, list_member: str) -> QuickBody | None:
+    def read(cls, body: bytes, list_member: str, end: int | None = None) -> QuickBody | None:
         """The body read by orjson, or None when orjson cannot read it or it
-        is not an object with the list (the exact reader says why)."""
+        is not an object with the list (the exact reader says why). With
+        ``end``, where the list is thought to close: the read proves it or
+        not (``list_end``), at no extra cost when it does."""
         try:
-            document = orjson.loads(body)
+            document, proven = loads_marking_end(body, list_member, end)
         except orjson.JSONDecodeError:
             return None
         if not isinstance(document, dict):
@@ -76,7 +127,34 @@ class QuickBody:
         items = document.get(list_member)
         if not isinstance(items, list):
             return None
-        return cls(body, document, items)
+        return cls(body, document, items, end if proven else None)
+
+    def guess_list_end(self, list_member: str) -> int | None:
+        """Where the list probably closes, from the order of the members:
+        before the object's own ``}`` when the list comes last, else before
+        the next member's name. Only a guess: a read or a check proves it
+        (``loads_marking_end``)."""
+        names = list(self.members)
+        following = names.index(list_member) + 1 if list_member in names else 0
+        body = self.body
+        if following == len(names):
+            close = _last_byte_position(body, len(body))
+            if close is None or body[close] != ord("}"):
+                return None
+            end = _last_byte_position(body, close)
+            return end if end is not None and body[end] == ord("]") else None
+        name = orjson.dumps(names[following])
+        at = len(body)
+        for _ in range(_NAME_ATTEMPTS):
+            at = body.rfind(name, 0, at)
+            if at < 0:
+                return None
+            comma = _last_byte_position(body, at)
+            end = _last_byte_position(body, comma) if comma is not None \
+                and body[comma] == ord(",") else None
+            if end is not None and body[end] == ord("]"):
+                return end
+        return None
 
     def replaced(self, replacements: Sequence[Replacement]) -> bytes | None:
         """The body with the values replaced, or None if one is not found."""
@@ -89,8 +167,10 @@ class QuickBody:
                                   for span, replacement in zip(spans, ordered, strict=True)])
 
     @staticmethod
-    def parse_again(body: bytes) -> object:
-        return orjson.loads(body)
+    def parse_again(body: bytes, list_member: str, end: int | None = None) -> tuple[object, bool]:
+        """The masked body parsed, and whether its list proved to close at
+        ``end``."""
+        return loads_marking_end(body, list_member, end)
 
 
 @dataclass(frozen=True)
@@ -125,8 +205,8 @@ class ExactBody:
         return splice(self.request.text, edits).encode("utf-8")
 
     @staticmethod
-    def parse_again(body: bytes) -> object:
-        return loads(body.decode("utf-8"))
+    def parse_again(body: bytes, list_member: str, end: int | None = None) -> tuple[object, bool]:
+        return loads(body.decode("utf-8")), False
 
 
 RequestBody = QuickBody | ExactBody

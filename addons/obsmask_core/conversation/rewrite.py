@@ -5,6 +5,11 @@ the plan are replaced in the original body; every other byte stays as the
 client sent it. The new body is then parsed again and checked against the
 rules of masking (``invariants``): a body that fails is never sent. The body
 is read quickly first and exactly when that does not do (``request_body``).
+
+A request that only adds items to the conversation's previous one, and for
+which the plan makes the previous request's replacements, goes out as the
+previous masked body (checked when it was made) with the new items' bytes:
+``previous_requests`` says why that body is right.
 """
 
 from __future__ import annotations
@@ -12,9 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import orjson
+
+from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.invariants import check_only_planned_changes
 from obsmask_core.conversation.planner import RECALLED, MaskDecision, MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.previous_requests import (
+    Grown,
+    PreviousRequest,
+    PreviousRequests,
+    Signature,
+    previous_requests,
+)
 from obsmask_core.conversation.recall import Recall, find_recalls, with_recalls
 from obsmask_core.conversation.request_body import (
     ExactBody,
@@ -83,9 +98,12 @@ def mask_request_body(
     as it will then go out."""
     if not policy.enabled:
         return Unchanged(DISABLED)
+    kept = previous_requests(policy)
+    grown = kept.grown_from(body, fmt.name, recall) if kept is not None else None
     try:
-        quick = QuickBody.read(body, fmt.list_member)
-        outcome = mask_read_body(quick, policy, fmt, recall) if quick is not None else None
+        quick = QuickBody.read(body, fmt.list_member, grown.end if grown is not None else None)
+        outcome = mask_read_body(quick, policy, fmt, recall, grown, kept) \
+            if quick is not None else None
     except (RecursionError, ValueError):
         # orjson reads nesting Python cannot compare (past ~1000 levels):
         # the exact reader refuses such a body with its reason.
@@ -102,8 +120,12 @@ def mask_request_body(
 
 
 def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
-                   recall: bool = False) -> RewriteOutcome:
-    """Plan, splice and check a body already read (quickly or exactly)."""
+                   recall: bool = False, grown: Grown | None = None,
+                   kept: PreviousRequests | None = None) -> RewriteOutcome:
+    """Plan, splice and check a body already read (quickly or exactly).
+    With ``grown``, the body may be that previous request with items added
+    (``previous_requests``); a body read quickly is kept in ``kept`` for the
+    next request."""
     index = fmt.index(request.items)
     chars = sum(len(result.text) for result in index.results if result.text is not None)
     recalls = find_recalls(index) if recall else []
@@ -111,15 +133,55 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
     if recalls:
         items = with_recalls(request.items, recalls, fmt)
         index = fmt.index(items)
+    # What a request kept for the next one needs: a body read quickly, as it
+    # is (recalled texts change the items the plan sees).
+    keeping = kept is not None and isinstance(request, QuickBody) and not recalls
+    # The request it grew from is kept no longer, even when this one is
+    # masked anew: it is this one's past.
+    grew_from = grown.previous if grown is not None else None
+    added = _added_items(request, grown) \
+        if keeping and grown is not None and isinstance(request, QuickBody) else None
+    if added is None:
+        grown = None
+    written = _written(items, grown, added) if keeping else None
     plan = plan_masking(index, policy, items, recall=recall,
-                        recalled=frozenset(r.location for r in recalls))
+                        recalled=frozenset(r.location for r in recalls), written=written)
+    end = _list_end(request, fmt) if keeping else None
+    masked_end: int | None = None
     if plan.held_out and not recalls:
-        return Unchanged(HELD_OUT, plan)
+        outcome: RewriteOutcome = Unchanged(HELD_OUT, plan)
+    else:
+        outcome, masked_end = _masked(request, plan, fmt, recalls, chars, grown, end)
+    if kept is not None and written is not None and end is not None \
+            and isinstance(request, QuickBody) and isinstance(outcome, Masked | Unchanged):
+        kept.keep(PreviousRequest(
+            fmt.name, recall, request.body, end, len(items), written,
+            _signature(plan) if isinstance(outcome, Masked) else (),
+            outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
+            masked_end or 0), grew_from)
+    return outcome
+
+
+def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
+            chars: int, grown: Grown | None, end: int | None,
+            ) -> tuple[RewriteOutcome, int | None]:
+    """The outcome of ``plan``: the body with its replacements, made anew
+    or (``grown``) from the previous request's masked body; and where the
+    masked body's list closes, when that is proven (the list closing at
+    ``end`` in the body, every replacement before it)."""
     chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)
     _add_recalls(plan, recalls)
     if not plan.decisions:
-        return Unchanged("nothing to mask", plan)
+        return Unchanged("nothing to mask", plan), None
     chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
+    previous = grown.previous if grown is not None else None
+    if grown is not None and previous is not None and previous.masked is not None \
+            and isinstance(request, QuickBody) and _signature(plan) == previous.signature:
+        # The previous request's replacements, all in the items both share:
+        # its masked body up to where its list closes, then this one's bytes.
+        grown_body = previous.masked[:previous.masked_end] + request.body[grown.start:]
+        return (Masked(grown_body, plan, chars, chars_after),
+                previous.masked_end + grown.end - grown.start)
 
     replacements = [
         Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
@@ -127,11 +189,64 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
         for d in plan.decisions]
     new_body = request.replaced(replacements)
     if new_body is None:
-        return Refused("a planned value could not be located", plan)
-    violation = _verify(request, new_body, replacements, plan, fmt)
+        return Refused("a planned value could not be located", plan), None
+    # Every replacement before the list's end: the rest of the body is the
+    # client's, and the check proves where the masked list closes.
+    masked_end = None
+    if end is not None and isinstance(request, QuickBody) \
+            and new_body.endswith(request.body[end:]):
+        masked_end = end + len(new_body) - len(request.body)
+    violation, proven = _verify(request, new_body, replacements, plan, fmt, masked_end)
     if violation is not None:
-        return Refused(violation, plan)
-    return Masked(new_body, plan, chars, chars_after)
+        return Refused(violation, plan), None
+    return Masked(new_body, plan, chars, chars_after), masked_end if proven else None
+
+
+def _added_items(request: QuickBody, grown: Grown) -> list[object] | None:
+    """The items ``request`` adds to the previous request it grew from, or
+    None if it is not that request with items added: its read must have
+    proven that its list closes right after them, and the bytes between
+    must be ``,`` and items that parse on their own."""
+    count = grown.previous.items
+    if request.list_end != grown.end or len(request.items) < count:
+        return None
+    added = grown.added(request.body).strip(b" \t\r\n")
+    if not added:
+        return [] if len(request.items) == count else None
+    if added[:1] != b",":
+        return None
+    try:
+        new = orjson.loads(b"[" + added[1:] + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(new, list) or request.items[count:] != new:
+        return None
+    return new
+
+
+def _written(items: list[object], grown: Grown | None, added: list[object] | None) -> bytes | None:
+    """orjson's writing of ``items``: the previous request's with the added
+    items' appended, when the body grew from it."""
+    if grown is None or added is None:
+        return items_json(items)
+    if not added:
+        return grown.previous.written
+    more = items_json(added)
+    return None if more is None else grown.previous.written[:-1] + b"," + more[1:]
+
+
+def _list_end(request: RequestBody, fmt: WireFormat) -> int | None:
+    """Where the list of a body read quickly closes: proven by its read,
+    or guessed (the next request's read proves it)."""
+    if not isinstance(request, QuickBody):
+        return None
+    if request.list_end is not None:
+        return request.list_end
+    return request.guess_list_end(fmt.list_member)
+
+
+def _signature(plan: MaskPlan) -> Signature:
+    return tuple((d.location, d.new_text, d.kind) for d in plan.decisions)
 
 
 def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
@@ -151,7 +266,8 @@ def _verify(
     replacements: list[Replacement],
     plan: MaskPlan,
     fmt: WireFormat,
-) -> str | None:
+    end: int | None = None,
+) -> tuple[str | None, bool]:
     """Parse the masked body again: the rules must hold, and the result must
     be exactly the original with the planned values replaced.
 
@@ -159,11 +275,18 @@ def _verify(
     planned values are blanked on both sides; what remains is that each
     planned value is the one planned. Together that is the whole list
     equal to the original with the plan applied, without comparing the
-    whole list a second time."""
+    whole list a second time. The second of the pair: whether the masked
+    list proved to close at ``end``."""
     try:
-        after = request.parse_again(new_body)
+        after, proven = request.parse_again(new_body, fmt.list_member, end)
     except (ValueError, RecursionError) as e:
-        return f"masked body is not valid JSON ({e})"
+        return f"masked body is not valid JSON ({e})", False
+    violation = _violation(request, after, replacements, plan, fmt)
+    return violation, proven and violation is None
+
+
+def _violation(request: RequestBody, after: object, replacements: list[Replacement],
+               plan: MaskPlan, fmt: WireFormat) -> str | None:
     members = request.members
     if not isinstance(after, dict) or after.keys() != members.keys():
         return "masked body has different top-level members"

@@ -1,0 +1,167 @@
+"""The conversation's previous request, kept so the next one costs less.
+
+An agent sends its whole history again with every request: the next
+request is the previous one with a few items added at the end of its list,
+byte for byte, and masking mostly plans the same replacements for it (the
+frontier moves now and then, not at every request). Its masked body is then
+the previous masked body up to where the list closes, followed by the
+client's own bytes from there: nothing to search for, splice or parse
+again. ``rewrite`` decides when that holds; this module keeps what it needs
+and finds the previous request a body grew from.
+
+Why such a body is right without a second parse:
+
+- the previous request P was masked into M, and M was parsed again and
+  checked; that parse also proved where M's list closes (``request_body``
+  inserts a marker just before a ``]``: it comes out as the list's last
+  element only if that ``]`` closes the list);
+- the next request B begins with P's bytes up to where P's list closes and
+  ends with P's bytes from there on; what lies between is ``,`` and items
+  that parse on their own as a list, and B's own read proved that its list
+  closes right after them;
+- JSON reads left to right: B reads as P with those items appended to the
+  list, nothing else changed, and M with the same bytes inserted at the
+  same place reads as M with the same items appended;
+- the plan for B makes exactly P's replacements (places, texts, kinds), all
+  in P's items: the result is B with those replacements, the body a splice
+  and a check would have given.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.turn_model import Location
+
+# The latest requests of every conversation, as many as fit in these bytes
+# (their bodies, masked bodies and written items), per policy; the least
+# recently used go first.
+REQUESTS_KEPT = 256
+PREVIOUS_BYTES_KEPT = 64 * 1024 * 1024
+# A body is compared with a kept request first by the bytes just before
+# where the kept list closes (where the conversations of one agent, which
+# share a long start, differ), then in full.
+_FINGERPRINT_BYTES = 64
+# What a kept request weighs besides its bytes.
+_REQUEST_BYTES = 1000
+
+# (place, new text, kind) of each replacement of a plan, in order.
+Signature = tuple[tuple[Location, str, str], ...]
+
+
+@dataclass(frozen=True)
+class PreviousRequest:
+    """A request as it went out, and where its list closes.
+
+    ``end`` is the position of the ``]`` that closes the list in ``body``
+    (a guess until a later request's read proves it). ``masked`` is the
+    body that went out when masking changed it, with ``masked_end`` where
+    its list closes (proven by its check); None when the body went out
+    unchanged. ``written`` is orjson's writing of the list's items (what the
+    frontier's checkpoints compare), ``items`` their number."""
+
+    fmt: str
+    recall: bool
+    body: bytes
+    end: int
+    items: int
+    written: bytes
+    signature: Signature
+    masked: bytes | None = None
+    masked_end: int = 0
+
+    @property
+    def tail(self) -> bytes:
+        return self.body[self.end:]
+
+    def weight(self) -> int:
+        return (len(self.body) + len(self.written) + _REQUEST_BYTES
+                + (len(self.masked) if self.masked is not None else 0))
+
+
+@dataclass(frozen=True)
+class Grown:
+    """A body that begins with a previous request's bytes up to where its
+    list closes, and ends with the rest of them: what lies between
+    (``added``, from ``start`` to ``end``) should be new items."""
+
+    previous: PreviousRequest
+    start: int
+    end: int
+
+    def added(self, body: bytes) -> bytes:
+        return body[self.start:self.end]
+
+
+class PreviousRequests:
+    """The latest request of each conversation, for one policy. Shared by
+    the event loop and the worker thread, hence the lock."""
+
+    def __init__(self, bytes_kept: int = PREVIOUS_BYTES_KEPT,
+                 requests_kept: int = REQUESTS_KEPT) -> None:
+        self._bytes_kept = bytes_kept
+        self._requests_kept = requests_kept
+        self._bytes = 0
+        self._kept: OrderedDict[int, PreviousRequest] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
+        """The kept request ``body`` grew from (the most recent, if several)."""
+        with self._lock:
+            candidates = list(self._kept.values())
+        for previous in reversed(candidates):
+            end = previous.end
+            tail_at = len(body) - (len(previous.body) - end)
+            if tail_at < end or previous.fmt != fmt or previous.recall != recall:
+                continue
+            start = max(0, end - _FINGERPRINT_BYTES)
+            if body[start:end] == previous.body[start:end] \
+                    and body.endswith(previous.tail) \
+                    and body.startswith(previous.body[:end]):
+                with self._lock:
+                    if id(previous) in self._kept:
+                        self._kept.move_to_end(id(previous))
+                return Grown(previous, end, tail_at)
+        return None
+
+    def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None) -> None:
+        """Keep ``request``, in place of ``replaces`` (the request it grew
+        from: no later request needs that one rather than this)."""
+        size = request.weight()
+        with self._lock:
+            if replaces is not None and self._kept.pop(id(replaces), None) is not None:
+                self._bytes -= replaces.weight()
+            if size > self._bytes_kept:
+                return
+            self._kept[id(request)] = request
+            self._bytes += size
+            while self._bytes > self._bytes_kept or len(self._kept) > self._requests_kept:
+                _, dropped = self._kept.popitem(last=False)
+                self._bytes -= dropped.weight()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+
+
+# Per policy, like the planner's judgements and checkpoints.
+_previous: WeakKeyDictionary[MaskPolicy, PreviousRequests] = WeakKeyDictionary()
+
+
+def previous_requests(policy: MaskPolicy) -> PreviousRequests | None:
+    """The kept requests of ``policy`` (None for a policy that cannot be a
+    key: one built with lists, not tuples)."""
+    try:
+        return _previous.get(policy) or _previous.setdefault(policy, PreviousRequests())
+    except TypeError:
+        return None
+
+
+def forget_previous_requests() -> None:
+    for kept in list(_previous.values()):
+        kept.clear()

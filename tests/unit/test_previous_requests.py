@@ -1,0 +1,217 @@
+"""A request that only adds items to the conversation's previous one goes
+out as the previous masked body with the new items' bytes, not searched,
+spliced and parsed again; anything else about it, and it is masked anew."""
+
+from __future__ import annotations
+
+import json
+from unittest import mock
+
+import orjson
+import pytest
+
+from obsmask_core.conversation import rewrite
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.previous_requests import (
+    PreviousRequest,
+    PreviousRequests,
+    forget_previous_requests,
+)
+from obsmask_core.conversation.request_body import ExactBody, QuickBody, loads_marking_end
+from obsmask_core.conversation.request_text import UnsupportedBody
+from obsmask_core.conversation.rewrite import Masked, mask_read_body, mask_request_body
+from obsmask_core.conversation.wire_formats import CHAT
+from support.chat import body, conversation, user
+
+# Masks every result outside the last turn, and only moves when a tool
+# turn is added: a request that adds an answer and a reply plans the same.
+POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
+ANSWER = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    forget_previous_requests()
+    yield
+    forget_previous_requests()
+
+
+def masked_anew(request: bytes) -> bytes:
+    outcome = mask_read_body(ExactBody.read(request, "messages"), POLICY, CHAT)
+    assert isinstance(outcome, Masked)
+    return outcome.body
+
+
+def checks_while(action):
+    with mock.patch.object(rewrite, "_verify", wraps=rewrite._verify) as verify:
+        outcome = action()
+    return outcome, verify.call_count
+
+
+def test_a_request_that_only_adds_items_reuses_the_previous_masked_body_without_a_check():
+    first = body(conversation(turns=3))
+    grown = body(conversation(turns=3) + ANSWER)
+    assert isinstance(mask_request_body(first, POLICY, CHAT), Masked)
+    outcome, checks = checks_while(lambda: mask_request_body(grown, POLICY, CHAT))
+    assert isinstance(outcome, Masked)
+    assert checks == 0
+    assert outcome.body == masked_anew(grown)
+    assert len(outcome.plan.decisions) == 2
+
+
+def test_a_retry_of_the_same_body_goes_out_as_it_did_the_first_time_without_a_check():
+    request = body(conversation(turns=4))
+    first = mask_request_body(request, POLICY, CHAT)
+    again, checks = checks_while(lambda: mask_request_body(request, POLICY, CHAT))
+    assert isinstance(first, Masked) and isinstance(again, Masked)
+    assert checks == 0
+    assert again.body == first.body
+
+
+def test_a_request_whose_plan_changed_is_spliced_and_checked_anew():
+    """A new tool turn moves the window: one more result is masked."""
+    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+    grown = body(conversation(turns=4))
+    outcome, checks = checks_while(lambda: mask_request_body(grown, POLICY, CHAT))
+    assert isinstance(outcome, Masked)
+    assert checks == 1
+    assert outcome.body == masked_anew(grown)
+
+
+def test_a_request_whose_other_members_changed_is_masked_anew():
+    mask_request_body(body(conversation(turns=3), temperature=0), POLICY, CHAT)
+    changed = body(conversation(turns=3) + ANSWER, temperature=1)
+    outcome, checks = checks_while(lambda: mask_request_body(changed, POLICY, CHAT))
+    assert checks == 1
+    assert outcome.body == masked_anew(changed)
+
+
+def test_a_request_whose_history_was_edited_is_masked_anew():
+    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+    messages = conversation(turns=3) + ANSWER
+    messages[1] = user("Fix the other bug.")
+    edited = body(messages)
+    outcome, checks = checks_while(lambda: mask_request_body(edited, POLICY, CHAT))
+    assert checks == 1
+    assert outcome.body == masked_anew(edited)
+
+
+@pytest.mark.parametrize("between", [
+    # The list closed, and the member written again: the parse keeps the
+    # second list, which is not the previous request's items plus more.
+    b'],"messages":[{"role":"user","content":"x"}',
+    b',{"role":"user","content":"y"}],"messages":[{"role":"user","content":"x"}',
+    # Not items: a value cut in two.
+    b',{"role":"user","content":"y"',
+])
+def test_bytes_between_that_are_not_added_items_mean_the_body_is_masked_anew(between):
+    first = json.dumps({"messages": conversation(turns=3), "model": "m"}).encode()
+    mask_request_body(first, POLICY, CHAT)
+    end = first.rindex(b'], "model"')
+    request = first[:end] + between + first[end:]
+    outcome = mask_request_body(request, POLICY, CHAT)
+    try:
+        expected = mask_read_body(ExactBody.read(request, "messages"), POLICY, CHAT)
+    except UnsupportedBody:  # not a request at all: the rewrite says so too
+        assert type(outcome).__name__ == "Unreadable"
+        return
+    assert type(outcome) is type(expected)
+    assert (outcome.body or request) == (expected.body or request)
+
+
+# Where a list closes, proven by the read ------------------------------------
+
+
+def test_a_marker_before_the_lists_own_bracket_proves_where_it_closes():
+    request = b'{"messages": [1, [2]], "model": "m"}'
+    document, proven = loads_marking_end(request, "messages", request.index(b'], "model"'))
+    assert proven
+    assert document == orjson.loads(request)
+
+
+@pytest.mark.parametrize("request_body, bracket", [
+    (b'{"messages": [1, [2]], "model": "m"}', 0),  # the bracket of a nested list
+    (b'{"messages": [], "model": "m"}', 0),  # an empty list takes no marker
+    (b'{"messages": [1], "messages": [2]}', 0),  # a list the parse does not keep
+    (b'{"messages": [1], "other": [2]}', 1),  # another member's list
+])
+def test_a_marker_before_any_other_bracket_proves_nothing_and_the_document_is_the_bodys(
+        request_body, bracket):
+    at = [n for n, byte in enumerate(request_body) if byte == ord("]")][bracket]
+    document, proven = loads_marking_end(request_body, "messages", at)
+    assert not proven
+    assert document == orjson.loads(request_body)
+
+
+@pytest.mark.parametrize("write", [
+    orjson.dumps,
+    lambda d: json.dumps(d).encode(),
+    lambda d: json.dumps(d, indent=2).encode(),
+])
+@pytest.mark.parametrize("layout", [
+    {"model": "m", "messages": [1, [2]]},
+    {"messages": [1, [2]], "model": "m", "stream": True},
+    {"messages": [1, [2]], "tools": [{"name": "model", "enum": ["model"]}], "model": "m"},
+])
+def test_the_guess_of_where_the_list_closes_is_right_for_the_usual_layouts(write, layout):
+    request = write(layout)
+    quick = QuickBody.read(request, "messages")
+    assert quick is not None
+    end = quick.guess_list_end("messages")
+    assert end is not None
+    assert loads_marking_end(request, "messages", end)[1]
+
+
+# What is kept --------------------------------------------------------------------
+
+
+def kept(body_bytes: bytes, end: int) -> PreviousRequest:
+    return PreviousRequest("chat", False, body_bytes, end, 1, b"[1]", ())
+
+
+def test_a_kept_request_replaces_the_one_it_grew_from():
+    store = PreviousRequests()
+    first = kept(b'{"messages":[1]}', 14)
+    store.keep(first)
+    found = store.grown_from(b'{"messages":[1,2]}', "chat", False)
+    assert found is not None and found.previous is first
+    store.keep(kept(b'{"messages":[1,2]}', 16), replaces=first)
+    grown = store.grown_from(b'{"messages":[1,2,3]}', "chat", False)
+    assert grown is not None
+    assert grown.previous.body == b'{"messages":[1,2]}'
+    assert grown.added(b'{"messages":[1,2,3]}') == b",3"
+    assert store.grown_from(b'{"messages":[1,9]}', "chat", False) is None
+    store.clear()
+    assert store.grown_from(b'{"messages":[1,2,3]}', "chat", False) is None
+
+
+def test_a_marker_where_there_is_no_bracket_proves_nothing():
+    request = b'{"messages": [1], "model": "m"}'
+    assert loads_marking_end(request, "messages", 3) == (orjson.loads(request), False)
+
+
+def test_the_least_recently_kept_conversations_go_when_their_bytes_run_out():
+    store = PreviousRequests(bytes_kept=2500)
+    first = b'{"a":[1]}' + b" " * 10
+    second = b'{"b":[1]}' + b" " * 10
+    store.keep(kept(first, 7))
+    store.keep(kept(second, 7))
+    store.keep(kept(b'{"c":[1]}', 7))
+    assert store.grown_from(first, "chat", False) is None
+    assert store.grown_from(second, "chat", False) is not None
+
+
+def test_bytes_inserted_into_a_list_where_the_guess_went_wrong_are_not_taken_for_items():
+    """A member after the list holds ``], "model"`` (a list, then the next
+    member's name): the guess of where the list closes lands in it, the
+    check of the masked body disproves it, and a body that inserts an
+    element into that other list is not taken for one that adds items."""
+    first = json.dumps({"messages": conversation(turns=3), "model": "m",
+                        "tools": [{"enum": [1], "model": 2}]}).encode()
+    assert isinstance(mask_request_body(first, POLICY, CHAT), Masked)
+    wrong = first.rindex(b'], "model"')
+    request = first[:wrong] + b", 2" + first[wrong:]
+    with mock.patch.object(rewrite, "_written", wraps=rewrite._written) as written:
+        outcome = mask_request_body(request, POLICY, CHAT)
+    assert written.call_args.args[1] is None  # not grown from the first
+    assert outcome.body == masked_anew(request)
