@@ -208,3 +208,25 @@ def test_pauses_that_overlap_switch_the_collector_back_on_only_at_the_last_end()
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_once_the_proxy_runs_the_objects_made_at_start_up_are_left_out_of_collections_once(
+        masking, monkeypatch):
+    """A full collection walks every object while it holds the GIL: the
+    modules, classes and functions made at start-up are frozen out of them
+    when the proxy starts running, and only once (a reloaded script does
+    not freeze what the proxy made since)."""
+    from obsmask_core.mitm import off_loop
+
+    monkeypatch.setattr(off_loop, "_frozen", False)
+    gc.unfreeze()
+    try:
+        masking.running()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000
+        made_since = [[n] for n in range(5000)]
+        masking.running()
+        assert gc.get_freeze_count() == frozen
+        assert len(made_since) == 5000
+    finally:
+        gc.unfreeze()

@@ -29,7 +29,7 @@ from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_p
 from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.mitm.body_encoding import set_body
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
-from obsmask_core.mitm.off_loop import off_loop, run_off_loop
+from obsmask_core.mitm.off_loop import freeze_startup_objects, off_loop, run_off_loop
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -118,6 +118,7 @@ class ConversationMasking:
 
     def running(self) -> None:
         self.tokens.start_loading()
+        freeze_startup_objects()
 
     def _format_of(self, flow: http.HTTPFlow) -> WireFormat | None:
         return self.routes.format_of(flow.request.method, flow.request.path,
