@@ -183,6 +183,8 @@ class Frontier:
         # Turns judged so far, and the request end the replay has reached.
         self._judged = 0
         self._replayed_to = 0
+        # The items as the checkpoint kept for this request holds them.
+        self.items_written: bytes | None = None
         if resume is not None and self._may_resume(resume):
             self._restore(resume)
         # chars_before[i]: characters of the items before item i. Only the

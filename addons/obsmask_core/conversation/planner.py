@@ -79,6 +79,10 @@ class MaskPlan:
     held_out: bool = False
     # The conversation's name (holdout.conversation_id): totals group by it.
     conversation: str | None = None
+    # orjson's writing of the items without the closing bracket, as the
+    # frontier's checkpoint keeps it (None when none was kept): the next
+    # request that grew from this one writes its own from it.
+    items_written: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def masked(self) -> int:
@@ -183,6 +187,7 @@ def plan_masking(
 
     frontier = _frontier(index, items, policy, maskable, plan.conversation, written)
     plan.frontier_turn = frontier.turn
+    plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
 
     # The K most recent results of each tool stay. Counted in the
@@ -280,7 +285,9 @@ def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
         return Frontier(index, items, policy, maskable)
     frontier = Frontier(index, items, policy, maskable,
                         resume=checkpoints.find(conversation, written))
-    checkpoints.keep(conversation, frontier.checkpoint(written))
+    checkpoint = frontier.checkpoint(written)
+    checkpoints.keep(conversation, checkpoint)
+    frontier.items_written = checkpoint.items_json
     return frontier
 
 

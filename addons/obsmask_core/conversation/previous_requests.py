@@ -38,8 +38,8 @@ from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.turn_model import Location
 
 # The latest requests of every conversation, as many as fit in these bytes
-# (their bodies, masked bodies and written items), per policy; the least
-# recently used go first.
+# (their bodies and masked bodies), per policy; the least recently used go
+# first.
 REQUESTS_KEPT = 256
 PREVIOUS_BYTES_KEPT = 64 * 1024 * 1024
 # A body is compared with a kept request first by the bytes just before
@@ -61,8 +61,9 @@ class PreviousRequest:
     (a guess until a later request's read proves it). ``masked`` is the
     body that went out when masking changed it, with ``masked_end`` where
     its list closes (proven by its check); None when the body went out
-    unchanged. ``written`` is orjson's writing of the list's items (what the
-    frontier's checkpoints compare), ``items`` their number."""
+    unchanged. ``written`` is orjson's writing of the list's items without
+    the closing bracket (the bytes the frontier's checkpoint of the request
+    holds, not a copy), ``items`` their number."""
 
     fmt: str
     recall: bool
@@ -79,7 +80,8 @@ class PreviousRequest:
         return self.body[self.end:]
 
     def weight(self) -> int:
-        return (len(self.body) + len(self.written) + _REQUEST_BYTES
+        # ``written`` is the checkpoint's, weighed with the checkpoints.
+        return (len(self.body) + _REQUEST_BYTES
                 + (len(self.masked) if self.masked is not None else 0))
 
 

@@ -152,10 +152,10 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
         outcome: RewriteOutcome = Unchanged(HELD_OUT, plan)
     else:
         outcome, masked_end = _masked(request, plan, fmt, recalls, chars, grown, end)
-    if kept is not None and written is not None and end is not None \
+    if kept is not None and plan.items_written is not None and end is not None \
             and isinstance(request, QuickBody) and isinstance(outcome, Masked | Unchanged):
         kept.keep(PreviousRequest(
-            fmt.name, recall, request.body, end, len(items), written,
+            fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
             masked_end or 0), grew_from)
@@ -230,9 +230,9 @@ def _written(items: list[object], grown: Grown | None, added: list[object] | Non
     if grown is None or added is None:
         return items_json(items)
     if not added:
-        return grown.previous.written
+        return grown.previous.written + b"]"
     more = items_json(added)
-    return None if more is None else grown.previous.written[:-1] + b"," + more[1:]
+    return None if more is None else grown.previous.written + b"," + more[1:]
 
 
 def _list_end(request: RequestBody, fmt: WireFormat) -> int | None:
