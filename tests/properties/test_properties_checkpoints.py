@@ -41,7 +41,7 @@ formats = st.sampled_from([CHAT, ANTHROPIC, RESPONSES])
 
 def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
                      recall: bool) -> MaskPlan:
-    def fresh(index, items, policy, maskable, conversation, written=None):
+    def fresh(index, items, policy, maskable, conversation, written_open=None):
         return Frontier(index, items, policy, maskable)
 
     with mock.patch.object(planner, "_frontier", fresh):

@@ -6,6 +6,7 @@ request goes out exactly as masking it anew would send it."""
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +14,8 @@ from hypothesis import strategies as st
 from test_properties_checkpoints import edited, policies
 from test_properties_frontier import growing_conversations, requests_of
 
+from obsmask_core.conversation import planner
+from obsmask_core.conversation.frontier import Frontier
 from obsmask_core.conversation.planner import forget_judgements
 from obsmask_core.conversation.request_body import ExactBody
 from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
@@ -43,9 +46,13 @@ def document(fmt: WireFormat, items: list[object], layout: str) -> dict[str, obj
 
 
 def masked_anew(body: bytes, policy: object, fmt: WireFormat, recall: bool) -> tuple[str, bytes]:
-    """The outcome the exact reader gives: it neither uses nor keeps a
-    previous request."""
-    outcome = mask_read_body(ExactBody.read(body, fmt.list_member), policy, fmt, recall)
+    """The outcome the exact reader gives, with the frontier replayed in
+    full: it neither uses nor keeps a previous request or a checkpoint."""
+    def fresh(index, items, policy, maskable, conversation, written_open=None):
+        return Frontier(index, items, policy, maskable)
+
+    with mock.patch.object(planner, "_frontier", fresh):
+        outcome = mask_read_body(ExactBody.read(body, fmt.list_member), policy, fmt, recall)
     return type(outcome).__name__, outcome.body or body
 
 

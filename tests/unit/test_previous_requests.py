@@ -57,6 +57,9 @@ def test_a_request_that_only_adds_items_reuses_the_previous_masked_body_without_
     assert checks == 0
     assert outcome.body == masked_anew(grown)
     assert len(outcome.plan.decisions) == 2
+    # What the frontier's checkpoint keeps for the next request: orjson's
+    # writing of all the items, made from the previous one's.
+    assert outcome.plan.items_written == orjson.dumps(conversation(turns=3) + ANSWER)[:-1]
 
 
 def test_a_retry_of_the_same_body_goes_out_as_it_did_the_first_time_without_a_check():
@@ -211,7 +214,7 @@ def test_bytes_inserted_into_a_list_where_the_guess_went_wrong_are_not_taken_for
     assert isinstance(mask_request_body(first, POLICY, CHAT), Masked)
     wrong = first.rindex(b'], "model"')
     request = first[:wrong] + b", 2" + first[wrong:]
-    with mock.patch.object(rewrite, "_written", wraps=rewrite._written) as written:
+    with mock.patch.object(rewrite, "_written_open", wraps=rewrite._written_open) as written:
         outcome = mask_request_body(request, POLICY, CHAT)
-    assert written.call_args.args[1] is None  # not grown from the first
+    assert written.call_args.args[0] is None  # not grown from the first
     assert outcome.body == masked_anew(request)

@@ -138,7 +138,8 @@ class Checkpoint:
         if not items_json.startswith(self.items_json):
             return False
         following = items_json[len(self.items_json):len(self.items_json) + 1]
-        return following in (b",", b"]")
+        # Nothing follows in a writing without its closing bracket.
+        return following in (b",", b"]", b"")
 
 
 class Frontier:
@@ -241,13 +242,15 @@ class Frontier:
             self.ledger.restore(resume.ledger)
         self._judged, self._replayed_to = resume.judged_turns, resume.items
 
-    def checkpoint(self, items_json: bytes) -> Checkpoint:
+    def checkpoint(self, items_json: bytes, *, closed: bool = True) -> Checkpoint:
         """Where this replay stands now that it has replayed the whole
-        request, whose items orjson wrote as ``items_json``."""
+        request, whose items orjson wrote as ``items_json`` (without the
+        closing bracket when not ``closed``)."""
         judged = self._judged
         used = self._savings_read(judged)
         return Checkpoint(
-            items=self._items, items_json=items_json[:-1], judged_turns=judged,
+            items=self._items, items_json=items_json[:-1] if closed else items_json,
+            judged_turns=judged,
             chars_before=tuple(self.chars_before),
             freed=tuple(self._savings.freed[:used]),
             counted=tuple(self._savings.counted[:used]),

@@ -131,7 +131,7 @@ def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
-    written: bytes | None = None,
+    written_open: bytes | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -142,8 +142,9 @@ def plan_masking(
     With ``recall``, placeholders and clip markers say how to get the text
     back (unless the call's id names several results of the request: a
     recall could not tell which); the ``recalled`` results are never
-    clipped (the model asked for them whole). ``written`` is orjson's
-    writing of ``items`` when the caller has it (``checkpoints.items_json``).
+    clipped (the model asked for them whole). ``written_open`` is orjson's
+    writing of ``items`` without the closing bracket, when the caller has it
+    (``checkpoints.items_json``).
     """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
                     conversation=conversation_id(items))
@@ -185,7 +186,7 @@ def plan_masking(
         else:
             maskable[number] = judgement[1]
 
-    frontier = _frontier(index, items, policy, maskable, plan.conversation, written)
+    frontier = _frontier(index, items, policy, maskable, plan.conversation, written_open)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
@@ -272,20 +273,21 @@ def forget_checkpoints() -> None:
 
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
-              written: bytes | None = None) -> Frontier:
+              written_open: bytes | None = None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits."""
     try:
         checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
     except TypeError:  # a policy built with lists, not tuples: replayed in full
         return Frontier(index, items, policy, maskable)
+    written = written_open
     if conversation is not None and written is None:
         written = items_json(items)
     if conversation is None or written is None:
         return Frontier(index, items, policy, maskable)
     frontier = Frontier(index, items, policy, maskable,
                         resume=checkpoints.find(conversation, written))
-    checkpoint = frontier.checkpoint(written)
+    checkpoint = frontier.checkpoint(written, closed=written_open is None)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json
     return frontier

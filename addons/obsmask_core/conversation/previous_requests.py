@@ -121,9 +121,9 @@ class PreviousRequests:
             if tail_at < end or previous.fmt != fmt or previous.recall != recall:
                 continue
             start = max(0, end - _FINGERPRINT_BYTES)
-            if body[start:end] == previous.body[start:end] \
+            if body == previous.body or (body[start:end] == previous.body[start:end] \
                     and body.endswith(previous.tail) \
-                    and body.startswith(previous.body[:end]):
+                    and body.startswith(previous.body[:end])):
                 with self._lock:
                     if id(previous) in self._kept:
                         self._kept.move_to_end(id(previous))

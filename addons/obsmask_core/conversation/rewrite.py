@@ -143,16 +143,16 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
         if keeping and grown is not None and isinstance(request, QuickBody) else None
     if added is None:
         grown = None
-    written = _written(items, grown, added) if keeping else None
     plan = plan_masking(index, policy, items, recall=recall,
-                        recalled=frozenset(r.location for r in recalls), written=written)
+                        recalled=frozenset(r.location for r in recalls),
+                        written_open=_written_open(grown, added))
     end = _list_end(request, fmt) if keeping else None
     masked_end: int | None = None
     if plan.held_out and not recalls:
         outcome: RewriteOutcome = Unchanged(HELD_OUT, plan)
     else:
         outcome, masked_end = _masked(request, plan, fmt, recalls, chars, grown, end)
-    if kept is not None and plan.items_written is not None and end is not None \
+    if keeping and kept is not None and plan.items_written is not None and end is not None \
             and isinstance(request, QuickBody) and isinstance(outcome, Masked | Unchanged):
         kept.keep(PreviousRequest(
             fmt.name, recall, request.body, end, len(items), plan.items_written,
@@ -179,7 +179,9 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
             and isinstance(request, QuickBody) and _signature(plan) == previous.signature:
         # The previous request's replacements, all in the items both share:
         # its masked body up to where its list closes, then this one's bytes.
-        grown_body = previous.masked[:previous.masked_end] + request.body[grown.start:]
+        grown_body = previous.masked if request.body == previous.body else b"".join(
+            (memoryview(previous.masked)[:previous.masked_end],
+             memoryview(request.body)[grown.start:]))
         return (Masked(grown_body, plan, chars, chars_after),
                 previous.masked_end + grown.end - grown.start)
 
@@ -224,15 +226,18 @@ def _added_items(request: QuickBody, grown: Grown) -> list[object] | None:
     return new
 
 
-def _written(items: list[object], grown: Grown | None, added: list[object] | None) -> bytes | None:
-    """orjson's writing of ``items``: the previous request's with the added
-    items' appended, when the body grew from it."""
+def _written_open(grown: Grown | None, added: list[object] | None) -> bytes | None:
+    """orjson's writing of the items without the closing bracket, when the
+    body grew from a kept request: that one's with the added items'
+    appended (None: the planner writes them)."""
     if grown is None or added is None:
-        return items_json(items)
+        return None
     if not added:
-        return grown.previous.written + b"]"
+        return grown.previous.written
     more = items_json(added)
-    return None if more is None else grown.previous.written + b"," + more[1:]
+    if more is None:
+        return None
+    return b"".join((grown.previous.written, b",", memoryview(more)[1:-1]))
 
 
 def _list_end(request: RequestBody, fmt: WireFormat) -> int | None:
