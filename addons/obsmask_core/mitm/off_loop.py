@@ -104,7 +104,7 @@ _frozen = False
 
 def freeze_startup_objects() -> None:
     """Leave the objects made at start-up (mitmproxy's and obsmask's
-    modules, classes, functions: ~85,000) out of every later collection,
+    modules, classes, functions: ~90,000) out of every later collection,
     once per process. A full collection walks every object, holding the
     GIL: with them it stalled the event loop 50-70 ms after a load, without
     them at most 13 ms (``gc.freeze``; they live as long as the process
