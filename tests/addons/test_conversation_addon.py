@@ -332,6 +332,22 @@ def test_bytes_outside_the_masked_results_are_the_clients(addon_context):
     assert after.endswith(original[start + len(content):])
 
 
+def test_a_request_made_from_the_previous_masked_body_says_so(addon_context):
+    """A retry of a masked request goes out as the first did, made from its
+    masked body, and its flow says so; the first, masked anew, does not."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=1)
+    forget_previous_requests()
+    original = body(conversation(turns=3))
+    first, again = chat_flow(original), chat_flow(original)
+    addon.request(first)
+    addon.request(again)
+    assert first.metadata["obsmask"]["action"] == "masked"
+    assert "reused_previous_body" not in first.metadata["obsmask"]
+    assert again.metadata["obsmask"]["reused_previous_body"] is True
+    assert again.request.raw_content == first.request.raw_content != original
+
+
 def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplog):
     """If the masked body ever broke one of the rules of masking, the original
     is forwarded and an error is logged."""

@@ -41,7 +41,8 @@ from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_bucket
 from obsmask_core.conversation.planner import plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import HELD_OUT
+from obsmask_core.conversation.request_body import ExactBody
+from obsmask_core.conversation.rewrite import HELD_OUT, mask_read_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC
 from support.agents import needs_clients
 from support.anthropic_shell_agent import run_shell_agent
@@ -394,3 +395,34 @@ def test_a_moving_cache_control_breakpoint_keeps_a_conversation_in_the_holdout_g
         last_block = as_object(as_list(as_object(exchange.items[-1])["content"])[-1])
         assert last_block["cache_control"] == {"type": "ephemeral"}
     _assert_held_out(exchanges)
+
+
+def test_requests_that_only_add_items_reuse_the_previous_masked_body_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The same conversation, the agent appending to its history and
+    moving no cache breakpoint: a request for which masking plans what it
+    planned for the one before goes out made from that one's masked body,
+    and its flow says so. Every request, reused or not, reaches the
+    provider byte for byte as the exact reader, which keeps no request,
+    masks the client's body in this test's process."""
+    flows_file = tmp_path / "flows.mitm"
+    with scripted_anthropic(PROMPT_MARKER, commands(SIZES), FINAL) as scripted:
+        arguments = _proxy_arguments(scripted.url, tmp_path, flows_file, *LEDGER_OPTIONS)
+        with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
+            sent = _run(proxy, PROMPT, stream_turns=STREAM_TURNS, breakpoint="none")
+            output = proxy.output()
+        exchanges = _exchanges(scripted, _read_flows(flows_file), PROMPT, sent)
+    assert "Traceback" not in output and "forwarded unchanged" not in output, output
+    reused = []
+    for exchange in exchanges:
+        anew = mask_read_body(ExactBody.read(exchange.sent, "messages"), LEDGER, ANTHROPIC)
+        assert exchange.received == (anew.body or exchange.sent), f"request {exchange.number}"
+        if exchange.meta.get("reused_previous_body") is True:
+            assert exchange.meta["action"] == "masked"
+            reused.append(exchange.number)
+    masked = [e.number for e in exchanges if e.meta["action"] == "masked"]
+    # The frontier moves now and then: some masked requests are made anew,
+    # and the others from the request before.
+    assert reused and set(reused) < set(masked), (reused, masked)
+    print("\nmasked requests:", masked, "made from the previous masked body:", reused)

@@ -50,6 +50,8 @@ class Masked:
     plan: MaskPlan
     tool_chars_before: int
     tool_chars_after: int
+    # Made from the previous request's masked body (``previous_requests``).
+    reused: bool = False
     reason: ClassVar[str] = "masked"
 
 
@@ -182,7 +184,7 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
         grown_body = previous.masked if request.body == previous.body else b"".join(
             (memoryview(previous.masked)[:previous.masked_end],
              memoryview(request.body)[grown.start:]))
-        return (Masked(grown_body, plan, chars, chars_after),
+        return (Masked(grown_body, plan, chars, chars_after, reused=True),
                 previous.masked_end + grown.end - grown.start)
 
     replacements = [

@@ -49,6 +49,9 @@ class MaskSummary:
     # Milliseconds the rewrite took (parse, plan, splice, verify).
     mask_ms: float | None = None
     tokens_estimated: bool = False
+    # The body is the previous request's masked body with this one's new
+    # items (``previous_requests``): not searched, spliced or parsed again.
+    reused_previous_body: bool = False
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
@@ -81,6 +84,7 @@ class MaskSummary:
             conversation=plan.conversation,
             mask_ms=mask_ms,
             tokens_estimated=any(c is not None and c.estimated for c in (before, after)),
+            reused_previous_body=outcome.reused,
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -91,6 +95,8 @@ class MaskSummary:
             del out["recalled_tool_results"]  # recall off, or nothing recalled
         if not self.tokens_estimated:
             del out["tokens_estimated"]
+        if not self.reused_previous_body:
+            del out["reused_previous_body"]
         return _without_none(out, "conversation", "mask_ms")
 
     def comment_line(self) -> str:
