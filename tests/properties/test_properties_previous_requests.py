@@ -5,10 +5,8 @@ request goes out exactly as masking it anew would send it."""
 
 from __future__ import annotations
 
-import json
 from unittest import mock
 
-import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_properties_checkpoints import edited, policies
@@ -20,15 +18,9 @@ from obsmask_core.conversation.planner import forget_judgements
 from obsmask_core.conversation.request_body import ExactBody
 from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from support.encoders import ENCODERS
 from support.formats import convert
 
-ENCODERS = {
-    "orjson": orjson.dumps,
-    "json": lambda d: json.dumps(d).encode(),
-    "json-utf8": lambda d: json.dumps(d, ensure_ascii=False).encode(),
-    "json-compact": lambda d: json.dumps(d, separators=(",", ":")).encode(),
-    "indented": lambda d: json.dumps(d, indent=2).encode(),
-}
 # A member after the list that holds the next member's name, brackets and
 # a list of its own: where the list closes must not be taken from it.
 TRICKY = {"tools": [{"name": "model", "enum": ["model", "]", '"model":']}], "model": "m"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,18 +14,12 @@ from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, Replacement
 from obsmask_core.conversation.rewrite import Masked, mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from support.encoders import ENCODERS
 from support.formats import Call, Event, Result, Say, Turn, convert
 
 # Few texts, so that the same one recurs as a result, an answer and a name.
 TEXT = st.sampled_from(["ok", "bash", "call_a", "x" * 300, "caf\u00e9 " * 80,
                         'say "ok"\n' * 40, "\u2028\U0001f600" * 90])
-ENCODERS = {
-    "orjson": orjson.dumps,
-    "json": lambda d: json.dumps(d).encode(),
-    "json-utf8": lambda d: json.dumps(d, ensure_ascii=False).encode(),
-    "json-compact": lambda d: json.dumps(d, separators=(",", ":")).encode(),
-    "indented": lambda d: json.dumps(d, indent=2).encode(),
-}
 
 
 @st.composite
