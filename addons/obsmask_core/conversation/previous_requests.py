@@ -80,7 +80,9 @@ class PreviousRequest:
         return self.body[self.end:]
 
     def weight(self) -> int:
-        # ``written`` is the checkpoint's, weighed with the checkpoints.
+        # ``written`` is the checkpoint's, weighed with the checkpoints while
+        # they keep it; once they let it go, this keeps it alive (no more
+        # bytes than the body it was written from).
         return (len(self.body) + _REQUEST_BYTES
                 + (len(self.masked) if self.masked is not None else 0))
 
