@@ -113,7 +113,13 @@ def expected_by_reference(conversation: list[object], policy: MaskPolicy) -> lis
     scans instead of the implementation's index: a result of a turn older
     than the last ``window_turns`` tool turns is masked, unless it is an
     orphan, not text, already masked, an error (with keep_errors), one of
-    the last K of its tool, or longer as a placeholder."""
+    the last K of its tool, or longer as a placeholder.
+
+    The last K of a tool are counted in the request that ended just before
+    the model's first answer after the last tool turn (where the window
+    last moved), so that what was sent stays as it was until the window
+    moves again; a result placed after that request is more recent than
+    all of them and is kept as well."""
 
     def is_turn(m: object) -> bool:
         return (
@@ -155,11 +161,23 @@ def expected_by_reference(conversation: list[object], policy: MaskPolicy) -> lis
     if not policy.enabled or policy.window_turns <= 0:
         return out
     k = policy.keep_last_k_per_tool or 0
+    counted_end = len(conversation)
+    if len(turn_positions) > policy.window_turns:
+        counted_end = next(
+            (
+                i
+                for i in range(turn_positions[-1] + 1, len(conversation))
+                if isinstance(conversation[i], dict) and conversation[i].get("role") == "assistant"
+            ),
+            len(conversation),
+        )
     kept_by_k = set()
     for i in results:
         name = link(i)[1]
-        later_same_tool = [j for j in results if j >= i and link(j)[1] == name]
-        if len(later_same_tool) <= k:
+        later_same_tool = [
+            j for j in results if i <= j < counted_end and link(j)[1] == name
+        ]
+        if k and (i >= counted_end or len(later_same_tool) <= k):
             kept_by_k.add(i)
     for i in results:
         number, name = link(i)

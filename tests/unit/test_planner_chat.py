@@ -321,6 +321,24 @@ def test_the_last_k_results_of_each_tool_stay():
     assert masked_ids(messages, after_k3) == ["c1", "c2"]
 
 
+def test_a_result_sent_after_a_later_answer_is_the_most_recent_of_its_tool_and_stays():
+    """A result of an old turn placed after the model's later answers came
+    after the window last moved: it is more recent than every result the K
+    were counted among, so keep_last_k_per_tool keeps it; without the rule
+    it is masked like any result of a turn outside the window."""
+    messages = [
+        system(),
+        tool_turn("c0", name="bash"),
+        tool_turn("c1", name="bash"),
+        {"role": "assistant", "content": "ok"},
+        tool_result("c0", LONG_OUTPUT),
+    ]
+    kept = mask_old_tool_results(messages, MaskPolicy(window_turns=1, keep_last_k_per_tool=1))
+    assert masked_ids(messages, kept) == []
+    masked = mask_old_tool_results(messages, MaskPolicy(window_turns=1))
+    assert masked_ids(messages, masked) == ["c0"]
+
+
 def test_keep_last_k_zero_is_off():
     before = conversation(turns=4)
     assert mask_old_tool_results(

@@ -193,13 +193,16 @@ def plan_masking(
 
     # The K most recent results of each tool stay. Counted in the
     # request as it was when the frontier last moved, so the masked prefix
-    # does not change between moves.
+    # does not change between moves. A result placed after that request
+    # (one of an old turn, sent after a later answer) is more recent than
+    # all of those counted: it stays too, until the next move counts it.
     kept_by_tool: set[int] = set()
     if policy.per_tool_keep > 0:
         seen: Counter[str | None] = Counter()
         for number in range(len(index.results) - 1, -1, -1):
             result = index.results[number]
             if frontier.request_end and result.location[0] >= frontier.request_end:
+                kept_by_tool.add(number)
                 continue
             if seen[result.tool_name] < policy.per_tool_keep:
                 seen[result.tool_name] += 1
