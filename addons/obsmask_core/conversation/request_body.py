@@ -36,7 +36,7 @@ from obsmask_core.conversation.request_text import (
     loads,
     parse_request,
 )
-from obsmask_core.conversation.value_search import find_values
+from obsmask_core.conversation.value_search import byte_before, find_values
 from obsmask_core.shared.json_text import Span, splice
 
 
@@ -70,8 +70,9 @@ def loads_marking_end(body: bytes, list_member: str, end: int | None) -> tuple[o
     """``body`` parsed by orjson (JSONDecodeError if it cannot be), and
     whether the byte at ``end`` proved to close its list; the document is
     the body's either way (the marker taken out again)."""
+    # An empty list takes no marker: ``[,`` is not JSON.
     if end is not None and 0 < end < len(body) and body[end] == ord("]") \
-            and _last_byte_before(body, end) not in (ord("["), None):
+            and byte_before(body, end) not in (ord("["), None):
         view = memoryview(body)
         try:
             # One copy of the body, not three (it may weigh 10 MB).
@@ -92,13 +93,6 @@ def _last_byte_position(body: bytes, pos: int) -> int | None:
     while pos >= 0 and body[pos] in b" \t\r\n":
         pos -= 1
     return pos if pos >= 0 else None
-
-
-def _last_byte_before(body: bytes, pos: int) -> int | None:
-    """The last byte before ``pos`` that is not JSON white space (an empty
-    list takes no marker: ``[,`` is not JSON)."""
-    at = _last_byte_position(body, pos)
-    return body[at] if at is not None else None
 
 
 # The next member's name may also be written inside a later value: a few

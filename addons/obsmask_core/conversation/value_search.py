@@ -62,7 +62,8 @@ def _encoded(encoder: Encoder, value: object) -> bytes | None:
         return None  # a value orjson cannot write (an int past 64 bits...)
 
 
-def _byte_before(body: bytes, pos: int) -> int | None:
+def byte_before(body: bytes, pos: int) -> int | None:
+    """The last byte before ``pos`` that is not JSON white space."""
     pos -= 1
     while pos >= 0 and body[pos] in _WHITESPACE:
         pos -= 1
@@ -96,7 +97,7 @@ def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes) -> Sp
             pos = body.find(needle, pos + 1)
             continue
         end = pos + len(encoded)
-        before = _byte_before(body, pos)
+        before = byte_before(body, pos)
         after = _byte_after(body, end)
         if before is not None and before in openers and after is not None \
                 and after in _AFTER_VALUE:
