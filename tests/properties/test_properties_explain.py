@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsmask_core.conversation.explain import MaskingExplanation, explain_masking
+from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import Masked, mask_request_body
+from obsmask_core.conversation.rewrite import mask_request_body
 from support.chat import LONG_OUTPUT
 from support.formats import FORMATS, Call, Event, Result, Say, Turn, convert
 

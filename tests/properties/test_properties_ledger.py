@@ -30,10 +30,11 @@ from obsmask_core.conversation import planner
 from obsmask_core.conversation.apply import apply_plan
 from obsmask_core.conversation.frontier import Frontier
 from obsmask_core.conversation.invariants import check_only_planned_changes
+from obsmask_core.conversation.outcomes import Masked, Refused, Unreadable
 from obsmask_core.conversation.planner import MASKED, MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.price_models import PRICE_MODELS, PRICE_UNIT
-from obsmask_core.conversation.rewrite import Masked, Refused, Unreadable, mask_request_body
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.billing import rebill, so_far
 from support.chat import LONG_OUTPUT

@@ -14,7 +14,7 @@ from test_properties_frontier import growing_conversations, requests_of
 
 from obsmask_core.conversation import planner
 from obsmask_core.conversation.frontier import Frontier
-from obsmask_core.conversation.planner import forget_judgements
+from obsmask_core.conversation.planner import MaskPlan, forget_judgements
 from obsmask_core.conversation.request_body import ExactBody
 from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
@@ -37,7 +37,8 @@ def document(fmt: WireFormat, items: list[object], layout: str) -> dict[str, obj
     raise ValueError(layout)
 
 
-def masked_anew(body: bytes, policy: object, fmt: WireFormat, recall: bool) -> tuple[str, bytes]:
+def masked_anew(body: bytes, policy: object, fmt: WireFormat,
+                recall: bool) -> tuple[str, bytes, MaskPlan | None]:
     """The outcome the exact reader gives, with the frontier replayed in
     full: it neither uses nor keeps a previous request or a checkpoint."""
     def fresh(index, items, policy, maskable, conversation, written_open=None):
@@ -45,7 +46,7 @@ def masked_anew(body: bytes, policy: object, fmt: WireFormat, recall: bool) -> t
 
     with mock.patch.object(planner, "_frontier", fresh):
         outcome = mask_read_body(ExactBody.read(body, fmt.list_member), policy, fmt, recall)
-    return type(outcome).__name__, outcome.body or body
+    return type(outcome).__name__, outcome.body or body, outcome.plan
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -59,7 +60,8 @@ def test_a_request_grown_from_the_previous_one_goes_out_as_masking_it_anew_would
     """Requests of a conversation in order, with retries, requests sent
     again out of order and edited histories in between: each masked body
     (reused from the previous request or not) is byte for byte the one the
-    exact reader makes of it alone."""
+    exact reader makes of it alone, from the same plan (what the flow's
+    metadata reports)."""
     forget_judgements()
     requests = [convert(fmt, request) for request in requests_of(events)]
     for number, items in enumerate(requests):
@@ -74,5 +76,5 @@ def test_a_request_grown_from_the_previous_one_goes_out_as_masking_it_anew_would
         for each in sent:
             body = ENCODERS[encoder](document(fmt, each, layout))
             outcome = mask_request_body(body, policy, fmt, recall=recall)
-            assert (type(outcome).__name__, outcome.body or body) \
+            assert (type(outcome).__name__, outcome.body or body, outcome.plan) \
                 == masked_anew(body, policy, fmt, recall)

@@ -10,9 +10,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, Replacement
-from obsmask_core.conversation.rewrite import Masked, mask_read_body, mask_request_body
+from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from support.encoders import ENCODERS
 from support.formats import Call, Event, Result, Say, Turn, convert

@@ -21,8 +21,9 @@ from obsmask_core.conversation.explain import (
     explain_masking,
     masking_page,
 )
+from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
-from obsmask_core.conversation.rewrite import Masked, mask_request_body
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat
 from obsmask_core.shared.recall_text import RecallQuery

@@ -13,9 +13,10 @@ import pytest
 
 from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_bucket, conversation_id, held_out
+from obsmask_core.conversation.outcomes import Masked, Unchanged
 from obsmask_core.conversation.planner import CLIPPED, MaskPlan
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import HELD_OUT, Masked, Unchanged, mask_request_body
+from obsmask_core.conversation.rewrite import HELD_OUT, mask_request_body
 from obsmask_core.conversation.summary import LeftAlone
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from obsmask_core.shared.errors import SettingError

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from obsmask_core.conversation import rewrite
+from obsmask_core.conversation.outcomes import Masked, Unchanged
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import (
     PreviousRequest,
@@ -19,7 +20,7 @@ from obsmask_core.conversation.previous_requests import (
 )
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, loads_marking_end
 from obsmask_core.conversation.request_text import UnsupportedBody
-from obsmask_core.conversation.rewrite import Masked, mask_read_body, mask_request_body
+from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import CHAT
 from support.chat import body, conversation, user
 
@@ -62,13 +63,38 @@ def test_a_request_that_only_adds_items_reuses_the_previous_masked_body_without_
     assert outcome.plan.items_written == orjson.dumps(conversation(turns=3) + ANSWER)[:-1]
 
 
-def test_a_retry_of_the_same_body_goes_out_as_it_did_the_first_time_without_a_check():
+def test_a_retry_of_the_same_body_comes_to_the_first_outcome_without_reading_the_body():
+    """The plan depends only on the body, the policy and the recall switch:
+    the same bytes again come to the same outcome, not read, planned or
+    checked again."""
     request = body(conversation(turns=4))
     first = mask_request_body(request, POLICY, CHAT)
-    again, checks = checks_while(lambda: mask_request_body(request, POLICY, CHAT))
+    with mock.patch.object(QuickBody, "read", side_effect=AssertionError("read")), \
+            mock.patch.object(rewrite, "plan_masking", side_effect=AssertionError("planned")):
+        again, checks = checks_while(lambda: mask_request_body(bytes(request), POLICY, CHAT))
     assert isinstance(first, Masked) and isinstance(again, Masked)
     assert checks == 0
-    assert again.body == first.body
+    assert again.body == first.body == masked_anew(request)
+    assert again.plan == first.plan
+    assert again.reused and not first.reused
+
+
+def test_a_retry_of_a_body_left_unchanged_is_left_unchanged_without_reading_it():
+    request = body(conversation(turns=1))
+    first = mask_request_body(request, POLICY, CHAT)
+    with mock.patch.object(QuickBody, "read", side_effect=AssertionError("read")):
+        again = mask_request_body(bytes(request), POLICY, CHAT)
+    assert isinstance(first, Unchanged)
+    assert again == first
+
+
+def test_the_same_bytes_under_another_policy_are_planned_anew():
+    request = body(conversation(turns=4))
+    mask_request_body(request, POLICY, CHAT)
+    wider = MaskPolicy(window_turns=2, price_model="none", min_free_percent=0)
+    outcome = mask_request_body(request, wider, CHAT)
+    assert isinstance(outcome, Masked) and not outcome.reused
+    assert len(outcome.plan.decisions) == 2
 
 
 def test_a_request_whose_plan_changed_is_spliced_and_checked_anew():

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
+from obsmask_core.conversation.outcomes import Masked, Unreadable
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import Masked, Unreadable, mask_request_body
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import CHAT
 
 

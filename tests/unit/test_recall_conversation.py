@@ -11,9 +11,10 @@ import json
 
 import pytest
 
+from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import DEFAULT_PLACEHOLDER_TEMPLATE, MaskPolicy
 from obsmask_core.conversation.request_text import loads
-from obsmask_core.conversation.rewrite import Masked, mask_request_body
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.shared.recall_text import RecallQuery
 from support.formats import (

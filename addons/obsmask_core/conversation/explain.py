@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.planner import CLIPPED, MASKED, RECALLED, DecisionKind, KeptReason
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.request_text import (
@@ -30,7 +31,7 @@ from obsmask_core.conversation.request_text import (
     UnsupportedBody,
     parse_request,
 )
-from obsmask_core.conversation.rewrite import Masked, mask_request_body
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.turn_model import Location, ToolResult
 from obsmask_core.conversation.wire_formats import WireFormat

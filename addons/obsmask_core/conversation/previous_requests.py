@@ -32,8 +32,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from weakref import WeakKeyDictionary
 
+from obsmask_core.conversation.outcomes import Masked, Unchanged
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.turn_model import Location
 
@@ -63,7 +65,10 @@ class PreviousRequest:
     its list closes (proven by its check); None when the body went out
     unchanged. ``written`` is orjson's writing of the list's items without
     the closing bracket (the bytes the frontier's checkpoint of the request
-    holds, not a copy), ``items`` their number."""
+    holds, not a copy), ``items`` their number. ``outcome`` is what the
+    rewrite made of the body: the same bytes sent again (a retry) come to
+    the same outcome, since the plan depends on nothing but the body, the
+    policy and the recall switch (the planner's caches only spare it work)."""
 
     fmt: str
     recall: bool
@@ -74,16 +79,21 @@ class PreviousRequest:
     signature: Signature
     masked: bytes | None = None
     masked_end: int = 0
+    outcome: Masked | Unchanged | None = None
 
     @property
     def tail(self) -> bytes:
         return self.body[self.end:]
 
+    @cached_property
     def weight(self) -> int:
         # ``written`` is the checkpoint's, weighed with the checkpoints while
         # they keep it; once they let it go, this keeps it alive (no more
         # bytes than the body it was written from).
-        return (len(self.body) + _REQUEST_BYTES
+        # The outcome's plan holds the replaced texts (its body is ``masked``).
+        plan = self.outcome.plan if self.outcome is not None else None
+        replaced = sum(len(d.original) for d in plan.decisions) if plan is not None else 0
+        return (len(self.body) + _REQUEST_BYTES + replaced
                 + (len(self.masked) if self.masked is not None else 0))
 
 
@@ -99,6 +109,11 @@ class Grown:
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
+
+    @property
+    def same_body(self) -> bool:
+        """Nothing between: the body is the previous request's, byte for byte."""
+        return self.start == self.end
 
 
 class PreviousRequests:
@@ -135,17 +150,17 @@ class PreviousRequests:
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this)."""
-        size = request.weight()
+        size = request.weight
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
-                self._bytes -= replaces.weight()
+                self._bytes -= replaces.weight
             if size > self._bytes_kept:
                 return
             self._kept[id(request)] = request
             self._bytes += size
             while self._bytes > self._bytes_kept or len(self._kept) > self._requests_kept:
                 _, dropped = self._kept.popitem(last=False)
-                self._bytes -= dropped.weight()
+                self._bytes -= dropped.weight
 
     def clear(self) -> None:
         with self._lock:

@@ -14,13 +14,19 @@ previous masked body (checked when it was made) with the new items' bytes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import replace
 
 import orjson
 
 from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.invariants import check_only_planned_changes
+from obsmask_core.conversation.outcomes import (
+    Masked,
+    Refused,
+    RewriteOutcome,
+    Unchanged,
+    Unreadable,
+)
 from obsmask_core.conversation.planner import RECALLED, MaskDecision, MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import (
@@ -40,53 +46,6 @@ from obsmask_core.conversation.request_body import (
 from obsmask_core.conversation.request_text import UnsupportedBody
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat, value_at
 
-
-@dataclass(frozen=True)
-class Masked:
-    """The new body, and what was done (``tool_chars_*``: characters of the
-    tool results' text before and after)."""
-
-    body: bytes
-    plan: MaskPlan
-    tool_chars_before: int
-    tool_chars_after: int
-    # Made from the previous request's masked body (``previous_requests``).
-    reused: bool = False
-    reason: ClassVar[str] = "masked"
-
-
-@dataclass(frozen=True)
-class Unchanged:
-    """A request read as it should be, with nothing to change (or masking is
-    off): the original goes out."""
-
-    reason: str
-    plan: MaskPlan | None = None
-    body: ClassVar[None] = None
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """A body that is not a request of the format (not JSON, no list...):
-    the original goes out, and the reason is worth a warning."""
-
-    reason: str
-    body: ClassVar[None] = None
-    plan: ClassVar[None] = None
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The masked body broke a rule of masking (a bug of ours): the original
-    goes out, and ``violation`` is worth an error in the log."""
-
-    violation: str
-    plan: MaskPlan
-    body: ClassVar[None] = None
-    reason: ClassVar[str] = "masked body failed its check"
-
-
-RewriteOutcome = Masked | Unchanged | Unreadable | Refused
 DISABLED = "masking is disabled"
 HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
 
@@ -102,6 +61,10 @@ def mask_request_body(
         return Unchanged(DISABLED)
     kept = previous_requests(policy)
     grown = kept.grown_from(body, fmt.name, recall) if kept is not None else None
+    if grown is not None and grown.same_body and grown.previous.outcome is not None:
+        # The same bytes again (a retry): the same outcome, nothing read.
+        return replace(grown.previous.outcome, reused=True) \
+            if isinstance(grown.previous.outcome, Masked) else grown.previous.outcome
     try:
         quick = QuickBody.read(body, fmt.list_member, grown.end if grown is not None else None)
         outcome = mask_read_body(quick, policy, fmt, recall, grown, kept) \
@@ -160,7 +123,7 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
             fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
-            masked_end or 0), grew_from)
+            masked_end or 0, outcome), grew_from)
     return outcome
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.planner import RECALLED, MaskPlan
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import Masked
 from obsmask_core.shared.tokens import TokenCounter
 
 

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy, policy_values
-from obsmask_core.conversation.rewrite import (
+from obsmask_core.conversation.outcomes import (
     Masked,
     Refused,
     RewriteOutcome,
     Unchanged,
     Unreadable,
-    mask_request_body,
 )
+from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy, policy_values
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_policy
 from obsmask_core.conversation.wire_formats import WireFormat
