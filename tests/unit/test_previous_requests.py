@@ -79,6 +79,18 @@ def test_a_retry_of_the_same_body_comes_to_the_first_outcome_without_reading_the
     assert again.reused and not first.reused
 
 
+def test_a_retry_is_known_as_one_even_when_it_also_grew_from_a_later_request():
+    """A kept request with the same bytes comes before the most recent one
+    the body grew from."""
+    longer, shorter = body(conversation(turns=4)), body(conversation(turns=2))
+    first = mask_request_body(longer, POLICY, CHAT)
+    mask_request_body(shorter, POLICY, CHAT)  # kept after it; the longer grew from it
+    with mock.patch.object(QuickBody, "read", side_effect=AssertionError("read")):
+        again = mask_request_body(bytes(longer), POLICY, CHAT)
+    assert isinstance(again, Masked) and isinstance(first, Masked)
+    assert again.body == first.body
+
+
 def test_a_retry_of_a_body_left_unchanged_is_left_unchanged_without_reading_it():
     request = body(conversation(turns=1))
     first = mask_request_body(request, POLICY, CHAT)

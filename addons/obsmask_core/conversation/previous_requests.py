@@ -129,23 +129,31 @@ class PreviousRequests:
         self._lock = threading.Lock()
 
     def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
-        """The kept request ``body`` grew from (the most recent, if several)."""
+        """The kept request ``body`` grew from: one with the same bytes if
+        there is one (a retry), else the most recent it grew from."""
         with self._lock:
             candidates = list(self._kept.values())
+        found: Grown | None = None
         for previous in reversed(candidates):
             end = previous.end
             tail_at = len(body) - (len(previous.body) - end)
             if tail_at < end or previous.fmt != fmt or previous.recall != recall:
                 continue
+            if tail_at == end:
+                if body != previous.body:
+                    continue
+                found = Grown(previous, end, tail_at)
+                break
             start = max(0, end - _FINGERPRINT_BYTES)
-            if body == previous.body or (body[start:end] == previous.body[start:end] \
+            if found is None and body[start:end] == previous.body[start:end] \
                     and body.endswith(previous.tail) \
-                    and body.startswith(previous.body[:end])):
-                with self._lock:
-                    if id(previous) in self._kept:
-                        self._kept.move_to_end(id(previous))
-                return Grown(previous, end, tail_at)
-        return None
+                    and body.startswith(previous.body[:end]):
+                found = Grown(previous, end, tail_at)
+        if found is not None:
+            with self._lock:
+                if id(found.previous) in self._kept:
+                    self._kept.move_to_end(id(found.previous))
+        return found
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
