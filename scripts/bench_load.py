@@ -127,6 +127,10 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=None, help="default 4 (2 with --quick)")
     parser.add_argument("--fault-repeat", type=int, default=None,
                         help="each fault case per round (default 5, 2 with --quick)")
+    parser.add_argument("--fresh-bodies", action="store_true",
+                        help="make every conversation body one obsmask has not seen (a first "
+                             "member with a number of its own), so none is a retry: each is "
+                             "masked anew (the mix's bodies otherwise repeat)")
     parser.add_argument("--streams", type=int, default=None,
                         help="streams read under 10 MB bodies, per proxy (default 3, 1 with "
                              "--quick)")
@@ -163,7 +167,8 @@ def _own_cpu_seconds() -> float:
 class Variant:
     """One mitmdump, its stub, and what its phases came to."""
 
-    def __init__(self, name: str, stub: LoadStub, bodies: Bodies, work: Path) -> None:
+    def __init__(self, name: str, stub: LoadStub, bodies: Bodies, work: Path,
+                 fresh: bool = False) -> None:
         self.name = name
         self.stub = stub
         self.gateway = name == "obsmask"
@@ -174,7 +179,7 @@ class Variant:
                 arguments += ["--set", f"mcpmask_gateway_servers={server}={stub.url}{path}"]
         self.proxy = MitmdumpProcess(arguments, work, work / f"confdir-{name}",
                                      addon=ADDON if self.gateway else STREAM_SSE)
-        self.mix = Mix(bodies, cuts=self.gateway)
+        self.mix = Mix(bodies, cuts=self.gateway, fresh=fresh)
         self.port = 0
         self.load: dict[str, Tally] = {}
         self.faults: dict[str, Tally] = {}
@@ -271,13 +276,14 @@ def main() -> None:
         "quick": args.quick, "clients": args.clients, "per_client": args.per_client,
         "rounds": args.rounds, "fault_repeat": args.fault_repeat, "streams": args.streams,
         "keep_alive_requests": KEEP_ALIVE_REQUESTS, "mix": MIX,
+        "fresh_bodies": args.fresh_bodies,
         "sessions": bodies.sessions,
     }
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
         variants: dict[str, Variant] = {}
         for name in VARIANTS:
             stub = stack.enter_context(load_stub())
-            variants[name] = Variant(name, stub, bodies, Path(folder))
+            variants[name] = Variant(name, stub, bodies, Path(folder), args.fresh_bodies)
             stack.callback(variants[name].proxy.stop)
         for variant in variants.values():
             variant.start()

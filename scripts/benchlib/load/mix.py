@@ -27,6 +27,8 @@ computed here from the README's rule, not by obsmask's code."""
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -99,11 +101,33 @@ def conversation_request(kind: str, path: str, n: int, body: bytes, sse: bool,
 
 class Mix:
     """The requests of the mix, for a proxy that ``cuts`` MCP answers
-    (obsmask) or not (plain)."""
+    (obsmask) or not (plain).
 
-    def __init__(self, bodies: Bodies, cuts: bool) -> None:
+    Its conversation bodies repeat: sent again byte for byte, a body is a
+    retry for obsmask, which comes to the first one's outcome without
+    reading it. With ``fresh``, every conversation body is one obsmask has
+    not seen (``fresh_body``: a first member holding a number of its own,
+    the rest the same bytes), so each is read, planned, spliced and checked
+    anew: the other end from the repeated bodies (an agent's next request,
+    which only adds items to the one before, lies between)."""
+
+    def __init__(self, bodies: Bodies, cuts: bool, fresh: bool = False) -> None:
         self.bodies = bodies
         self.cuts = cuts
+        self.fresh = fresh
+        self._serial = itertools.count()
+
+    def fresh_body(self, body: bytes) -> bytes:
+        """``body`` as it is, or with ``fresh`` one never sent before."""
+        if not self.fresh:
+            return body
+        if body[:1] != b"{":
+            raise ValueError("a conversation body is a JSON object")
+        return b'{"bench_request": %d, ' % next(self._serial) + body[1:]
+
+    def _gzip(self, compressed: bytes, plain: bytes) -> bytes:
+        # Compressed again only when fresh, at level 1: this process pays it.
+        return gzip.compress(self.fresh_body(plain), 1) if self.fresh else compressed
 
     def request(self, n: int, turn: int) -> Request:
         """Request ``n`` (its id and body), of the kind ``MIX[turn]`` (modulo)."""
@@ -114,18 +138,25 @@ class Mix:
         sse = kind.endswith("-sse") or kind == "chat-1.5mb"
         match kind:
             case "chat" | "chat-sse":
-                return conversation_request(kind, CHAT, n, _pick(b.chat, n), sse)
+                return conversation_request(kind, CHAT, n, self.fresh_body(_pick(b.chat, n)),
+                                            sse)
             case "chat-gzip":
-                return conversation_request(kind, CHAT, n, _pick(b.chat_gzip, n), sse, "gzip")
+                return conversation_request(
+                    kind, CHAT, n, self._gzip(_pick(b.chat_gzip, n), _pick(b.chat, n)), sse,
+                    "gzip")
             case "chat-1.5mb":
-                return conversation_request(kind, CHAT, n, _pick(b.chat_large, n), sse)
+                return conversation_request(kind, CHAT, n,
+                                            self.fresh_body(_pick(b.chat_large, n)), sse)
             case "anthropic" | "anthropic-sse":
-                return conversation_request(kind, ANTHROPIC, n, _pick(b.anthropic, n), sse)
+                return conversation_request(kind, ANTHROPIC, n,
+                                            self.fresh_body(_pick(b.anthropic, n)), sse)
             case "anthropic-gzip":
-                return conversation_request(kind, ANTHROPIC, n, _pick(b.anthropic_gzip, n),
-                                            sse, "gzip")
+                return conversation_request(
+                    kind, ANTHROPIC, n,
+                    self._gzip(_pick(b.anthropic_gzip, n), _pick(b.anthropic, n)), sse, "gzip")
             case "responses" | "responses-sse":
-                return conversation_request(kind, RESPONSES, n, _pick(b.responses, n), sse)
+                return conversation_request(kind, RESPONSES, n,
+                                            self.fresh_body(_pick(b.responses, n)), sse)
             case "mcp":
                 return mcp_request(n)
             case "mcp-gateway":

@@ -26,7 +26,9 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from benchlib.load.cases import CLIENT_TIMEOUT, Tally, exchange
 from benchlib.load.mix import (
@@ -200,7 +202,8 @@ def stream_under_load(port: int, mix: Mix, n: int, tally: Tally) -> StreamRun:
             i = 0
             while not stop.wait(max(0.0, begin + (s / BIG_SENDERS + i) * BIG_EVERY_S
                                     - time.perf_counter())):
-                exchange(connection, _big_request(n * 1000 + s * 100 + i, big), tally)
+                exchange(connection, _big_request(n * 1000 + s * 100 + i, mix.fresh_body(big)),
+                         tally)
                 answered.append(time.perf_counter())
                 i += 1
         finally:
@@ -299,7 +302,10 @@ def no_load(ports: dict[str, int], mixes: dict[str, Mix], budget: float, minimum
     try:
         for name in [f"chat {size}" for size in NO_LOAD_CHAT] + list(NO_LOAD_MCP):
             requests = {v: _no_load_request(name, mix, 7) for v, mix in mixes.items()}
-            actions = _actions(connections, requests, tallies)
+            # With fresh bodies, each request is built anew, inside the
+            # timed action: the same copy of the body for both proxies.
+            makers = {v: partial(_no_load_request, name, mix, 7) for v, mix in mixes.items()}
+            actions = _actions(connections, makers, tallies)
             for action in [*actions.values(), *actions.values()]:
                 action()  # untimed: the first of a size may warm caches up
             medians, repeat = medians_ms(actions, None, budget, minimum, maximum)
@@ -317,13 +323,14 @@ def _no_load_request(name: str, mix: Mix, n: int) -> Request:
     if name in NO_LOAD_MCP:
         return mcp_request(n, name, NO_LOAD_MCP[name], MCP_BIG_CHARS, mix.cuts)
     body = mix.bodies.chat_sized[name.removeprefix("chat ")]
-    return conversation_request(name, CHAT, n, body, False)
+    return conversation_request(name, CHAT, n, mix.fresh_body(body), False)
 
 
 def _actions(connections: dict[str, http.client.HTTPConnection],
-             requests: dict[str, Request], tallies: dict[str, Tally]) -> dict[str, Action]:
+             makers: Mapping[str, Callable[[], Request]],
+             tallies: dict[str, Tally]) -> dict[str, Action]:
     def one(v: str) -> Action:
-        return lambda: exchange(connections[v], requests[v], tallies[v])
+        return lambda: exchange(connections[v], makers[v](), tallies[v])
 
     return {v: one(v) for v in connections}
 
