@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mitmproxy import http
 
-from obsmask_core.mitm.body_encoding import FAST_ENCODERS, set_body
+from obsmask_core.mitm.body_encoding import FAST_ENCODERS, encoded
 
 DECODERS = {
     "gzip": gzip.decompress,
@@ -25,6 +25,10 @@ DECODERS = {
 }
 BODY = b'{"messages": [' + b", ".join(b'{"role": "tool", "content": "line %d"}' % n
                                        for n in range(2000)) + b"]}"
+
+
+def set_body(message: http.Message, body: bytes) -> None:
+    encoded(message, body).apply_to(message)
 
 
 def request(encoding: str | None, **headers: str) -> http.Request:
@@ -97,3 +101,14 @@ def test_any_body_comes_back_from_any_encoding(body, encoding, upper):
     set_body(message, body)
     assert message.get_content() == body
     assert DECODERS[encoding](message.raw_content or b"") == body
+
+
+def test_encoding_a_body_leaves_the_message_as_it_was():
+    """The flow is changed only once the new body is ready: a message whose
+    encoding cannot be written keeps its header and its body until then."""
+    message = request("no-such-coding")
+    message.raw_content = b"the client's bytes"
+    before = (message.raw_content, message.headers.fields)
+    new = encoded(message, BODY)
+    assert (message.raw_content, message.headers.fields) == before
+    assert "content-encoding" not in new.headers and new.raw == BODY

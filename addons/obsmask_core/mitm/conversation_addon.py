@@ -27,7 +27,7 @@ from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_policy
 from obsmask_core.conversation.wire_formats import WireFormat
-from obsmask_core.mitm.body_encoding import set_body
+from obsmask_core.mitm.body_encoding import EncodedBody, encoded
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
 from obsmask_core.mitm.off_loop import freeze_startup_objects, off_loop, run_off_loop
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
@@ -58,12 +58,12 @@ class Rewrite:
 
 @dataclass(frozen=True)
 class Rewritten:
-    """What the rewrite made of a request: for a masked one, the new request
-    (its raw body encoded as the client's was) and the summary."""
+    """What the rewrite made of a request: for a masked one, its new body
+    (encoded as the client's was, with its headers) and the summary."""
 
     outcome: RewriteOutcome
     mask_ms: float
-    request: http.Request | None = None
+    body: EncodedBody | None = None
     summary: MaskSummary | None = None
 
 
@@ -164,16 +164,15 @@ class ConversationMasking:
         mask_ms = round((time.perf_counter() - started) * 1000, 3)
         if not isinstance(outcome, Masked):
             return Rewritten(outcome, mask_ms)
-        # Encode (compress again, if the client did) on a copy: if that
-        # fails, the flow has not been touched.
-        masked = request.copy()
-        set_body(masked, outcome.body)
+        # Encode (compress again, if the client did) apart from the flow:
+        # if that fails, the flow has not been touched.
+        masked = encoded(request, outcome.body)
         if work.exact_tokens:
             # A flow read from a file (mitmdump -nr): nobody waits on it, so
             # wait for the encoding rather than record no token counts.
             self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
         summary = MaskSummary.of(outcome, fmt.name, self.tokens, policy.window_turns,
-                                 len(request.raw_content), len(masked.raw_content or b""),
+                                 len(request.raw_content), len(masked.raw),
                                  mask_ms, exact_tokens=work.exact_tokens)
         return Rewritten(outcome, mask_ms, masked, summary)
 
@@ -183,8 +182,8 @@ class ConversationMasking:
             return
         match rewritten.outcome:
             case Masked():
-                assert rewritten.request is not None and rewritten.summary is not None
-                self._apply(flow, rewritten.request, rewritten.summary)
+                assert rewritten.body is not None and rewritten.summary is not None
+                self._apply(flow, rewritten.body, rewritten.summary)
             case Unreadable(reason=reason):
                 self._pass(flow, fmt, reason)
             case Refused(violation=violation):
@@ -198,10 +197,9 @@ class ConversationMasking:
                 logger.debug("obsmask: %s unchanged: %s", where(flow), reason)
 
     @staticmethod
-    def _apply(flow: http.HTTPFlow, masked: http.Request, summary: MaskSummary) -> None:
+    def _apply(flow: http.HTTPFlow, masked: EncodedBody, summary: MaskSummary) -> None:
         flow.backup()
-        flow.request.raw_content = masked.raw_content
-        flow.request.headers = masked.headers
+        masked.apply_to(flow.request)
         flow.metadata[CONVERSATION_METADATA] = summary.as_metadata()
         line = summary.comment_line()
         add_comment(flow, f"obsmask: {line}")

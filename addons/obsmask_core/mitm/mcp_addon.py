@@ -47,7 +47,7 @@ from obsmask_core.mcp.tool_limits import (
     ToolCeilings,
     declared_ceilings,
 )
-from obsmask_core.mitm.body_encoding import set_body
+from obsmask_core.mitm.body_encoding import EncodedBody, encoded
 from obsmask_core.mitm.flows import (
     CONVERSATION_METADATA,
     MARK,
@@ -93,8 +93,7 @@ class _CutAnswer:
     """What cutting a buffered answer came to: its new raw body and headers
     (None: it goes out unchanged), and why it was not read, if it was not."""
 
-    raw_content: bytes | None = None
-    headers: http.Headers | None = None
+    body: EncodedBody | None = None
     truncations: list[TextTruncation] = field(default_factory=list)
     read: bool = True  # False: the body could not be decoded (or is streamed)
     undecodable: str | None = None  # the decoder's error type
@@ -144,11 +143,9 @@ class _BufferedCut:
                     return _CutAnswer()
         if new_body is None:
             return _CutAnswer()
-        # Encode (compress again, if the server did) on a copy: if that fails,
-        # the flow has not been touched.
-        changed = response.copy()
-        set_body(changed, new_body)
-        return _CutAnswer(changed.raw_content, changed.headers, truncations)
+        # Encode (compress again, if the server did) apart from the flow: if
+        # that fails, the flow has not been touched.
+        return _CutAnswer(encoded(response, new_body), truncations)
 
 
 class McpTruncation:
@@ -348,11 +345,10 @@ class McpTruncation:
                 logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
                                where(flow), answer.not_jsonrpc)
             return
-        if answer.raw_content is None or answer.headers is None:
+        if answer.body is None:
             return
         flow.backup()
-        response.raw_content = answer.raw_content
-        response.headers = answer.headers
+        answer.body.apply_to(response)
         self.record_cuts(flow, McpSummary("sse" if job.is_sse else "json"),
                          answer.truncations)
 
