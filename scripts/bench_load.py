@@ -24,7 +24,13 @@ every round) of, for each proxy:
   200,000-character answer, direct and through the gateway (plain
   mitmproxy sends the gateway's path on to the stub, which answers it as
   the direct route: the same requests through both); bad bodies (declared
-  gzip and not, not JSON). Every answer compared byte for byte with what
+  gzip and not, not JSON). The conversation bodies come as ``--bodies``
+  says (``benchlib.load.mix``): by default each client carries on
+  conversations of its own, each request the one before with the model's
+  answer and what followed added, as agents send them
+  (``benchlib.load.agents``); ``fresh``, every body one obsmask has not
+  seen; ``repeated``, the sessions' bodies again and again (retries, for
+  obsmask). Every answer compared byte for byte with what
   the stub sent (with obsmask, the 200,000 characters cut as the README
   says). The proxy's CPU time is read before and after (once it is idle);
 - 1,000 requests on 10 kept-alive connections;
@@ -94,7 +100,7 @@ from benchlib.load.cases import (  # noqa: E402
     run_load,
     settle,
 )
-from benchlib.load.mix import MIX, Mix  # noqa: E402
+from benchlib.load.mix import AGENTS, BODY_MODES, MIX, Mix  # noqa: E402
 from benchlib.load.procfs import cpu_seconds, cpu_seconds_once_idle, open_tcp, rss_kib  # noqa: E402
 from benchlib.load.speed import (  # noqa: E402
     BIG_TAG,
@@ -127,10 +133,12 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=None, help="default 4 (2 with --quick)")
     parser.add_argument("--fault-repeat", type=int, default=None,
                         help="each fault case per round (default 5, 2 with --quick)")
-    parser.add_argument("--fresh-bodies", action="store_true",
-                        help="make every conversation body one obsmask has not seen (a first "
-                             "member with a number of its own), so none is a retry: each is "
-                             "masked anew (the mix's bodies otherwise repeat)")
+    parser.add_argument("--bodies", choices=BODY_MODES, default=AGENTS,
+                        help="how the conversation bodies come: each client carries on "
+                             "conversations of its own as agents do (agents, the default); "
+                             "every body one obsmask has not seen (fresh); or the sessions' "
+                             "bodies again and again, which obsmask answers as retries "
+                             "(repeated)")
     parser.add_argument("--streams", type=int, default=None,
                         help="streams read under 10 MB bodies, per proxy (default 3, 1 with "
                              "--quick)")
@@ -168,7 +176,7 @@ class Variant:
     """One mitmdump, its stub, and what its phases came to."""
 
     def __init__(self, name: str, stub: LoadStub, bodies: Bodies, work: Path,
-                 fresh: bool = False) -> None:
+                 args: argparse.Namespace) -> None:
         self.name = name
         self.stub = stub
         self.gateway = name == "obsmask"
@@ -179,7 +187,8 @@ class Variant:
                 arguments += ["--set", f"mcpmask_gateway_servers={server}={stub.url}{path}"]
         self.proxy = MitmdumpProcess(arguments, work, work / f"confdir-{name}",
                                      addon=ADDON if self.gateway else STREAM_SSE)
-        self.mix = Mix(bodies, cuts=self.gateway, fresh=fresh)
+        self.mix = Mix(bodies, cuts=self.gateway, mode=args.bodies, clients=args.clients,
+                       per_client=args.per_client)
         self.port = 0
         self.load: dict[str, Tally] = {}
         self.faults: dict[str, Tally] = {}
@@ -276,14 +285,14 @@ def main() -> None:
         "quick": args.quick, "clients": args.clients, "per_client": args.per_client,
         "rounds": args.rounds, "fault_repeat": args.fault_repeat, "streams": args.streams,
         "keep_alive_requests": KEEP_ALIVE_REQUESTS, "mix": MIX,
-        "fresh_bodies": args.fresh_bodies,
+        "bodies": args.bodies,
         "sessions": bodies.sessions,
     }
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
         variants: dict[str, Variant] = {}
         for name in VARIANTS:
             stub = stack.enter_context(load_stub())
-            variants[name] = Variant(name, stub, bodies, Path(folder), args.fresh_bodies)
+            variants[name] = Variant(name, stub, bodies, Path(folder), args)
             stack.callback(variants[name].proxy.stop)
         for variant in variants.values():
             variant.start()

@@ -102,6 +102,7 @@ class Bodies:
     """Every body the benchmark sends, built once."""
 
     chat: list[bytes]  # 20 KB to 280 KB: each session cut to 20 and 100 KB, and whole
+    chat_whole: list[bytes]  # the sessions themselves
     chat_sized: dict[str, bytes]  # "100 KB", "280 KB", "1.5 MB", "10 MB": one each
     chat_large: list[bytes]  # 1.5 MB, one per session
     anthropic: list[bytes]
@@ -134,7 +135,7 @@ def build_bodies(sessions_folder: Path) -> Bodies:
     }
     chat_large = [chat_body(session, 1500 * KB) for session in chat]
     return Bodies(
-        chat=mixed, chat_sized=sized, chat_large=chat_large, anthropic=anthropic,
+        chat=mixed, chat_whole=chat, chat_sized=sized, chat_large=chat_large, anthropic=anthropic,
         responses=responses,
         chat_gzip=[gzip.compress(body, 6) for body in mixed],
         anthropic_gzip=[gzip.compress(body, 6) for body in anthropic],

@@ -32,6 +32,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
+from benchlib.load.agents import Agents, Conversation
 from benchlib.load.bodies import Bodies
 from benchlib.load.stub import ANSWERS, mcp_answer
 
@@ -99,35 +100,69 @@ def conversation_request(kind: str, path: str, n: int, body: bytes, sse: bool,
                    headers, expected)
 
 
+# How the mix's conversation bodies come (``bench_load.py --bodies``).
+AGENTS, FRESH, REPEATED = "agents", "fresh", "repeated"
+BODY_MODES = (AGENTS, FRESH, REPEATED)
+
+
 class Mix:
     """The requests of the mix, for a proxy that ``cuts`` MCP answers
-    (obsmask) or not (plain).
+    (obsmask) or not (plain). Its conversation bodies come one of three
+    ways (``mode``):
 
-    Its conversation bodies repeat: sent again byte for byte, a body is a
-    retry for obsmask, which comes to the first one's outcome without
-    reading it. With ``fresh``, every conversation body is one obsmask has
-    not seen (``fresh_body``: a first member holding a number of its own,
-    the rest the same bytes), so each is read, planned, spliced and checked
-    anew: the other end from the repeated bodies (an agent's next request,
-    which only adds items to the one before, lies between)."""
+    - ``agents``: each client carries on conversations of its own, request
+      after request, as agents do (``agents``): a request adds the model's
+      answer and what followed to the one before;
+    - ``fresh``: every body is one obsmask has not seen (``fresh_body``: a
+      first member holding a number of its own, the rest one of the
+      sessions' bodies), so each is read, planned, spliced and checked anew;
+    - ``repeated``: the sessions' bodies again and again; sent again byte
+      for byte, a body is a retry for obsmask, which comes to the first
+      one's outcome without reading it.
 
-    def __init__(self, bodies: Bodies, cuts: bool, fresh: bool = False) -> None:
+    The speed phases' bodies are fresh in the first two modes.
+    ``clients`` and ``per_client`` tell which client sends request ``n``
+    (``cases.run_load`` numbers them)."""
+
+    def __init__(self, bodies: Bodies, cuts: bool, mode: str = REPEATED, clients: int = 1,
+                 per_client: int = 1) -> None:
+        if mode not in BODY_MODES:
+            raise ValueError(f"bodies come {BODY_MODES}, not {mode!r}")
         self.bodies = bodies
         self.cuts = cuts
-        self.fresh = fresh
+        self.mode = mode
+        self.fresh = mode != REPEATED
+        self.clients, self.per_client = clients, per_client
         self._serial = itertools.count()
+        self.agents = Agents({
+            "chat": [Conversation.of(body, "messages") for body in bodies.chat_whole],
+            "chat_large": [Conversation.of(body, "messages") for body in bodies.chat_large],
+            "anthropic": [Conversation.of(body, "messages") for body in bodies.anthropic],
+            "responses": [Conversation.of(body, "input") for body in bodies.responses],
+        }) if mode == AGENTS else None
 
     def fresh_body(self, body: bytes) -> bytes:
-        """``body`` as it is, or with ``fresh`` one never sent before."""
+        """``body`` as it is, or when fresh one never sent before."""
         if not self.fresh:
             return body
         if body[:1] != b"{":
             raise ValueError("a conversation body is a JSON object")
         return b'{"bench_request": %d, ' % next(self._serial) + body[1:]
 
-    def _gzip(self, compressed: bytes, plain: bytes) -> bytes:
-        # Compressed again only when fresh, at level 1: this process pays it.
-        return gzip.compress(self.fresh_body(plain), 1) if self.fresh else compressed
+    def _conversation_body(self, kind: str, n: int, sessions: str, bodies: list[bytes],
+                           compressed: list[bytes] | None = None) -> bytes:
+        """The body of request ``n`` of ``kind``: an agent's next request,
+        a fresh body or a repeated one (gzip-compressed when ``compressed``
+        holds the repeated ones compressed)."""
+        if self.agents is not None:
+            client = (n // self.per_client) % self.clients
+            body = self.agents.body(client, kind, sessions)
+        elif compressed is not None and not self.fresh:
+            return _pick(compressed, n)
+        else:
+            body = self.fresh_body(_pick(bodies, n))
+        # Compressed per request at level 1: this process pays it.
+        return gzip.compress(body, 1) if compressed is not None else body
 
     def request(self, n: int, turn: int) -> Request:
         """Request ``n`` (its id and body), of the kind ``MIX[turn]`` (modulo)."""
@@ -138,25 +173,29 @@ class Mix:
         sse = kind.endswith("-sse") or kind == "chat-1.5mb"
         match kind:
             case "chat" | "chat-sse":
-                return conversation_request(kind, CHAT, n, self.fresh_body(_pick(b.chat, n)),
-                                            sse)
+                return conversation_request(
+                    kind, CHAT, n, self._conversation_body(kind, n, "chat", b.chat), sse)
             case "chat-gzip":
                 return conversation_request(
-                    kind, CHAT, n, self._gzip(_pick(b.chat_gzip, n), _pick(b.chat, n)), sse,
-                    "gzip")
+                    kind, CHAT, n, self._conversation_body(kind, n, "chat", b.chat, b.chat_gzip),
+                    sse, "gzip")
             case "chat-1.5mb":
-                return conversation_request(kind, CHAT, n,
-                                            self.fresh_body(_pick(b.chat_large, n)), sse)
+                return conversation_request(
+                    kind, CHAT, n, self._conversation_body(kind, n, "chat_large", b.chat_large),
+                    sse)
             case "anthropic" | "anthropic-sse":
-                return conversation_request(kind, ANTHROPIC, n,
-                                            self.fresh_body(_pick(b.anthropic, n)), sse)
+                return conversation_request(
+                    kind, ANTHROPIC, n,
+                    self._conversation_body(kind, n, "anthropic", b.anthropic), sse)
             case "anthropic-gzip":
                 return conversation_request(
                     kind, ANTHROPIC, n,
-                    self._gzip(_pick(b.anthropic_gzip, n), _pick(b.anthropic, n)), sse, "gzip")
+                    self._conversation_body(kind, n, "anthropic", b.anthropic, b.anthropic_gzip),
+                    sse, "gzip")
             case "responses" | "responses-sse":
-                return conversation_request(kind, RESPONSES, n,
-                                            self.fresh_body(_pick(b.responses, n)), sse)
+                return conversation_request(
+                    kind, RESPONSES, n,
+                    self._conversation_body(kind, n, "responses", b.responses), sse)
             case "mcp":
                 return mcp_request(n)
             case "mcp-gateway":
