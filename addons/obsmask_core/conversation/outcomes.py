@@ -1,15 +1,12 @@
 """What the rewrite of a request body can come to: masked, unchanged,
-unreadable, or refused by its own check. Kept apart from ``rewrite`` so
-that what keeps an outcome (``previous_requests``) can name it."""
+unreadable, or refused by its own check."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-if TYPE_CHECKING:
-    # Named only: the planner leans on the kept requests, which keep outcomes.
-    from obsmask_core.conversation.planner import MaskPlan
+from obsmask_core.conversation.planner import MaskPlan
 
 
 @dataclass(frozen=True)

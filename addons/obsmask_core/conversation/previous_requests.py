@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from weakref import WeakKeyDictionary
 
-from obsmask_core.conversation.outcomes import Masked, Unchanged
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.turn_model import Location
 
@@ -65,10 +64,7 @@ class PreviousRequest:
     its list closes (proven by its check); None when the body went out
     unchanged. ``written`` is orjson's writing of the list's items without
     the closing bracket (the bytes the frontier's checkpoint of the request
-    holds, not a copy), ``items`` their number. ``outcome`` is what the
-    rewrite made of the body: the same bytes sent again (a retry) come to
-    the same outcome, since the plan depends on nothing but the body, the
-    policy and the recall switch (the planner's caches only spare it work)."""
+    holds, not a copy), ``items`` their number."""
 
     fmt: str
     recall: bool
@@ -79,7 +75,6 @@ class PreviousRequest:
     signature: Signature
     masked: bytes | None = None
     masked_end: int = 0
-    outcome: Masked | Unchanged | None = None
 
     @property
     def tail(self) -> bytes:
@@ -90,10 +85,7 @@ class PreviousRequest:
         # ``written`` is the checkpoint's, weighed with the checkpoints while
         # they keep it; once they let it go, this keeps it alive (no more
         # bytes than the body it was written from).
-        # The outcome's plan holds the replaced texts (its body is ``masked``).
-        plan = self.outcome.plan if self.outcome is not None else None
-        replaced = sum(len(d.original) for d in plan.decisions) if plan is not None else 0
-        return (len(self.body) + _REQUEST_BYTES + replaced
+        return (len(self.body) + _REQUEST_BYTES
                 + (len(self.masked) if self.masked is not None else 0))
 
 
@@ -109,11 +101,6 @@ class Grown:
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
-
-    @property
-    def same_body(self) -> bool:
-        """Nothing between: the body is the previous request's, byte for byte."""
-        return self.start == self.end
 
 
 class PreviousRequests:

@@ -14,8 +14,6 @@ previous masked body (checked when it was made) with the new items' bytes:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import orjson
 
 from obsmask_core.conversation.checkpoints import items_json
@@ -61,10 +59,6 @@ def mask_request_body(
         return Unchanged(DISABLED)
     kept = previous_requests(policy)
     grown = kept.grown_from(body, fmt.name, recall) if kept is not None else None
-    if grown is not None and grown.same_body and grown.previous.outcome is not None:
-        # The same bytes again (a retry): the same outcome, nothing read.
-        return replace(grown.previous.outcome, reused=True) \
-            if isinstance(grown.previous.outcome, Masked) else grown.previous.outcome
     try:
         quick = QuickBody.read(body, fmt.list_member, grown.end if grown is not None else None)
         outcome = mask_read_body(quick, policy, fmt, recall, grown, kept) \
@@ -123,7 +117,7 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
             fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
-            masked_end or 0, outcome), grew_from)
+            masked_end or 0), grew_from)
     return outcome
 
 
