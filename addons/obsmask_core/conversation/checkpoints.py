@@ -26,8 +26,9 @@ from obsmask_core.conversation.frontier import Checkpoint
 # checkpoints per name, the longest that fits is used.
 CHECKPOINTS_PER_CONVERSATION = 4
 # What every checkpoint weighs together (``_weight``: their items' bytes,
-# mostly), per policy; the oldest conversation goes first.
-CHECKPOINT_BYTES_KEPT = 32 * 1024 * 1024
+# mostly), per policy; the oldest conversation goes first. Sized with the
+# kept requests (``previous_requests``), whose written items are these.
+CHECKPOINT_BYTES_KEPT = 128 * 1024 * 1024
 
 
 # JSON's own types only: orjson would also write dataclasses, dates and
