@@ -1,5 +1,8 @@
 """Agents for the load benchmark: each client carries on conversations of its
-own, one per conversation kind of the mix, as an agent does.
+own, as an agent does: one of Chat Completions (the ``chat``, ``chat-sse``
+and ``chat-gzip`` kinds of the mix go on with it, as an agent streams some
+answers and not others), one of 1.5 MB Chat Completions histories, one of
+Anthropic Messages and one of OpenAI Responses.
 
 An agent sends its whole history again with every request: each request of
 a conversation is the one before with the model's answer and what followed
@@ -7,14 +10,14 @@ it added. Here a conversation is one of the real sessions, request after
 request (``Conversation.request``): its items up to each answer of the
 model, then all of them, written the same way every time (the way
 ``json.dumps`` writes them). A conversation is an agent's own: its first
-item is a user message naming the client and the kind, so no two clients
+item is a user message naming the client and the group, so no two clients
 share a conversation or send the same bytes (as two agents would not), and
 a request is never a retry of another client's.
 
-Each client begins its conversation of a kind at another of the session's
-requests (the sessions are 20-280 KB at the end, 1.5 MB for ``chat-1.5mb``,
-which begins near its end) and goes on from there, one request each time it
-comes back to that kind, back to the start after the last one.
+Each client begins its conversation at another of the session's requests
+(the sessions are 20-280 KB at the end; the 1.5 MB histories begin near
+theirs) and goes on from there, one request each time it comes back to the
+group, back to the start after the last one.
 """
 
 from __future__ import annotations
@@ -68,17 +71,17 @@ class Conversation:
                          self.tail))
 
 
-def first_item(client: int, kind: str) -> bytes:
+def first_item(client: int, group: str) -> bytes:
     """The user message that makes a client's conversation its own."""
-    return json.dumps({"role": "user", "content": f"bench agent {client}, {kind}"}).encode()
+    return json.dumps({"role": "user", "content": f"bench agent {client}, {group}"}).encode()
 
 
 class Agents:
-    """Where each client's conversation of each kind stands. A client is one
-    thread, and only it touches its own conversations."""
+    """Where each client's conversation of each group stands. A client is
+    one thread, and only it touches its own conversations."""
 
     def __init__(self, conversations: dict[str, list[Conversation]]) -> None:
-        self.conversations = conversations  # by kind
+        self.conversations = conversations  # by group of sessions
         self._steps: dict[tuple[int, str], int] = {}
 
     def body(self, client: int, kind: str, sessions: str) -> bytes:
