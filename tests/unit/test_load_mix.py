@@ -100,3 +100,17 @@ def test_an_agents_request_is_a_request_of_its_session_with_its_own_first_messag
         # A request ends before one of the model's answers, or holds them all.
         following = whole["messages"][conversation.ends[step]:]
         assert not following or following[0]["role"] == "assistant"
+
+
+def test_one_clients_next_request_only_adds_to_the_one_before_and_is_never_sent_twice(bodies):
+    mix = Mix(bodies, cuts=True, mode=AGENTS)
+    tail = Conversation.of(bodies.chat_sized["100 KB"], "messages").tail
+    seen: set[bytes] = set()
+    for _ in range(20):
+        previous, following = mix.next_request_pair("100 KB")
+        assert previous not in seen and following not in seen
+        seen.update((previous, following))
+        close = len(previous) - len(tail)
+        assert following.startswith(previous[:close]) and following.endswith(tail)
+        assert len(following) > len(previous)
+        assert 0.7 * 100_000 < len(following) <= len(bodies.chat_sized["100 KB"]) + 100

@@ -32,7 +32,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
-from benchlib.load.agents import Agents, Conversation
+from benchlib.load.agents import Agents, Conversation, first_item
 from benchlib.load.bodies import Bodies
 from benchlib.load.stub import ANSWERS, mcp_answer
 
@@ -103,6 +103,10 @@ def conversation_request(kind: str, path: str, n: int, body: bytes, sse: bool,
 # How the mix's conversation bodies come (``bench_load.py --bodies``).
 AGENTS, FRESH, REPEATED = "agents", "fresh", "repeated"
 BODY_MODES = (AGENTS, FRESH, REPEATED)
+# One client's requests, with agents: the next request of a conversation,
+# ending at one of its last this many requests in turn (the model's answers
+# move the masking frontier on some and not on others).
+NEXT_REQUEST_STEPS = 16
 
 
 class Mix:
@@ -120,7 +124,10 @@ class Mix:
       for byte, a body is a retry for obsmask, which comes to the first
       one's outcome without reading it.
 
-    The speed phases' bodies are fresh in the first two modes.
+    The speed phases' bodies are fresh in the first two modes, but for one
+    client's chat requests with agents: each is the next request of a
+    conversation whose previous request was sent just before, untimed
+    (``next_request_pair``).
     ``clients`` and ``per_client`` tell which client sends request ``n``
     (``cases.run_load`` numbers them)."""
 
@@ -134,12 +141,27 @@ class Mix:
         self.fresh = mode != REPEATED
         self.clients, self.per_client = clients, per_client
         self._serial = itertools.count()
+        self._sized: dict[str, Conversation] = {}
         self.agents = Agents({
             "chat": [Conversation.of(body, "messages") for body in bodies.chat_whole],
             "chat_large": [Conversation.of(body, "messages") for body in bodies.chat_large],
             "anthropic": [Conversation.of(body, "messages") for body in bodies.anthropic],
             "responses": [Conversation.of(body, "input") for body in bodies.responses],
         }) if mode == AGENTS else None
+
+    def next_request_pair(self, size: str) -> tuple[bytes, bytes]:
+        """An agent's request and its next one (the model's answer and what
+        followed added), from the conversation of the ``size`` body
+        (``Bodies.chat_sized``): a conversation of its own each time,
+        ending at one of its last ``NEXT_REQUEST_STEPS`` requests in turn."""
+        conversation = self._sized.get(size)
+        if conversation is None:
+            conversation = self._sized[size] = Conversation.of(
+                self.bodies.chat_sized[size], "messages")
+        pair = next(self._serial)
+        step = len(conversation.ends) - 1 - pair % NEXT_REQUEST_STEPS
+        first = first_item(pair, f"one client, {size}")
+        return conversation.request(step - 1, first), conversation.request(step, first)
 
     def fresh_body(self, body: bytes) -> bytes:
         """``body`` as it is, or when fresh one never sent before."""

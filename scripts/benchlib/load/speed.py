@@ -32,6 +32,7 @@ from functools import partial
 
 from benchlib.load.cases import CLIENT_TIMEOUT, Tally, exchange
 from benchlib.load.mix import (
+    AGENTS,
     CHAT,
     GATEWAY,
     MCP_BIG_CHARS,
@@ -302,13 +303,25 @@ def no_load(ports: dict[str, int], mixes: dict[str, Mix], budget: float, minimum
     try:
         for name in [f"chat {size}" for size in NO_LOAD_CHAT] + list(NO_LOAD_MCP):
             requests = {v: _no_load_request(name, mix, 7) for v, mix in mixes.items()}
-            # With fresh bodies, each request is built anew, inside the
-            # timed action: the same copy of the body for both proxies.
-            makers = {v: partial(_no_load_request, name, mix, 7) for v, mix in mixes.items()}
+            before: dict[str, Action] | None = None
+            makers: dict[str, Callable[[], Request]]
+            if name in NO_LOAD_MCP or any(mix.mode != AGENTS for mix in mixes.values()):
+                # With fresh bodies, each request is built anew, inside the
+                # timed action: the same copy of the body for both proxies.
+                makers = {v: partial(_no_load_request, name, mix, 7)
+                          for v, mix in mixes.items()}
+            else:
+                # An agent's next request: its previous one goes first, untimed.
+                pairs = {v: _NextRequests(name, mix) for v, mix in mixes.items()}
+                makers = {v: pair.next for v, pair in pairs.items()}
+                before = _actions(connections, {v: pair.previous for v, pair in pairs.items()},
+                                  tallies)
             actions = _actions(connections, makers, tallies)
-            for action in [*actions.values(), *actions.values()]:
+            for v, action in [*actions.items(), *actions.items()]:
+                if before is not None:
+                    before[v]()
                 action()  # untimed: the first of a size may warm caches up
-            medians, repeat = medians_ms(actions, None, budget, minimum, maximum)
+            medians, repeat = medians_ms(actions, None, budget, minimum, maximum, before)
             stub_answer = mcp_request(7, chars=MCP_BIG_CHARS).expected if name in NO_LOAD_MCP \
                 else requests["plain"].expected
             cases[name] = NoLoadCase(len(requests["plain"].body), len(stub_answer), repeat,
@@ -317,6 +330,27 @@ def no_load(ports: dict[str, int], mixes: dict[str, Mix], budget: float, minimum
         for connection in connections.values():
             connection.close()
     return cases, tallies
+
+
+class _NextRequests:
+    """Pairs of one conversation's requests (``Mix.next_request_pair``):
+    ``previous`` makes a pair and gives its first, ``next`` its second."""
+
+    def __init__(self, name: str, mix: Mix) -> None:
+        self.size = name.removeprefix("chat ")
+        self.name = name
+        self.mix = mix
+        self._next: bytes | None = None
+
+    def previous(self) -> Request:
+        first, self._next = self.mix.next_request_pair(self.size)
+        return conversation_request(self.name, CHAT, 7, first, False)
+
+    def next(self) -> Request:
+        if self._next is None:
+            raise RuntimeError("the previous request comes first")
+        body, self._next = self._next, None
+        return conversation_request(self.name, CHAT, 7, body, False)
 
 
 def _no_load_request(name: str, mix: Mix, n: int) -> Request:
