@@ -83,6 +83,11 @@ class PreviousRequest:
         return self.body[self.end:]
 
     @cached_property
+    def fingerprint(self) -> bytes:
+        """The bytes just before where the list closes (see ``grown_from``)."""
+        return self.body[max(0, self.end - _FINGERPRINT_BYTES):self.end]
+
+    @cached_property
     def weight(self) -> int:
         # ``written`` is the checkpoint's, weighed with the checkpoints while
         # they keep it; once they let it go, this keeps it alive (no more
@@ -123,9 +128,12 @@ class PreviousRequests:
         with self._lock:
             candidates = list(self._kept.values())
         found: Grown | None = None
+        size = len(body)
+        # Every kept request is looked at (a retry's may be older than the
+        # one the body grew from): the cheap tests come first.
         for previous in reversed(candidates):
             end = previous.end
-            tail_at = len(body) - (len(previous.body) - end)
+            tail_at = size - (len(previous.body) - end)
             if tail_at < end or previous.fmt != fmt or previous.recall != recall:
                 continue
             if tail_at == end:
@@ -133,8 +141,8 @@ class PreviousRequests:
                     continue
                 found = Grown(previous, end, tail_at)
                 break
-            start = max(0, end - _FINGERPRINT_BYTES)
-            if found is None and body[start:end] == previous.body[start:end] \
+            fingerprint = previous.fingerprint
+            if found is None and body.startswith(fingerprint, end - len(fingerprint)) \
                     and body.endswith(previous.tail) \
                     and body.startswith(previous.body[:end]):
                 found = Grown(previous, end, tail_at)
