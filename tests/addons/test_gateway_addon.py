@@ -13,6 +13,8 @@ import logging
 
 import pytest
 from mitmproxy import exceptions, http
+from mitmproxy.addons.intercept import Intercept
+from mitmproxy.addons.modifybody import ModifyBody
 from mitmproxy.connection import ConnectionState
 from mitmproxy.test import tflow, tutils
 
@@ -125,6 +127,45 @@ def test_an_http2_clients_post_goes_through_the_relay(context):
         assert flow.response is None
         assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
         assert PARKED_HEADER not in flow.request.headers
+
+    asyncio.run(main())
+
+
+def test_an_http3_clients_post_goes_through_the_relay(context):
+    """HTTP/3 streams are reset like HTTP/2's: only HTTP/1 POSTs are called
+    from the hook."""
+    addon, tctx = context
+
+    async def main() -> None:
+        flow = post_to(tctx, addon, 9)
+        flow.request.http_version = "HTTP/3"
+        await addon.request(flow)
+        addon.relay.close()
+        assert flow.response is None
+        assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("option, value", [
+    ("modify_body", ["|~u mcp-gateway|tools/list|tools/call"]),
+    ("intercept_active", True),
+])
+def test_with_a_later_addon_on_a_post_goes_through_the_relay_after_it(context, option, value):
+    """mitmproxy's own addons (modify_body, intercept, replay...) act on a
+    request after obsmask's hook: with one of them on, the call is not made
+    from the hook, where it would leave before they acted; the flow goes to
+    the relay, and mitmproxy sends it there once they have."""
+    addon, tctx = context
+    tctx.master.addons.add(ModifyBody(), Intercept())
+
+    async def main() -> None:
+        flow = post_to(tctx, addon, 9)
+        tctx.options.update(**{option: value})
+        await addon.request(flow)
+        addon.relay.close()
+        assert flow.response is None
+        assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
 
     asyncio.run(main())
 

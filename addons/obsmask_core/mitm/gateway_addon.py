@@ -58,6 +58,18 @@ SERVERS_OPTION = "mcpmask_gateway_servers"
 # their clients left (mitmproxy tells no hook): such a call is cancelled,
 # which closes its server's connection, as the relay does at once.
 CLIENT_CHECK_SECONDS = 0.1
+# mitmproxy's addons that act on a request after a script's (they come
+# later in its chain), by the options that turn them on, and the intercept
+# that holds a flow for the user after every hook. With any of them on, a
+# POST goes through the relay as every request once did: the call must
+# leave after they acted, not from this addon's hook.
+LATER_ADDON_OPTIONS = ("intercept_active", "modify_body", "modify_headers", "map_local",
+                       "map_remote", "server_replay", "stickyauth", "stickycookie")
+
+
+def later_addons_may_act() -> bool:
+    """Is an option of one of mitmproxy's later addons on?"""
+    return any(getattr(ctx.options, name, None) for name in LATER_ADDON_OPTIONS)
 
 
 class ClientWatch:
@@ -181,10 +193,11 @@ class McpGateway:
         logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
         # A client must not name a parked stream: only the call below does.
         flow.request.headers.pop(PARKED_HEADER, None)
-        # Over HTTP/2 a client gives up by resetting its stream, which no
-        # hook sees while the call waits: its POSTs go through the relay,
-        # whose connection mitmproxy closes then.
-        if flow.request.method == "POST" and not flow.request.is_http2:
+        # Over HTTP/2 and HTTP/3 a client gives up by resetting its stream,
+        # which no hook sees while the call waits: its POSTs go through the
+        # relay, whose connection mitmproxy closes then.
+        if flow.request.method == "POST" and flow.request.http_version.startswith("HTTP/1") \
+                and not flow.intercepted and not later_addons_may_act():
             parked = await self._call(flow, name, upstream)
             if parked is None:
                 return  # answered, failed or left
