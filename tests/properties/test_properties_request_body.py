@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+import orjson
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from obsmask_core.conversation import request_body as request_body_module
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, Replacement
@@ -63,3 +65,50 @@ def test_a_new_value_is_written_as_json_dumps_writes_it(new):
     line separators included."""
     replacement = Replacement(0, ("content",), "old", new)
     assert replacement.encoded() == json.dumps(new, ensure_ascii=False)
+
+
+# A body grown from a kept one, read from the kept document ----------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["role", "content", "messages", ""]), children,
+                      max_size=3),
+    max_leaves=12)
+# Bytes that could turn a read: brackets, commas, quotes, member names.
+PIECES = st.sampled_from([b",", b"]", b"[", b"{", b"}", b'"', b":", b" ", b"1", b'"messages"',
+                          b'"x"', b"null", b"\\"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(old_items=st.lists(JSON_VALUES, min_size=1, max_size=4),
+       added_items=st.lists(JSON_VALUES, max_size=4),
+       layout=st.sampled_from(["list_last", "list_first"]),
+       noise=st.lists(PIECES, max_size=6), where=st.integers(0, 6), spaced=st.booleans())
+def test_a_grown_read_is_the_whole_read_or_nothing(old_items, added_items, layout, noise,
+                                                  where, spaced):
+    """Whatever bytes are inserted where a kept body's list closes, the
+    read from the kept document either gives exactly what orjson makes of
+    the whole new body (with its list closing after the inserted bytes)
+    or gives up."""
+    def write(items: list[object]) -> bytes:
+        members = {"model": "m", "messages": items} if layout == "list_last" \
+            else {"messages": items, "model": "m"}
+        return json.dumps(members, indent=1 if spaced else None).encode()
+
+    old = write(old_items)
+    end = old.rindex(b"]", 0, old.rindex(b"}")) if layout == "list_last" \
+        else old.index(b'"model"') - 1 - (2 if spaced else 0)
+    while old[end:end + 1] != b"]":
+        end -= 1
+    document, proven = request_body_module.loads_marking_end(old, "messages", end)
+    assert proven
+    inserted = b"".join(b"," + json.dumps(item).encode() for item in added_items)
+    inserted = inserted[:where] + b"".join(noise) + inserted[where:]
+    new = old[:end] + inserted + old[end:]
+    read = QuickBody.grown(new, "messages", document, end, end + len(inserted))
+    event("read from the kept document" if read is not None else "left to the whole read")
+    if read is None:
+        return
+    assert read.members == orjson.loads(new)
+    assert request_body_module.loads_marking_end(new, "messages", end + len(inserted))[1]

@@ -14,6 +14,8 @@ from obsmask_core.conversation import rewrite
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import (
+    DOCUMENT_CONVERSATIONS,
+    DOCUMENT_IDLE_SECONDS,
     PreviousRequest,
     PreviousRequests,
     forget_previous_requests,
@@ -242,3 +244,65 @@ def test_bytes_inserted_into_a_list_where_the_guess_went_wrong_are_not_taken_for
         outcome = mask_request_body(request, POLICY, CHAT)
     assert written.call_args.args[0] is None  # not grown from the first
     assert outcome.body == masked_anew(request)
+
+
+# The documents kept with the requests ------------------------------------------
+
+
+def test_a_kept_document_comes_back_with_the_request_a_body_grew_from():
+    store = PreviousRequests()
+    document = {"messages": [1]}
+    store.keep(kept(b'{"messages":[1]}', 14), document=document)
+    grown = store.grown_from(b'{"messages":[1,2]}', "chat", False)
+    assert grown is not None and grown.document is document
+
+
+def test_a_document_goes_with_its_request():
+    """Replaced by the request that grew from it, or pushed out: a later
+    body must never be read from the document of a request not kept."""
+    store = PreviousRequests(bytes_kept=2200)
+    first = kept(b'{"messages":[1]}', 14)
+    store.keep(first, document={"messages": [1]})
+    store.keep(kept(b'{"messages":[1,2]}', 16), replaces=first)
+    grown = store.grown_from(b'{"messages":[1,2,3]}', "chat", False)
+    assert grown is not None and grown.document is None
+    other = kept(b'{"other":[1]}', 11)
+    store.keep(other, document={"other": [1]})
+    store.keep(kept(b'{"a":[1]}', 7))
+    store.keep(kept(b'{"b":[1]}', 7))  # the bytes run out: ``other`` goes first
+    assert store.grown_from(b'{"other":[1,2]}', "chat", False) is None
+    assert store._documents == {} and store._document_bytes == 0
+
+
+def found_document(store: PreviousRequests, name: bytes, pad: bool = True) -> object:
+    grown = store.grown_from(b'{"%s":[1,2]}' % name + b" " * (90 if pad else 0), "chat", False)
+    assert grown is not None  # the request is kept either way
+    return grown.document
+
+
+def test_when_documents_run_out_of_bytes_a_new_one_takes_the_place_of_one_gone_idle():
+    """The documents of agents still at work stay; a newcomer's is kept
+    once one of them has not been used for a while (its agent is done)."""
+    now = [0.0]
+    # Room for one document of a 99-byte body (168 bytes), not two.
+    store = PreviousRequests(document_bytes_kept=200, clock=lambda: now[0])
+    store.keep(kept(b'{"a":[1]}' + b" " * 90, 7), document={"a": [1]})
+    now[0] += DOCUMENT_IDLE_SECONDS / 2
+    store.keep(kept(b'{"b":[1]}' + b" " * 90, 7), document={"b": [1]})
+    assert found_document(store, b"a") == {"a": [1]}
+    assert found_document(store, b"b") is None
+    now[0] += DOCUMENT_IDLE_SECONDS + 1
+    store.keep(kept(b'{"c":[1]}' + b" " * 90, 7), document={"c": [1]})
+    assert found_document(store, b"a") is None
+    assert found_document(store, b"c") == {"c": [1]}
+
+
+def test_with_many_conversations_going_on_no_document_is_kept():
+    """Past a few agents at work, the collector's walks over documents
+    cost more than reading bodies whole."""
+    store = PreviousRequests()
+    for n in range(DOCUMENT_CONVERSATIONS):
+        store.keep(kept(b'{"m%d":[1]}' % n, 7 + len(str(n))), document={"m": [n]})
+    store.keep(kept(b'{"late":[1]}', 10), document={"late": [1]})
+    assert found_document(store, b"m0", pad=False) == {"m": [0]}
+    assert found_document(store, b"late", pad=False) is None

@@ -7,7 +7,12 @@ frontier moves now and then, not at every request). Its masked body is then
 the previous masked body up to where the list closes, followed by the
 client's own bytes from there: nothing to search for, splice or parse
 again. ``rewrite`` decides when that holds; this module keeps what it needs
-and finds the previous request a body grew from.
+and finds the previous request a body grew from. The body itself need not
+be read whole either: when the previous request's read proved where its
+list closes, its document (the body as orjson read it) is kept too, and
+the next body is read from it and its added items alone
+(``request_body.QuickBody.grown``, which says why that read is the
+whole read's).
 
 Why such a body is right without a second parse:
 
@@ -30,7 +35,9 @@ Why such a body is right without a second parse:
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from weakref import WeakKeyDictionary
@@ -45,6 +52,22 @@ from obsmask_core.conversation.turn_model import Location
 # (31% of the requests reused the previous masked body, against 80%).
 REQUESTS_KEPT = 256
 PREVIOUS_BYTES_KEPT = 256 * 1024 * 1024
+# And the documents of some of them (each body as orjson read it, for
+# reading the next body from it and its added items alone), counted at
+# DOCUMENT_WEIGHT_PERCENT of the body's bytes (140-180% on the real
+# sessions, tracemalloc), while few conversations are going on: at most
+# DOCUMENT_CONVERSATIONS used in the last DOCUMENT_IDLE_SECONDS, and in
+# these bytes. A document's objects live from one request to the next, and
+# every full collection of the garbage collector walks them, holding the
+# GIL: with many agents the collections cost more than the reads spare
+# (bench_load.py's 50 agents, in one process: masking took 10% longer with
+# the documents that fit in 16 MB, and a full collection 108 ms instead of
+# 30 with all of them), while for a few agents a request costs a quarter
+# less (bench_rewrite.py, whole sessions).
+DOCUMENT_CONVERSATIONS = 8
+DOCUMENT_IDLE_SECONDS = 120.0
+DOCUMENT_BYTES_KEPT = 32 * 1024 * 1024
+DOCUMENT_WEIGHT_PERCENT = 170
 # A body is compared with a kept request first by the bytes just before
 # where the kept list closes (where the conversations of one agent, which
 # share a long start, differ), then in full.
@@ -96,18 +119,33 @@ class PreviousRequest:
                 + (len(self.masked) if self.masked is not None else 0))
 
 
+# A parsed body: its top-level members, the list among them.
+Document = dict[str, object]
+
+
 @dataclass(frozen=True)
 class Grown:
     """A body that begins with a previous request's bytes up to where its
     list closes, and ends with the rest of them: what lies between
-    (``added``, from ``start`` to ``end``) should be new items."""
+    (``added``, from ``start`` to ``end``) should be new items.
+    ``document`` is the previous request's body as orjson read it, when
+    its read proved where its list closes and it is still kept."""
 
     previous: PreviousRequest
     start: int
     end: int
+    document: Document | None = None
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
+
+
+@dataclass(frozen=True)
+class KeptDocument:
+    """A kept request's document, and what it weighs."""
+
+    document: Document
+    weight: int
 
 
 class PreviousRequests:
@@ -115,11 +153,22 @@ class PreviousRequests:
     the event loop and the worker thread, hence the lock."""
 
     def __init__(self, bytes_kept: int = PREVIOUS_BYTES_KEPT,
-                 requests_kept: int = REQUESTS_KEPT) -> None:
+                 requests_kept: int = REQUESTS_KEPT,
+                 document_bytes_kept: int = DOCUMENT_BYTES_KEPT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._bytes_kept = bytes_kept
         self._requests_kept = requests_kept
+        self._document_bytes_kept = document_bytes_kept
         self._bytes = 0
         self._kept: OrderedDict[int, PreviousRequest] = OrderedDict()
+        # The documents of kept requests (by the same key), least recently
+        # used first, with their weight; a request's goes when it goes.
+        self._documents: OrderedDict[int, KeptDocument] = OrderedDict()
+        # When each kept request was kept or last grown from (its place in
+        # ``_kept`` is the order of these).
+        self._used: dict[int, float] = {}
+        self._document_bytes = 0
         self._lock = threading.Lock()
 
     def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
@@ -146,31 +195,87 @@ class PreviousRequests:
                     and body.endswith(previous.tail) \
                     and body.startswith(previous.body[:end]):
                 found = Grown(previous, end, tail_at)
-        if found is not None:
-            with self._lock:
-                if id(found.previous) in self._kept:
-                    self._kept.move_to_end(id(found.previous))
-        return found
+        if found is None:
+            return None
+        key = id(found.previous)
+        with self._lock:
+            if key not in self._kept:
+                return found  # dropped meanwhile: its document too
+            self._kept.move_to_end(key)
+            self._used[key] = self._clock()
+            kept_document = self._documents.get(key)
+            if kept_document is None:
+                return found
+            self._documents.move_to_end(key)
+        return Grown(found.previous, found.start, found.end, kept_document.document)
 
-    def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None) -> None:
+    def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
+             document: Document | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
-        from: no later request needs that one rather than this)."""
+        from: no later request needs that one rather than this), with its
+        body as orjson read it (``document``: only when the read proved
+        where its list closes)."""
         size = request.weight
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
                 self._bytes -= replaces.weight
+                self._forget(id(replaces))
             if size > self._bytes_kept:
                 return
             self._kept[id(request)] = request
+            self._used[id(request)] = self._clock()
             self._bytes += size
             while self._bytes > self._bytes_kept or len(self._kept) > self._requests_kept:
-                _, dropped = self._kept.popitem(last=False)
+                key, dropped = self._kept.popitem(last=False)
                 self._bytes -= dropped.weight
+                self._forget(key)
+            if document is not None:
+                self._keep_document(id(request), document, len(request.body))
+
+    def _keep_document(self, key: int, document: Document, body_bytes: int) -> None:
+        """Keep the document of the request kept under ``key`` (lock held)
+        while few conversations are going on and it fits."""
+        weight = body_bytes * DOCUMENT_WEIGHT_PERCENT // 100
+        if self._conversations_going_on() > DOCUMENT_CONVERSATIONS:
+            return
+        # Room made from the documents of conversations gone idle (ended).
+        since = self._clock() - DOCUMENT_IDLE_SECONDS
+        while self._document_bytes + weight > self._document_bytes_kept and self._documents:
+            oldest = next(iter(self._documents))
+            if self._used.get(oldest, since) > since:
+                return
+            self._document_bytes -= self._documents.pop(oldest).weight
+        if self._document_bytes + weight > self._document_bytes_kept:
+            return
+        self._documents[key] = KeptDocument(document, weight)
+        self._document_bytes += weight
+
+    def _conversations_going_on(self) -> int:
+        """How many kept requests were used lately, up to one more than
+        DOCUMENT_CONVERSATIONS (lock held): the latest used come last."""
+        since = self._clock() - DOCUMENT_IDLE_SECONDS
+        count = 0
+        for key in reversed(self._kept):
+            if self._used[key] < since or count > DOCUMENT_CONVERSATIONS:
+                break
+            count += 1
+        return count
+
+    def _forget(self, key: int) -> None:
+        """What goes with a request no longer kept (lock held): its key
+        may be a later request's."""
+        self._used.pop(key, None)
+        kept_document = self._documents.pop(key, None)
+        if kept_document is not None:
+            self._document_bytes -= kept_document.weight
 
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()
             self._bytes = 0
+            self._documents.clear()
+            self._document_bytes = 0
+            self._used.clear()
 
 
 # Per policy, like the planner's judgements and checkpoints.

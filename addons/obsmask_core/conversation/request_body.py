@@ -95,6 +95,10 @@ def _last_byte_position(body: bytes, pos: int) -> int | None:
     return pos if pos >= 0 else None
 
 
+# Added items that open this many arrays and objects might nest deeper
+# than orjson reads in the whole body (1024 levels): the whole body is read.
+_NESTING_READ_WHOLE = 1000
+
 # The next member's name may also be written inside a later value: a few
 # places are tried, from the end.
 _NAME_ATTEMPTS = 4
@@ -107,6 +111,8 @@ class QuickBody:
     items: list[object]
     # Where the list closes (its ``]``), when the read proved it.
     list_end: int | None = None
+    # Read from a kept document (``grown``): how many of the items it held.
+    kept_items: int | None = None
 
     @classmethod
     def read(cls, body: bytes, list_member: str, end: int | None = None) -> QuickBody | None:
@@ -124,6 +130,49 @@ class QuickBody:
         if not isinstance(items, list):
             return None
         return cls(body, document, items, end if proven else None)
+
+    @classmethod
+    def grown(cls, body: bytes, list_member: str, document: dict[str, object],
+              start: int, end: int) -> QuickBody | None:
+        """``body`` read without parsing it all: it is a body that orjson
+        read as ``document``, whose list proved to close at ``start``, with
+        ``body[start:end]`` inserted there and no other byte changed. None
+        unless those bytes are ``,`` and items (or only white space).
+
+        JSON reads left to right, and a value reads the same wherever it
+        stands: the reader comes to ``start`` as it came in the old body,
+        inside the list after its last item; it reads the comma and the
+        added items as it reads them here, and is back in the same place,
+        from where the old body's bytes read as before, its ``]`` closing
+        the list. So ``body`` reads as ``document`` with the items added,
+        and its list closes at ``end``. The added bytes are read as a list
+        of their own, ``[`` + items + ``]``: one value, whose ``]`` is then
+        the last byte, so no added byte closes the old list early (a
+        wrapping that reads the items at their depth in the body could be
+        split in two values and is not used)."""
+        items = document.get(list_member)
+        if not isinstance(items, list):
+            return None
+        kept = len(items)
+        added = body[start:end].strip(b" \t\r\n")
+        if added:
+            # After ``[``, a comma is not JSON; and nesting deep enough for
+            # orjson to refuse in the whole body is left to the full read.
+            if added[:1] != b"," or not items \
+                    or added.count(b"[") + added.count(b"{") >= _NESTING_READ_WHOLE:
+                return None
+            try:
+                new = orjson.loads(b"[" + added[1:] + b"]")
+            except orjson.JSONDecodeError:
+                return None
+            # A lone comma reads as no items here and is not JSON there.
+            if not isinstance(new, list) or not new:
+                return None
+            # A new list and a new top level: the kept document is shared.
+            items = [*items, *new]
+        members = dict(document)
+        members[list_member] = items
+        return cls(body, members, items, end, kept)
 
     def guess_list_end(self, list_member: str) -> int | None:
         """Where the list probably closes, from the order of the members:

@@ -60,7 +60,10 @@ def mask_request_body(
     kept = previous_requests(policy)
     grown = kept.grown_from(body, fmt.name, recall) if kept is not None else None
     try:
-        quick = QuickBody.read(body, fmt.list_member, grown.end if grown is not None else None)
+        quick = _read_grown(body, fmt, grown) if grown is not None else None
+        if quick is None:
+            quick = QuickBody.read(body, fmt.list_member,
+                                   grown.end if grown is not None else None)
         outcome = mask_read_body(quick, policy, fmt, recall, grown, kept) \
             if quick is not None else None
     except (RecursionError, ValueError):
@@ -76,6 +79,14 @@ def mask_request_body(
     except UnsupportedBody as e:
         return Unreadable(str(e))
     return mask_read_body(exact, policy, fmt, recall)
+
+
+def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickBody | None:
+    """``body`` read from the kept request it grew from and its added
+    items alone (``QuickBody.grown``), when that request's read was kept."""
+    if grown.document is None:
+        return None
+    return QuickBody.grown(body, fmt.list_member, grown.document, grown.start, grown.end)
 
 
 def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
@@ -117,7 +128,8 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
             fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
-            masked_end or 0), grew_from)
+            masked_end or 0), grew_from,
+            request.members if request.list_end is not None else None)
     return outcome
 
 
@@ -171,6 +183,8 @@ def _added_items(request: QuickBody, grown: Grown) -> list[object] | None:
     count = grown.previous.items
     if request.list_end != grown.end or len(request.items) < count:
         return None
+    if request.kept_items == count:
+        return request.items[count:]  # read from that request's document
     added = grown.added(request.body).strip(b" \t\r\n")
     if not added:
         return [] if len(request.items) == count else None

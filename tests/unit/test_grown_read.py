@@ -1,0 +1,135 @@
+"""A body that only adds items to a kept request whose list's end was
+proven is read from that request's document and the added bytes alone:
+the result must be what reading the whole body gives, and anything that is
+not ``,`` and whole items is left to the whole read."""
+
+from __future__ import annotations
+
+import json
+from unittest import mock
+
+import orjson
+import pytest
+
+from obsmask_core.conversation import request_body
+from obsmask_core.conversation.outcomes import Masked
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.previous_requests import forget_previous_requests
+from obsmask_core.conversation.request_body import ExactBody, QuickBody
+from obsmask_core.conversation.request_text import UnsupportedBody
+from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.wire_formats import CHAT
+from support.chat import body, conversation, user
+
+POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
+OLD = b'{"messages": [{"role": "user", "content": "hi"}, [2]], "model": "m"}'
+END = OLD.index(b'], "model"')
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    forget_previous_requests()
+    yield
+    forget_previous_requests()
+
+
+def grown_read(added: bytes) -> tuple[bytes, QuickBody | None]:
+    new = OLD[:END] + added + OLD[END:]
+    return new, QuickBody.grown(new, "messages", orjson.loads(OLD), END, END + len(added))
+
+
+@pytest.mark.parametrize("added", [
+    b', 3',
+    b' ,{"role": "tool", "content": "a ] b", "tool_call_id": "c"} , [4, {"x": []}] ',
+    b',"caf\\u00e9 \\ud83d\\ude00"',
+    b"",
+    b"  \n ",
+])
+def test_added_items_read_alone_give_the_document_the_whole_body_gives(added):
+    new, read = grown_read(added)
+    assert read is not None
+    assert read.members == orjson.loads(new)
+    assert read.items is read.members["messages"]
+    assert read.list_end == END + len(added)
+
+
+@pytest.mark.parametrize("added", [
+    # The list closed, another member opened: not items of the list.
+    b', 3], "other": [4',
+    b', 3], "messages": [4',
+    # No comma first, half a value, two values run together, not JSON.
+    b' 3',
+    b', {"a": 1',
+    b', 3 4',
+    b', NaN',
+    b',',
+])
+def test_bytes_that_are_not_a_comma_and_whole_items_are_left_to_the_whole_read(added):
+    assert grown_read(added)[1] is None
+
+
+def test_items_nested_deeper_than_orjson_reads_in_a_body_are_left_to_the_whole_read():
+    """orjson reads 1024 levels: read alone, in a list of their own, items
+    may nest a level deeper than they could in the body's list."""
+    deep = b"[" * 1023 + b"]" * 1023
+    assert orjson.loads(b"[" + deep + b"]")  # read alone: fine
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(OLD[:END] + b"," + deep + OLD[END:])
+    assert grown_read(b"," + deep)[1] is None
+
+
+def test_the_kept_document_is_not_changed_by_a_body_grown_from_it():
+    document = orjson.loads(OLD)
+    before = json.dumps(document)
+    new = OLD[:END] + b", 3" + OLD[END:]
+    read = QuickBody.grown(new, "messages", document, END, END + 3)
+    assert read is not None and read.items[-1] == 3
+    assert json.dumps(document) == before
+
+
+def bytes_parsed_while(action):
+    with mock.patch.object(request_body.orjson, "loads", wraps=orjson.loads) as loads:
+        outcome = action()
+    return outcome, [len(call.args[0]) for call in loads.call_args_list]
+
+
+def test_the_third_request_of_a_conversation_parses_only_what_it_adds():
+    """The first request's read cannot prove where its list closes; the
+    second's does, and the third is then read from it."""
+    answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
+    requests = [body(conversation(turns=3)), body(conversation(turns=3) + answers),
+                body(conversation(turns=3) + answers + answers)]
+    for request in requests[:2]:
+        assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
+    outcome, parsed = bytes_parsed_while(lambda: mask_request_body(requests[2], POLICY, CHAT))
+    assert isinstance(outcome, Masked)
+    added = len(requests[2]) - len(requests[1])
+    # The added bytes in brackets, without their comma: nothing longer.
+    assert parsed and max(parsed) == added + 1
+    exact = mask_read_body(ExactBody.read(requests[2], "messages"), POLICY, CHAT)
+    assert isinstance(exact, Masked)
+    assert outcome.body == exact.body
+
+
+@pytest.mark.parametrize("between", [
+    b'],"messages":[{"role":"user","content":"x"}',
+    b',{"role":"user","content":"y"}],"other":[{"role":"user","content":"x"}',
+    b',{"role":"user","content":"y"',
+])
+def test_bytes_after_a_proven_list_that_are_not_added_items_mean_the_body_is_read_whole(
+        between):
+    messages = conversation(turns=3)
+    first = json.dumps({"messages": messages, "model": "m"}).encode()
+    second = json.dumps({"messages": [*messages, user("go on")], "model": "m"}).encode()
+    mask_request_body(first, POLICY, CHAT)
+    mask_request_body(second, POLICY, CHAT)  # its read proves where its list closes
+    end = second.rindex(b'], "model"')
+    request = second[:end] + between + second[end:]
+    outcome = mask_request_body(request, POLICY, CHAT)
+    try:
+        expected = mask_read_body(ExactBody.read(request, "messages"), POLICY, CHAT)
+    except UnsupportedBody:  # not a request at all: the rewrite says so too
+        assert type(outcome).__name__ == "Unreadable"
+        return
+    assert type(outcome) is type(expected)
+    assert (outcome.body or request) == (expected.body or request)
