@@ -133,3 +133,23 @@ def test_bytes_after_a_proven_list_that_are_not_added_items_mean_the_body_is_rea
         return
     assert type(outcome) is type(expected)
     assert (outcome.body or request) == (expected.body or request)
+
+
+@pytest.mark.parametrize("depth", [300, 990, 995])
+def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth):
+    """Deep enough, Python's recursion refuses to compare items and the body
+    passes through when masked anew: read from the kept document it must
+    not come out otherwise."""
+    answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
+    requests = [body(conversation(turns=3)), body(conversation(turns=3) + answers)]
+    # Written by hand: json's writer itself stops short of such depths.
+    end = requests[1].rindex(b"]")
+    requests.append(requests[1][:end] + b', {"role": "user", "content": '
+                    + b"[" * depth + b"]" * depth + b"}" + requests[1][end:])
+    for request in requests[:2]:
+        mask_request_body(request, POLICY, CHAT)
+    in_order = mask_request_body(requests[2], POLICY, CHAT)
+    forget_previous_requests()
+    anew = mask_request_body(requests[2], POLICY, CHAT)
+    assert type(in_order) is type(anew)
+    assert in_order.body == anew.body

@@ -304,5 +304,21 @@ def test_with_many_conversations_going_on_no_document_is_kept():
     for n in range(DOCUMENT_CONVERSATIONS):
         store.keep(kept(b'{"m%d":[1]}' % n, 7 + len(str(n))), document={"m": [n]})
     store.keep(kept(b'{"late":[1]}', 10), document={"late": [1]})
-    assert found_document(store, b"m0", pad=False) == {"m": [0]}
     assert found_document(store, b"late", pad=False) is None
+    assert found_document(store, b"m0", pad=False) is None
+
+
+def test_no_document_is_kept_for_a_request_not_kept():
+    store = PreviousRequests(requests_kept=0)
+    store.keep(kept(b'{"a":[1]}', 7), document={"a": [1]})
+    assert store._documents == {} and store._document_bytes == 0
+
+
+def test_once_many_conversations_go_on_the_documents_kept_go_too():
+    store = PreviousRequests()
+    store.keep(kept(b'{"m0":[1]}', 8), document={"m": [0]})
+    for n in range(1, DOCUMENT_CONVERSATIONS + 1):
+        store.keep(kept(b'{"m%d":[1]}' % n, 7 + len(str(n))))
+    assert found_document(store, b"m0", pad=False) == {"m": [0]}
+    store.keep(kept(b'{"late":[1]}', 10), document={"late": [1]})
+    assert found_document(store, b"m0", pad=False) is None

@@ -229,7 +229,9 @@ class PreviousRequests:
                 key, dropped = self._kept.popitem(last=False)
                 self._bytes -= dropped.weight
                 self._forget(key)
-            if document is not None:
+            # Kept only with its request (a document under a key no longer
+            # kept could come back as another request's).
+            if document is not None and id(request) in self._kept:
                 self._keep_document(id(request), document, len(request.body))
 
     def _keep_document(self, key: int, document: Document, body_bytes: int) -> None:
@@ -237,6 +239,9 @@ class PreviousRequests:
         while few conversations are going on and it fits."""
         weight = body_bytes * DOCUMENT_WEIGHT_PERCENT // 100
         if self._conversations_going_on() > DOCUMENT_CONVERSATIONS:
+            # Many agents at work: the documents still kept go too.
+            self._documents.clear()
+            self._document_bytes = 0
             return
         # Room made from the documents of conversations gone idle (ended).
         since = self._clock() - DOCUMENT_IDLE_SECONDS

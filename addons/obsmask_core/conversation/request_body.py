@@ -95,9 +95,11 @@ def _last_byte_position(body: bytes, pos: int) -> int | None:
     return pos if pos >= 0 else None
 
 
-# Added items that open this many arrays and objects might nest deeper
-# than orjson reads in the whole body (1024 levels): the whole body is read.
-_NESTING_READ_WHOLE = 1000
+# Added items that open this many arrays and objects may nest deep enough
+# for orjson (1024 levels) or Python's recursion (the rules check compares
+# items recursively) to refuse the whole body: it is read whole, and meets
+# the same fate as when masked anew.
+_NESTING_READ_WHOLE = 500
 
 # The next member's name may also be written inside a later value: a few
 # places are tried, from the end.
@@ -168,8 +170,9 @@ class QuickBody:
             # A lone comma reads as no items here and is not JSON there.
             if not isinstance(new, list) or not new:
                 return None
-            # A new list and a new top level: the kept document is shared.
             items = [*items, *new]
+        # A new top level (and, with items added, a new list): the kept
+        # document is shared, and nothing writes into a body's items.
         members = dict(document)
         members[list_member] = items
         return cls(body, members, items, end, kept)
