@@ -321,3 +321,42 @@ def test_a_wrong_network_in_allow_clients_is_refused(context):
 ])
 def test_only_the_loopback_is_allowed_by_default(address, allowed):
     assert client_allowed(address, ()) is allowed
+
+
+def test_a_post_whose_body_is_streamed_goes_to_the_relay_from_its_headers(context):
+    """mitmproxy sends a streamed body (stream_large_bodies) on before the
+    request hook: the flow must point at the relay once its headers are in,
+    and the request hook must leave it there."""
+    addon, tctx = context
+
+    async def main() -> None:
+        flow = post_to(tctx, addon, 9)
+        flow.request.stream = True
+        await addon.requestheaders(flow)
+        await addon.request(flow)
+        addon.relay.close()
+        assert flow.response is None and flow.request.stream
+        assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
+        assert flow.metadata[METADATA_KEY]["gateway_body_streamed"] is True
+
+    asyncio.run(main())
+
+
+def test_a_streamed_post_the_gateway_refuses_is_buffered_and_answered_with_its_error(context):
+    """An answer cannot be set on a flow whose body is streamed: the body
+    is buffered instead, and the request hook answers the error."""
+    addon, tctx = context
+
+    async def main() -> None:
+        post_to(tctx, addon, 9)
+        flow = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/api/mcp-gateway/nope/rpc",
+                                           content=TOOLS_LIST))
+        flow.request.stream = True
+        await addon.requestheaders(flow)
+        assert not flow.request.stream and flow.response is None
+        await addon.request(flow)
+        addon.relay.close()
+        assert flow.response is not None
+        assert json.loads(flow.response.content)["error"]["code"] == UNKNOWN_SERVER
+
+    asyncio.run(main())

@@ -54,6 +54,9 @@ class McpAddons:
         owner = self.gateway if name in ("servers", "timeout", "relay") else self.mcp
         return getattr(owner, name)
 
+    async def requestheaders(self, flow: http.HTTPFlow) -> None:
+        await self.gateway.requestheaders(flow)
+
     async def request(self, flow: http.HTTPFlow) -> None:
         await self.gateway.request(flow)
         self.mcp.request(flow)

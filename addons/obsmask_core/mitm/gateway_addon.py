@@ -162,48 +162,86 @@ class McpGateway:
     def done(self) -> None:
         self.relay.close()
 
+    async def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """A body mitmproxy streams (``stream_large_bodies``) goes out as it
+        comes, before the ``request`` hook: such a request is sent to the
+        relay from here, with its body. One the gateway refuses is not
+        streamed: the ``request`` hook answers it, as any other."""
+        if not flow.request.stream or flow.response \
+                or (name := gateway_server_name(flow.request.path)) is None:
+            return
+        with guarded(flow, "forwarded unchanged"):
+            if self._server_for(flow, name, answer_refusal=False) is None:
+                flow.request.stream = False
+                return
+            flow.metadata[MCP_METADATA]["gateway_body_streamed"] = True
+            await self._to_relay(flow, name)
+
     async def request(self, flow: http.HTTPFlow) -> None:
         # A flow read from a file (mitmdump -nr) already has its answer:
         # sending it again would run the tool call again.
-        if (name := gateway_server_name(flow.request.path)) is None or flow.response:
+        if (name := gateway_server_name(flow.request.path)) is None or flow.response \
+                or _sent_to_relay_with_its_headers(flow):
             return
         with guarded(flow, "forwarded unchanged"):
             await self._route(flow, name)
 
-    async def _route(self, flow: http.HTTPFlow, name: str) -> None:
+    def _server_for(self, flow: http.HTTPFlow, name: str, *,
+                    answer_refusal: bool = True) -> Upstream | None:
+        """The server the flow goes to, its facts recorded; None when the
+        gateway refuses the flow (and answers it, with ``answer_refusal``)."""
         facts: dict[str, object] = {"gateway_server": name}
         flow.metadata[MCP_METADATA] = facts
         peer = flow.client_conn.peername
+        failure: GatewayFailure | None = None
+        upstream = self.servers.get(name)
         # No peer: a flow the proxy made itself (a client replay), not a client's.
         if peer and not client_allowed(str(peer[0]), self.allowed):
-            self._fail(flow, name, GatewayFailure(
+            failure = GatewayFailure(
                 CLIENT_NOT_ALLOWED,
                 f"client {peer[0]} is not on the loopback; the gateway serves other clients "
                 "only in the networks of mcpmask_gateway_allow_clients "
-                "([mcp_gateway] allow_clients)"))
-            return
-        upstream = self.servers.get(name)
-        if upstream is None:
+                "([mcp_gateway] allow_clients)")
+        elif upstream is None:
             known = ", ".join(sorted(self.servers)) or "none configured"
-            self._fail(flow, name, GatewayFailure(
+            failure = GatewayFailure(
                 UNKNOWN_SERVER,
-                f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})"))
-            return
+                f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})")
+        if failure is not None:
+            if answer_refusal:
+                self._fail(flow, name, failure)
+            return None
+        assert upstream is not None
         facts["gateway_upstream"] = upstream.url
         logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
-        # A client must not name a parked stream: only the call below does.
-        flow.request.headers.pop(PARKED_HEADER, None)
+        return upstream
+
+    async def _route(self, flow: http.HTTPFlow, name: str) -> None:
+        upstream = self._server_for(flow, name)
+        if upstream is None:
+            return
         # Over HTTP/2 and HTTP/3 a client gives up by resetting its stream,
         # which no hook sees while the call waits: its POSTs go through the
         # relay, whose connection mitmproxy closes then.
         if flow.request.method == "POST" and flow.request.http_version.startswith("HTTP/1") \
                 and not flow.intercepted and not later_addons_may_act():
+            # A client must not name a parked stream: only the call below does.
+            flow.request.headers.pop(PARKED_HEADER, None)
             parked = await self._call(flow, name, upstream)
             if parked is None:
                 return  # answered, failed or left
             flow.request.headers[PARKED_HEADER] = parked
-        # mitmproxy forwards the flow to the relay, which talks to the server
-        # (or has its event stream already); the answer comes back as any other.
+            await self._to_relay(flow, name, parked=True)
+            return
+        await self._to_relay(flow, name)
+
+    async def _to_relay(self, flow: http.HTTPFlow, name: str, *, parked: bool = False) -> None:
+        """Send the flow to the relay: mitmproxy forwards it there, and the
+        relay talks to the server (or has the server's event stream already,
+        ``parked``); the answer comes back as any other."""
+        if not parked:
+            # A client must not name a parked stream: only a call does.
+            flow.request.headers.pop(PARKED_HEADER, None)
         port = await self.relay.ensure_started()
         flow.request.headers[RELAY_HEADER] = name
         # mitmproxy sends the client's next request on the same connection
@@ -285,6 +323,12 @@ class McpGateway:
             message = f"obsmask gateway: error {code}"
         add_comment(flow, message)
         logger.warning("obsmask: %s: %s (JSON-RPC error %s)", where(flow), message, code)
+
+
+def _sent_to_relay_with_its_headers(flow: http.HTTPFlow) -> bool:
+    """Did ``requestheaders`` send this streamed request to the relay?"""
+    facts = flow.metadata.get(MCP_METADATA)
+    return isinstance(facts, dict) and facts.get("gateway_body_streamed") is True
 
 
 def _response(answer: Answer, http_version: str, started: float) -> http.Response:
