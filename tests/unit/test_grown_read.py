@@ -93,20 +93,20 @@ def bytes_parsed_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_the_third_request_of_a_conversation_parses_only_what_it_adds():
+def test_from_its_fourth_request_on_a_conversation_parses_only_what_each_adds():
     """The first request's read cannot prove where its list closes; the
-    second's does, and the third is then read from it."""
+    second's does; the third's document is kept (a conversation that goes
+    on), and the fourth is read from it."""
     answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
-    requests = [body(conversation(turns=3)), body(conversation(turns=3) + answers),
-                body(conversation(turns=3) + answers + answers)]
-    for request in requests[:2]:
+    requests = [body(conversation(turns=3) + answers * n) for n in range(4)]
+    for request in requests[:3]:
         assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
-    outcome, parsed = bytes_parsed_while(lambda: mask_request_body(requests[2], POLICY, CHAT))
+    outcome, parsed = bytes_parsed_while(lambda: mask_request_body(requests[3], POLICY, CHAT))
     assert isinstance(outcome, Masked)
-    added = len(requests[2]) - len(requests[1])
+    added = len(requests[3]) - len(requests[2])
     # The added bytes in brackets, without their comma: nothing longer.
     assert parsed and max(parsed) == added + 1
-    exact = mask_read_body(ExactBody.read(requests[2], "messages"), POLICY, CHAT)
+    exact = mask_read_body(ExactBody.read(requests[3], "messages"), POLICY, CHAT)
     assert isinstance(exact, Masked)
     assert outcome.body == exact.body
 
@@ -119,12 +119,12 @@ def test_the_third_request_of_a_conversation_parses_only_what_it_adds():
 def test_bytes_after_a_proven_list_that_are_not_added_items_mean_the_body_is_read_whole(
         between):
     messages = conversation(turns=3)
-    first = json.dumps({"messages": messages, "model": "m"}).encode()
-    second = json.dumps({"messages": [*messages, user("go on")], "model": "m"}).encode()
-    mask_request_body(first, POLICY, CHAT)
-    mask_request_body(second, POLICY, CHAT)  # its read proves where its list closes
-    end = second.rindex(b'], "model"')
-    request = second[:end] + between + second[end:]
+    requests = [json.dumps({"messages": messages + [user("go on")] * n, "model": "m"}).encode()
+                for n in range(3)]
+    for request in requests:  # the third's document is kept
+        mask_request_body(request, POLICY, CHAT)
+    end = requests[2].rindex(b'], "model"')
+    request = requests[2][:end] + between + requests[2][end:]
     outcome = mask_request_body(request, POLICY, CHAT)
     try:
         expected = mask_read_body(ExactBody.read(request, "messages"), POLICY, CHAT)
@@ -141,15 +141,15 @@ def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth
     passes through when masked anew: read from the kept document it must
     not come out otherwise."""
     answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
-    requests = [body(conversation(turns=3)), body(conversation(turns=3) + answers)]
+    requests = [body(conversation(turns=3) + answers * n) for n in range(3)]
     # Written by hand: json's writer itself stops short of such depths.
-    end = requests[1].rindex(b"]")
-    requests.append(requests[1][:end] + b', {"role": "user", "content": '
-                    + b"[" * depth + b"]" * depth + b"}" + requests[1][end:])
-    for request in requests[:2]:
+    end = requests[2].rindex(b"]")
+    requests.append(requests[2][:end] + b', {"role": "user", "content": '
+                    + b"[" * depth + b"]" * depth + b"}" + requests[2][end:])
+    for request in requests[:3]:
         mask_request_body(request, POLICY, CHAT)
-    in_order = mask_request_body(requests[2], POLICY, CHAT)
+    in_order = mask_request_body(requests[3], POLICY, CHAT)
     forget_previous_requests()
-    anew = mask_request_body(requests[2], POLICY, CHAT)
+    anew = mask_request_body(requests[3], POLICY, CHAT)
     assert type(in_order) is type(anew)
     assert in_order.body == anew.body

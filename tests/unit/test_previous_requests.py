@@ -14,6 +14,7 @@ from obsmask_core.conversation import rewrite
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import (
+    DOCUMENT_AFTER_REQUESTS,
     DOCUMENT_CONVERSATIONS,
     DOCUMENT_IDLE_SECONDS,
     PreviousRequest,
@@ -194,8 +195,8 @@ def test_the_guess_of_where_the_list_closes_is_right_for_the_usual_layouts(write
 # What is kept --------------------------------------------------------------------
 
 
-def kept(body_bytes: bytes, end: int) -> PreviousRequest:
-    return PreviousRequest("chat", False, body_bytes, end, 1, b"[1]", ())
+def kept(body_bytes: bytes, end: int, in_a_row: int = DOCUMENT_AFTER_REQUESTS) -> PreviousRequest:
+    return PreviousRequest("chat", False, body_bytes, end, 1, b"[1]", (), in_a_row=in_a_row)
 
 
 def test_a_kept_request_replaces_the_one_it_grew_from():
@@ -322,3 +323,26 @@ def test_once_many_conversations_go_on_the_documents_kept_go_too():
     assert found_document(store, b"m0", pad=False) == {"m": [0]}
     store.keep(kept(b'{"late":[1]}', 10), document={"late": [1]})
     assert found_document(store, b"m0", pad=False) is None
+
+
+def test_a_conversation_keeps_a_document_from_its_third_request_in_a_row_on():
+    """One that stops after a request or two leaves nothing for the
+    collector to walk."""
+    store = PreviousRequests()
+    for in_a_row in range(1, DOCUMENT_AFTER_REQUESTS + 1):
+        store.keep(kept(b'{"a":[1]}', 7, in_a_row), document={"a": [in_a_row]})
+        expected = {"a": [in_a_row]} if in_a_row >= DOCUMENT_AFTER_REQUESTS else None
+        assert found_document(store, b"a", pad=False) == expected
+        store.clear()
+
+
+def test_requests_in_a_row_are_counted_from_the_conversations_first():
+    """Masked anew or reused, each request of a conversation counts one
+    more than the one it grew from."""
+    answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks.")]
+    store = rewrite.previous_requests(POLICY)
+    assert store is not None
+    for n in range(4):
+        mask_request_body(body(conversation(turns=3) + answers * n), POLICY, CHAT)
+        grown = store.grown_from(body(conversation(turns=3) + answers * (n + 1)), "chat", False)
+        assert grown is not None and grown.previous.in_a_row == n + 1

@@ -65,6 +65,12 @@ PREVIOUS_BYTES_KEPT = 256 * 1024 * 1024
 # 30 with all of them), while for a few agents a request costs a quarter
 # less (bench_rewrite.py, whole sessions).
 DOCUMENT_CONVERSATIONS = 8
+# And only from a conversation's third request in a row on: one that stops
+# after a request or two (a title, a one-off question, a benchmark's pair)
+# would leave a document whose objects only add to the collector's walks
+# (the load benchmark's requests of 280 KB, each of a new conversation,
+# took 1 ms longer).
+DOCUMENT_AFTER_REQUESTS = 3
 DOCUMENT_IDLE_SECONDS = 120.0
 DOCUMENT_BYTES_KEPT = 32 * 1024 * 1024
 DOCUMENT_WEIGHT_PERCENT = 170
@@ -100,6 +106,9 @@ class PreviousRequest:
     signature: Signature
     masked: bytes | None = None
     masked_end: int = 0
+    # How many requests of the conversation came one after the other, this
+    # one the last (1: not grown from a kept request).
+    in_a_row: int = 1
 
     @property
     def tail(self) -> bytes:
@@ -231,7 +240,8 @@ class PreviousRequests:
                 self._forget(key)
             # Kept only with its request (a document under a key no longer
             # kept could come back as another request's).
-            if document is not None and id(request) in self._kept:
+            if document is not None and id(request) in self._kept \
+                    and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
                 self._keep_document(id(request), document, len(request.body))
 
     def _keep_document(self, key: int, document: Document, body_bytes: int) -> None:

@@ -128,8 +128,8 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
             fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
-            masked_end or 0), grew_from,
-            request.members if request.list_end is not None else None)
+            masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1),
+            grew_from, request.members if request.list_end is not None else None)
     return outcome
 
 
