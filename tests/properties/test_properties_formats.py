@@ -144,3 +144,21 @@ def test_body_rewrite_keeps_the_clients_formatting(events, policy, indent):
         if all(isinstance(v, str) or v is None for _, v in result_values(fmt, items)):
             assert text == json.dumps({**document, member: expected}, indent=indent,
                                       ensure_ascii=False)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=conversations(st.one_of(plain_contents, block_contents), with_errors=True),
+       fmt=st.sampled_from([fmt for fmt in FORMATS if fmt.index_items is not None]),
+       cut=st.floats(0, 1), junk=st.lists(st.one_of(st.integers(), st.none()), max_size=2))
+def test_an_index_resumed_from_a_prefix_is_the_index_of_the_whole_list(events, fmt, cut, junk):
+    """A list that begins with the items of a kept index is indexed from
+    there, its added items alone: the same turns, results, orphans and
+    answers as indexing it whole; and the kept index is left as it was."""
+    items = convert(fmt, events) + junk
+    prefix = int(len(items) * cut)
+    kept = fmt.index_items(items[:prefix], None)
+    before = (repr(kept.index), dict(kept.declared), kept.items)
+    resumed = fmt.index_items(items, kept)
+    assert resumed.index == fmt.index(items)
+    assert resumed.items == len(items)
+    assert (repr(kept.index), kept.declared, kept.items) == before

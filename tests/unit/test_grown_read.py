@@ -11,7 +11,7 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation import request_body
+from obsmask_core.conversation import request_body, tool_turns
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import forget_previous_requests
@@ -93,16 +93,21 @@ def bytes_parsed_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_from_its_fourth_request_on_a_conversation_parses_only_what_each_adds():
+def test_from_its_fourth_request_on_a_conversation_parses_and_indexes_only_what_each_adds():
     """The first request's read cannot prove where its list closes; the
     second's does; the third's document is kept (a conversation that goes
-    on), and the fourth is read from it."""
+    on), and the fourth is read and indexed from it."""
     answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
     requests = [body(conversation(turns=3) + answers * n) for n in range(4)]
     for request in requests[:3]:
         assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
-    outcome, parsed = bytes_parsed_while(lambda: mask_request_body(requests[3], POLICY, CHAT))
+    with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed:
+        outcome, parsed = bytes_parsed_while(
+            lambda: mask_request_body(requests[3], POLICY, CHAT))
     assert isinstance(outcome, Masked)
+    # And its index is resumed from the third's, whose items it begins with.
+    [(resume,), _] = resumed.call_args
+    assert resume is not None and resume.items == len(json.loads(requests[2])["messages"])
     added = len(requests[3]) - len(requests[2])
     # The added bytes in brackets, without their comma: nothing longer.
     assert parsed and max(parsed) == added + 1

@@ -43,6 +43,7 @@ from functools import cached_property
 from weakref import WeakKeyDictionary
 
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.tool_turns import IndexedItems
 from obsmask_core.conversation.turn_model import Location
 
 # The latest requests of every conversation, as many as fit in these bytes
@@ -138,12 +139,14 @@ class Grown:
     list closes, and ends with the rest of them: what lies between
     (``added``, from ``start`` to ``end``) should be new items.
     ``document`` is the previous request's body as orjson read it, when
-    its read proved where its list closes and it is still kept."""
+    its read proved where its list closes and it is still kept, with the
+    index of its items (``indexed``) when its format's index resumes."""
 
     previous: PreviousRequest
     start: int
     end: int
     document: Document | None = None
+    indexed: IndexedItems | None = None
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
@@ -151,10 +154,12 @@ class Grown:
 
 @dataclass(frozen=True)
 class KeptDocument:
-    """A kept request's document, and what it weighs."""
+    """A kept request's document, what it weighs, and the index of its
+    items (the index holds what the document holds, and a few tuples)."""
 
     document: Document
     weight: int
+    indexed: IndexedItems | None = None
 
 
 class PreviousRequests:
@@ -216,10 +221,11 @@ class PreviousRequests:
             if kept_document is None:
                 return found
             self._documents.move_to_end(key)
-        return Grown(found.previous, found.start, found.end, kept_document.document)
+        return Grown(found.previous, found.start, found.end, kept_document.document,
+                     kept_document.indexed)
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
-             document: Document | None = None) -> None:
+             document: Document | None = None, indexed: IndexedItems | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this), with its
         body as orjson read it (``document``: only when the read proved
@@ -242,12 +248,13 @@ class PreviousRequests:
             # kept could come back as another request's).
             if document is not None and id(request) in self._kept \
                     and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
-                self._keep_document(id(request), document, len(request.body))
+                self._keep_document(id(request), KeptDocument(
+                    document, len(request.body) * DOCUMENT_WEIGHT_PERCENT // 100, indexed))
 
-    def _keep_document(self, key: int, document: Document, body_bytes: int) -> None:
+    def _keep_document(self, key: int, kept: KeptDocument) -> None:
         """Keep the document of the request kept under ``key`` (lock held)
         while few conversations are going on and it fits."""
-        weight = body_bytes * DOCUMENT_WEIGHT_PERCENT // 100
+        weight = kept.weight
         if self._conversations_going_on() > DOCUMENT_CONVERSATIONS:
             # Many agents at work: the documents still kept go too.
             self._documents.clear()
@@ -262,7 +269,7 @@ class PreviousRequests:
             self._document_bytes -= self._documents.pop(oldest).weight
         if self._document_bytes + weight > self._document_bytes_kept:
             return
-        self._documents[key] = KeptDocument(document, weight)
+        self._documents[key] = kept
         self._document_bytes += weight
 
     def _conversations_going_on(self) -> int:

@@ -42,6 +42,7 @@ from obsmask_core.conversation.request_body import (
     RequestBody,
 )
 from obsmask_core.conversation.request_text import UnsupportedBody
+from obsmask_core.conversation.tool_turns import IndexedItems
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat, value_at
 
 DISABLED = "masking is disabled"
@@ -96,7 +97,8 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
     With ``grown``, the body may be that previous request with items added
     (``previous_requests``); a body read quickly is kept in ``kept`` for the
     next request."""
-    index = fmt.index(request.items)
+    indexed = _indexed(request, fmt, grown)
+    index = indexed.index if indexed is not None else fmt.index(request.items)
     chars = sum(len(result.text) for result in index.results if result.text is not None)
     recalls = find_recalls(index) if recall else []
     items = request.items
@@ -129,7 +131,7 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
             masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1),
-            grew_from, request.members if request.list_end is not None else None)
+            grew_from, request.members if request.list_end is not None else None, indexed)
     return outcome
 
 
@@ -173,6 +175,20 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
     if violation is not None:
         return Refused(violation, plan), None
     return Masked(new_body, plan, chars, chars_after), masked_end if proven else None
+
+
+def _indexed(request: RequestBody, fmt: WireFormat, grown: Grown | None) -> IndexedItems | None:
+    """The index of the request's items, resumed from the kept request's
+    when the body was read from that request's document (its first items
+    are that document's), with what the next request needs to resume it;
+    None for a format whose index does not resume."""
+    if fmt.index_items is None:
+        return None
+    resume = grown.indexed if grown is not None else None
+    if resume is None or not isinstance(request, QuickBody) \
+            or request.kept_items != resume.items:
+        resume = None
+    return fmt.index_items(request.items, resume)
 
 
 def _added_items(request: QuickBody, grown: Grown) -> list[object] | None:

@@ -20,6 +20,7 @@ declared its id (``turn_model.Linker``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from obsmask_core.conversation.turn_model import (
     Linker,
@@ -30,6 +31,32 @@ from obsmask_core.conversation.turn_model import (
     name_of,
 )
 
+# Each id declared so far: the number of the latest turn that declared it,
+# and the tool's name.
+Declared = dict[str, tuple[int, str | None]]
+
+
+@dataclass(frozen=True)
+class IndexedItems:
+    """The index of a list's first ``items`` items, with the ids declared
+    in them: a list that begins with the same items is indexed from here,
+    its added items alone (a result links to the latest earlier turn, so
+    later items never change what earlier ones are). Never changed once
+    made: a resumed index works on copies."""
+
+    index: ToolTurnIndex
+    declared: Declared
+    items: int
+
+
+def _resumed(resume: IndexedItems | None) -> tuple[ToolTurnIndex, Declared, int]:
+    if resume is None:
+        return ToolTurnIndex(), {}, 0
+    kept = resume.index
+    index = ToolTurnIndex(list(kept.turns), list(kept.results), list(kept.orphans),
+                          list(kept.answer_starts))
+    return index, dict(resume.declared), resume.items
+
 
 def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
     """The tool-turn model of a Chat Completions ``messages`` list.
@@ -37,15 +64,22 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
     Only string contents are text to mask: any other content (a list of
     parts, null) is left as it is.
     """
+    return index_chat_items(messages).index
+
+
+def index_chat_items(messages: Sequence[object],
+                     resume: IndexedItems | None = None) -> IndexedItems:
+    """``index_chat_tool_turns``, from ``resume`` (the index of the list's
+    first items) if given."""
     # Every message of every request passes here, and this format is the
     # most common: the steps of Linker.messages, .turn and .result are
     # written out (the same rule: a result belongs to the latest earlier
     # turn that declared its id; a property test holds it equal to the
     # Linker's way).
-    index = ToolTurnIndex()
+    index, declared, start = _resumed(resume)
     answer_starts, turns, results = index.answer_starts, index.turns, index.results
-    declared: dict[str, tuple[int, str | None]] = {}
-    for position, message in enumerate(messages):
+    for position in range(start, len(messages)):
+        message = messages[position]
         if not isinstance(message, dict):
             continue
         role = message.get("role")
@@ -79,7 +113,7 @@ def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
             content = message.get("content")
             results.append(ToolResult((position,), call_id, link[0], link[1], content,
                                       content if isinstance(content, str) else None))
-    return index
+    return IndexedItems(index, declared, len(messages))
 
 
 def text_blocks(content: object, text_types: tuple[str, ...]) -> list[dict[str, object]] | None:
@@ -116,12 +150,18 @@ ANTHROPIC_TEXT_TYPES = ("text",)
 
 def index_anthropic_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
     """The tool-turn model of an Anthropic Messages ``messages`` list."""
+    return index_anthropic_items(messages).index
+
+
+def index_anthropic_items(messages: Sequence[object],
+                          resume: IndexedItems | None = None) -> IndexedItems:
+    """``index_anthropic_tool_turns``, from ``resume`` if given."""
     # Written out like the Chat index (the Linker's steps inline; a property
     # test holds it equal to the Linker's way).
-    index = ToolTurnIndex()
+    index, declared, start = _resumed(resume)
     answer_starts, turns, results = index.answer_starts, index.turns, index.results
-    declared: dict[str, tuple[int, str | None]] = {}
-    for position, message in enumerate(messages):
+    for position in range(start, len(messages)):
+        message = messages[position]
         if not isinstance(message, dict):
             continue
         role = message.get("role")
@@ -159,7 +199,7 @@ def index_anthropic_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
                 results.append(ToolResult((position, number), call_id, link[0], link[1], content,
                                           _list_text(content, ANTHROPIC_TEXT_TYPES),
                                           block.get("is_error") is True))
-    return index
+    return IndexedItems(index, declared, len(messages))
 
 
 # Responses call items, and the output item type that answers each.

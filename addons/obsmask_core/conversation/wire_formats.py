@@ -22,7 +22,10 @@ from obsmask_core.conversation.request_text import PathStep
 from obsmask_core.conversation.tool_turns import (
     ANTHROPIC_TEXT_TYPES,
     RESPONSES_TEXT_TYPES,
+    IndexedItems,
+    index_anthropic_items,
     index_anthropic_tool_turns,
+    index_chat_items,
     index_chat_tool_turns,
     index_responses_tool_turns,
     text_blocks,
@@ -38,6 +41,10 @@ class WireFormat:
     # Path from the item to the replaced value, given the result's location.
     value_path: Callable[[Location], tuple[PathStep, ...]]
     text_types: tuple[str, ...]
+    # The index with what a longer list needs to resume it (``IndexedItems``),
+    # for the formats whose index can resume (Responses' runs of calls span
+    # items: it is indexed whole).
+    index_items: Callable[[Sequence[object], IndexedItems | None], IndexedItems] | None = None
 
     def replacement(self, original: object, placeholder: str) -> object:
         """The new value of a masked result."""
@@ -60,6 +67,7 @@ CHAT = WireFormat(
     index=index_chat_tool_turns,
     value_path=lambda location: ("content",),
     text_types=(),
+    index_items=index_chat_items,
 )
 ANTHROPIC = WireFormat(
     name="anthropic",
@@ -67,6 +75,7 @@ ANTHROPIC = WireFormat(
     index=index_anthropic_tool_turns,
     value_path=lambda location: ("content", location[1], "content"),
     text_types=ANTHROPIC_TEXT_TYPES,
+    index_items=index_anthropic_items,
 )
 RESPONSES = WireFormat(
     name="responses",
