@@ -15,6 +15,7 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.addons.intercept import Intercept
 from mitmproxy.addons.modifybody import ModifyBody
+from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.connection import ConnectionState
 from mitmproxy.test import tflow, tutils
 
@@ -323,37 +324,72 @@ def test_only_the_loopback_is_allowed_by_default(address, allowed):
     assert client_allowed(address, ()) is allowed
 
 
-def test_a_post_whose_body_is_streamed_goes_to_the_relay_from_its_headers(context):
-    """mitmproxy sends a streamed body (stream_large_bodies) on before the
-    request hook: the flow must point at the relay once its headers are in,
-    and the request hook must leave it there."""
+def stream_large_bodies_on(tctx) -> None:
+    tctx.master.addons.add(Proxyserver())  # the option's owner
+    tctx.options.update(stream_large_bodies="1k")
+
+
+def test_with_streaming_on_a_post_goes_to_the_relay_from_its_headers_and_stays_if_streamed(
+        context):
+    """With stream_large_bodies on, mitmproxy may stream a body before the
+    request hook (from its headers, or once it has buffered that much):
+    the flow points at the relay once its headers are in, and the request
+    hook leaves a streamed one there."""
     addon, tctx = context
 
     async def main() -> None:
         flow = post_to(tctx, addon, 9)
-        flow.request.stream = True
+        stream_large_bodies_on(tctx)
+        address = (flow.request.host, flow.request.port)
         await addon.requestheaders(flow)
+        assert (flow.request.host, flow.request.port) != address
+        flow.request.stream = True  # as mitmproxy sets it, early or late
         await addon.request(flow)
         addon.relay.close()
-        assert flow.response is None and flow.request.stream
+        assert flow.response is None
         assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
         assert flow.metadata[METADATA_KEY]["gateway_body_streamed"] is True
 
     asyncio.run(main())
 
 
-def test_a_streamed_post_the_gateway_refuses_is_buffered_and_answered_with_its_error(context):
-    """An answer cannot be set on a flow whose body is streamed: the body
-    is buffered instead, and the request hook answers the error."""
+def test_with_streaming_on_a_post_buffered_whole_is_taken_back_and_answered_in_one_hop(
+        context):
+    """The request hook brings a body mitmproxy did not stream back to its
+    route: the server gets it in one hop, without the relay's headers, and
+    the flow keeps the gateway's address."""
+    addon, tctx = context
+    answer = b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}'
+    seen: list[tuple[bytes, bytes]] = []
+
+    async def check(port: int) -> None:
+        flow = post_to(tctx, addon, port)
+        stream_large_bodies_on(tctx)
+        address = (flow.request.scheme, flow.request.host, flow.request.port)
+        await addon.requestheaders(flow)
+        await addon.request(flow)
+        addon.relay.close()
+        assert isinstance(flow.response, http.Response) and flow.response.raw_content == answer
+        assert (flow.request.scheme, flow.request.host, flow.request.port) == address
+        assert "x-obsmask-gateway-server" not in flow.request.headers
+        assert "gateway_body_streamed" not in flow.metadata[METADATA_KEY]
+
+    asyncio.run(serving(answers_json(answer, seen, b"s-9"), check))
+    [(head, body)] = seen
+    assert b"x-obsmask" not in head.lower() and body == TOOLS_LIST
+
+
+def test_with_streaming_on_a_post_the_gateway_refuses_is_answered_with_its_error(context):
     addon, tctx = context
 
     async def main() -> None:
         post_to(tctx, addon, 9)
+        stream_large_bodies_on(tctx)
         flow = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/api/mcp-gateway/nope/rpc",
                                            content=TOOLS_LIST))
-        flow.request.stream = True
+        address = (flow.request.host, flow.request.port)
         await addon.requestheaders(flow)
-        assert not flow.request.stream and flow.response is None
+        assert (flow.request.host, flow.request.port) == address
         await addon.request(flow)
         addon.relay.close()
         assert flow.response is not None

@@ -24,26 +24,37 @@ def call_with_argument_of(chars: int, n: int) -> bytes:
                        "params": {"name": "write", "arguments": {"text": "x" * chars}}}).encode()
 
 
-@pytest.mark.parametrize("chars", [100, 20_000])
-def test_a_post_whose_body_mitmproxy_streams_reaches_the_server_whole(chars, tmp_path: Path):
-    with load_stub() as stub:
+def chunks_of(body: bytes) -> list[bytes]:
+    return [body[at:at + 4096] for at in range(0, len(body), 4096)]
+
+
+@pytest.mark.parametrize("chars, chunked", [(100, False), (20_000, False), (20_000, True)])
+def test_a_post_whose_body_mitmproxy_streams_reaches_the_server_whole(chars, chunked,
+                                                                      tmp_path: Path):
+    """Streamed from its headers (a content-length past the limit) or once
+    buffered past it (a chunked body, with no hook then): the body goes to
+    the MCP server, none of it to the proxy's reverse target."""
+    with load_stub() as stub, load_stub() as reverse_target:
         empty = tmp_path / "empty.toml"
         empty.write_text("")
         servers = [arg for name, path in GATEWAY_SERVERS.items()
                    for arg in ("--set", f"mcpmask_gateway_servers={name}={stub.url}{path}")]
-        arguments = ["--mode", f"reverse:{stub.url}", "--set", f"obsmask_config={empty}",
-                     "--set", "stream_large_bodies=1k", *servers]
+        arguments = ["--mode", f"reverse:{reverse_target.url}", "--set",
+                     f"obsmask_config={empty}", "--set", "stream_large_bodies=1k", *servers]
         body = call_with_argument_of(chars, 7)
         with running_mitmdump(arguments, tmp_path, tmp_path / "confdir") as proxy:
             connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
             try:
-                connection.request("POST", "/api/mcp-gateway/stub/rpc?id=7&tag=call", body,
-                                   {"content-type": "application/json"})
+                connection.request("POST", "/api/mcp-gateway/stub/rpc?id=7&tag=call",
+                                   chunks_of(body) if chunked else body,
+                                   {"content-type": "application/json"},
+                                   encode_chunked=chunked)
                 response = connection.getresponse()
                 answer = response.read()
             finally:
                 connection.close()
             output = proxy.output()
+        assert reverse_target.requests == 0, output
         assert stub.received.get("call") == len(body), output
         assert (response.status, answer) == (200, mcp_answer(7)), output
         assert "Traceback" not in output and "internal error" not in output, output

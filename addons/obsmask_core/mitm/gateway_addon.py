@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from weakref import WeakKeyDictionary
 
 from mitmproxy import connection, ctx, http
 from mitmproxy.addonmanager import Loader
@@ -118,6 +119,10 @@ class McpGateway:
         self.allowed: tuple[Network, ...] = ()
         self.relay = GatewayRelay(lambda: self.servers, lambda: self.timeout)
         self.watch = ClientWatch()
+        # Flows sent to the relay from their headers, with the address they
+        # had (``requestheaders``); a flow that is dropped drops its entry.
+        self._routed_early: WeakKeyDictionary[http.HTTPFlow, tuple[str, str, int]] = \
+            WeakKeyDictionary()
         self._options: set[str] = set(FILE_OPTIONS) | {SERVERS_OPTION}
 
     def load(self, loader: Loader) -> None:
@@ -163,28 +168,44 @@ class McpGateway:
         self.relay.close()
 
     async def requestheaders(self, flow: http.HTTPFlow) -> None:
-        """A body mitmproxy streams (``stream_large_bodies``) goes out as it
-        comes, before the ``request`` hook: such a request is sent to the
-        relay from here, with its body. One the gateway refuses is not
-        streamed: the ``request`` hook answers it, as any other."""
-        if not flow.request.stream or flow.response \
+        """With ``stream_large_bodies`` on, mitmproxy may stream a body: from
+        its headers when they give its size, or once it has buffered that
+        much (a chunked body), with no hook then; either way before the
+        ``request`` hook, to the flow's address at that moment. So with that
+        option on, a gateway request goes to the relay from here; the
+        ``request`` hook takes back one buffered whole (``_unrouted``)."""
+        if not getattr(ctx.options, "stream_large_bodies", None) or flow.response \
                 or (name := gateway_server_name(flow.request.path)) is None:
             return
         with guarded(flow, "forwarded unchanged"):
-            if self._server_for(flow, name, answer_refusal=False) is None:
-                flow.request.stream = False
-                return
-            flow.metadata[MCP_METADATA]["gateway_body_streamed"] = True
-            await self._to_relay(flow, name)
+            if self._server_for(flow, name, answer_refusal=False) is not None:
+                self._routed_early[flow] = (flow.request.scheme, flow.request.host,
+                                            flow.request.port)
+                await self._to_relay(flow, name)
 
     async def request(self, flow: http.HTTPFlow) -> None:
         # A flow read from a file (mitmdump -nr) already has its answer:
         # sending it again would run the tool call again.
         if (name := gateway_server_name(flow.request.path)) is None or flow.response \
-                or _sent_to_relay_with_its_headers(flow):
+                or self._streamed_to_relay(flow):
             return
         with guarded(flow, "forwarded unchanged"):
             await self._route(flow, name)
+
+    def _streamed_to_relay(self, flow: http.HTTPFlow) -> bool:
+        """Did the flow's body go to the relay as it came (sent there from
+        its headers, then streamed)? Else, one sent there and buffered whole
+        is taken back, to be routed as any other."""
+        address = self._routed_early.pop(flow, None)
+        if address is None:
+            return False
+        if flow.request.stream:
+            flow.metadata[MCP_METADATA]["gateway_body_streamed"] = True
+            return True
+        flow.request.headers.pop(RELAY_HEADER, None)
+        flow.request.headers.pop(KEEP_ALIVE_HEADER, None)
+        flow.request.scheme, flow.request.host, flow.request.port = address
+        return False
 
     def _server_for(self, flow: http.HTTPFlow, name: str, *,
                     answer_refusal: bool = True) -> Upstream | None:
@@ -323,12 +344,6 @@ class McpGateway:
             message = f"obsmask gateway: error {code}"
         add_comment(flow, message)
         logger.warning("obsmask: %s: %s (JSON-RPC error %s)", where(flow), message, code)
-
-
-def _sent_to_relay_with_its_headers(flow: http.HTTPFlow) -> bool:
-    """Did ``requestheaders`` send this streamed request to the relay?"""
-    facts = flow.metadata.get(MCP_METADATA)
-    return isinstance(facts, dict) and facts.get("gateway_body_streamed") is True
 
 
 def _response(answer: Answer, http_version: str, started: float) -> http.Response:
