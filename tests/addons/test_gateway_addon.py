@@ -20,7 +20,7 @@ from mitmproxy.connection import ConnectionState
 from mitmproxy.test import tflow, tutils
 
 from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER, UPSTREAM_UNREACHABLE
-from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER, PARKED_HEADER
+from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER, PARKED_HEADER, REFUSED_HEADER
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.shared.networks import client_allowed
 from obsmask_core.shared.truncation import TRUNCATION_MARK
@@ -379,7 +379,11 @@ def test_with_streaming_on_a_post_buffered_whole_is_taken_back_and_answered_in_o
     assert b"x-obsmask" not in head.lower() and body == TOOLS_LIST
 
 
-def test_with_streaming_on_a_post_the_gateway_refuses_is_answered_with_its_error(context):
+def test_with_streaming_on_a_post_the_gateway_refuses_goes_to_the_relay_or_is_answered(context):
+    """A refused request goes to the relay too, never to the proxy's own
+    destination: the relay answers the error of a streamed one (and is told
+    when the client is not served: it knows servers, not clients); one
+    buffered whole is taken back and answered here."""
     addon, tctx = context
 
     async def main() -> None:
@@ -389,10 +393,18 @@ def test_with_streaming_on_a_post_the_gateway_refuses_is_answered_with_its_error
                                            content=TOOLS_LIST))
         address = (flow.request.host, flow.request.port)
         await addon.requestheaders(flow)
-        assert (flow.request.host, flow.request.port) == address
+        assert (flow.request.host, flow.request.port) == ("127.0.0.1", addon.relay.port)
+        assert REFUSED_HEADER not in flow.request.headers  # the relay knows no "nope"
         await addon.request(flow)
-        addon.relay.close()
+        assert (flow.request.host, flow.request.port) == address
         assert flow.response is not None
         assert json.loads(flow.response.content)["error"]["code"] == UNKNOWN_SERVER
+
+        elsewhere = post_to(tctx, addon, 9)
+        elsewhere.client_conn.peername = ("192.0.2.7", 4000)
+        await addon.requestheaders(elsewhere)
+        addon.relay.close()
+        assert elsewhere.request.headers[REFUSED_HEADER] == "1"
+        assert "gateway_upstream" not in elsewhere.metadata[METADATA_KEY]
 
     asyncio.run(main())

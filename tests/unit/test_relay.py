@@ -13,8 +13,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from obsmask_core.gateway.errors import UPSTREAM_INVALID, UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE
-from obsmask_core.gateway.relay import ERROR_HEADER, RELAY_HEADER, GatewayRelay
+from obsmask_core.gateway.errors import (
+    CLIENT_NOT_ALLOWED,
+    UPSTREAM_INVALID,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNREACHABLE,
+)
+from obsmask_core.gateway.relay import ERROR_HEADER, REFUSED_HEADER, RELAY_HEADER, GatewayRelay
 from obsmask_core.gateway.upstreams import parse_upstream
 from support.http_servers import elicits_then_answers, read_head
 
@@ -310,3 +315,27 @@ def test_the_shipped_gateway_table_points_at_the_sdk_path():
     servers = load_config(str(REPO / "mitm.toml")).table(("mcp_gateway", "servers"))
     assert servers and all(parse_upstream(name, str(url)).target == "/mcp"
                            for name, url in servers.items())
+
+
+def test_a_request_the_gateway_refused_gets_its_error_and_never_reaches_the_server():
+    """A client the gateway does not serve, whose body mitmproxy streamed to
+    the relay: the relay reads it, answers the error with the request's id,
+    and asks no server."""
+    asked: list[bytes] = []
+
+    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.read(100))
+        writer.close()
+
+    async def test(port: int) -> None:
+        relay = relay_to(port)
+        status, headers, body = await ask(relay, REQUEST,
+                                          extra=REFUSED_HEADER.encode() + b": 1\r\n")
+        relay.close()
+        answer = json.loads(body)
+        assert status == 200 and answer["id"] == "r-1"
+        assert answer["error"]["code"] == CLIENT_NOT_ALLOWED
+        assert headers[ERROR_HEADER.encode()] == str(CLIENT_NOT_ALLOWED).encode()
+
+    asyncio.run(with_server(server, test))
+    assert asked == []

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import h11
 
 from obsmask_core.gateway.errors import (
+    CLIENT_NOT_ALLOWED,
     GATEWAY_INTERNAL,
     UNKNOWN_SERVER,
     UPSTREAM_INVALID,
@@ -76,7 +77,11 @@ KEEP_ALIVE_HEADER = "x-obsmask-gateway-keep-alive"
 ERROR_HEADER = "x-obsmask-gateway-error"  # answer: the code of a failure (relay -> addon)
 # request: answer with the event stream parked under this token (addon -> relay)
 PARKED_HEADER = "x-obsmask-gateway-parked"
-_OURS = frozenset({RELAY_HEADER.encode(), KEEP_ALIVE_HEADER.encode(), PARKED_HEADER.encode()})
+# request: the gateway does not serve this client; answer its error, after
+# reading the body mitmproxy streamed here (addon -> relay)
+REFUSED_HEADER = "x-obsmask-gateway-refused"
+_OURS = frozenset({RELAY_HEADER.encode(), KEEP_ALIVE_HEADER.encode(), PARKED_HEADER.encode(),
+                   REFUSED_HEADER.encode()})
 # How long a parked event stream waits for mitmproxy to come for it: it is
 # forwarded at once, unless its client left in between.
 PARK_SECONDS = 10.0
@@ -309,6 +314,9 @@ class GatewayRelay:
             name = header_value(request.headers, RELAY_HEADER)
             keep = (header_value(request.headers, KEEP_ALIVE_HEADER) == "1"
                     and client.their_state is h11.DONE)
+            if header_value(request.headers, REFUSED_HEADER):
+                raise GatewayFailure(CLIENT_NOT_ALLOWED, "the gateway does not serve this "
+                                     "client (mcpmask_gateway_allow_clients)")
             token = header_value(request.headers, PARKED_HEADER)
             if token:
                 parked = self._parked.pop(token, None)

@@ -33,6 +33,7 @@ from obsmask_core.gateway.relay import (
     ERROR_HEADER,
     KEEP_ALIVE_HEADER,
     PARKED_HEADER,
+    REFUSED_HEADER,
     RELAY_HEADER,
     Answer,
     GatewayRelay,
@@ -178,10 +179,18 @@ class McpGateway:
                 or (name := gateway_server_name(flow.request.path)) is None:
             return
         with guarded(flow, "forwarded unchanged"):
-            if self._server_for(flow, name, answer_refusal=False) is not None:
-                self._routed_early[flow] = (flow.request.scheme, flow.request.host,
-                                            flow.request.port)
-                await self._to_relay(flow, name)
+            failure = self._refusal(flow, name)
+            facts: dict[str, object] = {"gateway_server": name}
+            if failure is None:
+                facts["gateway_upstream"] = self.servers[name].url
+            flow.metadata[MCP_METADATA] = facts
+            self._routed_early[flow] = (flow.request.scheme, flow.request.host,
+                                        flow.request.port)
+            await self._to_relay(flow, name)
+            # One the gateway refuses goes there too, never elsewhere: the
+            # relay answers its error (it knows the servers, not the client).
+            if failure is not None and failure.code == CLIENT_NOT_ALLOWED:
+                flow.request.headers[REFUSED_HEADER] = "1"
 
     async def request(self, flow: http.HTTPFlow) -> None:
         # A flow read from a file (mitmdump -nr) already has its answer:
@@ -200,40 +209,44 @@ class McpGateway:
         if address is None:
             return False
         if flow.request.stream:
-            flow.metadata[MCP_METADATA]["gateway_body_streamed"] = True
+            facts = flow.metadata.setdefault(MCP_METADATA, {})
+            facts["gateway_body_streamed"] = True
+            logger.info("obsmask: gateway %s %s -> %s, its body streamed through the relay",
+                        flow.request.method, facts.get("gateway_server"),
+                        facts.get("gateway_upstream", "no server (refused)"))
             return True
-        flow.request.headers.pop(RELAY_HEADER, None)
-        flow.request.headers.pop(KEEP_ALIVE_HEADER, None)
+        for header in (RELAY_HEADER, KEEP_ALIVE_HEADER, REFUSED_HEADER):
+            flow.request.headers.pop(header, None)
         flow.request.scheme, flow.request.host, flow.request.port = address
         return False
 
-    def _server_for(self, flow: http.HTTPFlow, name: str, *,
-                    answer_refusal: bool = True) -> Upstream | None:
-        """The server the flow goes to, its facts recorded; None when the
-        gateway refuses the flow (and answers it, with ``answer_refusal``)."""
-        facts: dict[str, object] = {"gateway_server": name}
-        flow.metadata[MCP_METADATA] = facts
+    def _refusal(self, flow: http.HTTPFlow, name: str) -> GatewayFailure | None:
+        """Why the gateway does not serve the flow, if it does not."""
         peer = flow.client_conn.peername
-        failure: GatewayFailure | None = None
-        upstream = self.servers.get(name)
         # No peer: a flow the proxy made itself (a client replay), not a client's.
         if peer and not client_allowed(str(peer[0]), self.allowed):
-            failure = GatewayFailure(
+            return GatewayFailure(
                 CLIENT_NOT_ALLOWED,
                 f"client {peer[0]} is not on the loopback; the gateway serves other clients "
                 "only in the networks of mcpmask_gateway_allow_clients "
                 "([mcp_gateway] allow_clients)")
-        elif upstream is None:
+        if name not in self.servers:
             known = ", ".join(sorted(self.servers)) or "none configured"
-            failure = GatewayFailure(
+            return GatewayFailure(
                 UNKNOWN_SERVER,
                 f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})")
+        return None
+
+    def _server_for(self, flow: http.HTTPFlow, name: str) -> Upstream | None:
+        """The server the flow goes to, its facts recorded; None when the
+        gateway refuses the flow, which is then answered with its error."""
+        flow.metadata[MCP_METADATA] = {"gateway_server": name}
+        failure = self._refusal(flow, name)
         if failure is not None:
-            if answer_refusal:
-                self._fail(flow, name, failure)
+            self._fail(flow, name, failure)
             return None
-        assert upstream is not None
-        facts["gateway_upstream"] = upstream.url
+        upstream = self.servers[name]
+        flow.metadata[MCP_METADATA]["gateway_upstream"] = upstream.url
         logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
         return upstream
 
@@ -263,6 +276,7 @@ class McpGateway:
         if not parked:
             # A client must not name a parked stream: only a call does.
             flow.request.headers.pop(PARKED_HEADER, None)
+        flow.request.headers.pop(REFUSED_HEADER, None)
         port = await self.relay.ensure_started()
         flow.request.headers[RELAY_HEADER] = name
         # mitmproxy sends the client's next request on the same connection
