@@ -106,6 +106,24 @@ _NESTING_READ_WHOLE = 500
 _NAME_ATTEMPTS = 4
 
 
+def added_items(added: bytes) -> list[object] | None:
+    """The items that bytes inserted where a list closes add to it: ``,``
+    and items, read as a list of their own (``[`` + items + ``]``: one
+    value, so no added byte can close that list early); none for white
+    space alone; None for anything else."""
+    added = added.strip(b" \t\r\n")
+    if not added:
+        return []
+    if added[:1] != b",":
+        return None
+    try:
+        new = orjson.loads(b"[" + added[1:] + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    # A lone comma reads as no items here and is not JSON there.
+    return new if isinstance(new, list) and new else None
+
+
 @dataclass(frozen=True)
 class QuickBody:
     body: bytes
@@ -156,19 +174,14 @@ class QuickBody:
         if not isinstance(items, list):
             return None
         kept = len(items)
-        added = body[start:end].strip(b" \t\r\n")
-        if added:
+        added = body[start:end]
+        new = added_items(added)
+        if new is None:
+            return None
+        if new:
             # After ``[``, a comma is not JSON; and nesting deep enough for
             # orjson to refuse in the whole body is left to the full read.
-            if added[:1] != b"," or not items \
-                    or added.count(b"[") + added.count(b"{") >= _NESTING_READ_WHOLE:
-                return None
-            try:
-                new = orjson.loads(b"[" + added[1:] + b"]")
-            except orjson.JSONDecodeError:
-                return None
-            # A lone comma reads as no items here and is not JSON there.
-            if not isinstance(new, list) or not new:
+            if not items or added.count(b"[") + added.count(b"{") >= _NESTING_READ_WHOLE:
                 return None
             items = [*items, *new]
         # A new top level (and, with items added, a new list): the kept

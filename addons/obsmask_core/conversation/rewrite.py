@@ -14,8 +14,6 @@ previous masked body (checked when it was made) with the new items' bytes:
 
 from __future__ import annotations
 
-import orjson
-
 from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.invariants import check_only_planned_changes
 from obsmask_core.conversation.outcomes import (
@@ -40,6 +38,7 @@ from obsmask_core.conversation.request_body import (
     QuickBody,
     Replacement,
     RequestBody,
+    added_items,
 )
 from obsmask_core.conversation.request_text import UnsupportedBody
 from obsmask_core.conversation.tool_turns import IndexedItems
@@ -201,16 +200,8 @@ def _added_items(request: QuickBody, grown: Grown) -> list[object] | None:
         return None
     if request.kept_items == count:
         return request.items[count:]  # read from that request's document
-    added = grown.added(request.body).strip(b" \t\r\n")
-    if not added:
-        return [] if len(request.items) == count else None
-    if added[:1] != b",":
-        return None
-    try:
-        new = orjson.loads(b"[" + added[1:] + b"]")
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(new, list) or request.items[count:] != new:
+    new = added_items(grown.added(request.body))
+    if new is None or request.items[count:] != new:
         return None
     return new
 

@@ -174,16 +174,13 @@ class McpGateway:
         much (a chunked body), with no hook then; either way before the
         ``request`` hook, to the flow's address at that moment. So with that
         option on, a gateway request goes to the relay from here; the
-        ``request`` hook takes back one buffered whole (``_unrouted``)."""
+        ``request`` hook takes back one buffered whole
+        (``_streamed_to_relay``)."""
         if not getattr(ctx.options, "stream_large_bodies", None) or flow.response \
                 or (name := gateway_server_name(flow.request.path)) is None:
             return
         with guarded(flow, "forwarded unchanged"):
-            failure = self._refusal(flow, name)
-            facts: dict[str, object] = {"gateway_server": name}
-            if failure is None:
-                facts["gateway_upstream"] = self.servers[name].url
-            flow.metadata[MCP_METADATA] = facts
+            failure = self._facts(flow, name)
             self._routed_early[flow] = (flow.request.scheme, flow.request.host,
                                         flow.request.port)
             await self._to_relay(flow, name)
@@ -237,16 +234,24 @@ class McpGateway:
                 f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})")
         return None
 
+    def _facts(self, flow: http.HTTPFlow, name: str) -> GatewayFailure | None:
+        """Record the flow's server (and its address, when the gateway
+        serves the flow); why the gateway refuses it, if it does."""
+        failure = self._refusal(flow, name)
+        facts: dict[str, object] = {"gateway_server": name}
+        if failure is None:
+            facts["gateway_upstream"] = self.servers[name].url
+        flow.metadata[MCP_METADATA] = facts
+        return failure
+
     def _server_for(self, flow: http.HTTPFlow, name: str) -> Upstream | None:
         """The server the flow goes to, its facts recorded; None when the
         gateway refuses the flow, which is then answered with its error."""
-        flow.metadata[MCP_METADATA] = {"gateway_server": name}
-        failure = self._refusal(flow, name)
+        failure = self._facts(flow, name)
         if failure is not None:
             self._fail(flow, name, failure)
             return None
         upstream = self.servers[name]
-        flow.metadata[MCP_METADATA]["gateway_upstream"] = upstream.url
         logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
         return upstream
 
