@@ -5,14 +5,32 @@ rules themselves (independent of the code under test)."""
 from __future__ import annotations
 
 from obsmask_core.conversation.apply import apply_plan
+from obsmask_core.conversation.outcomes import RewriteOutcome
 from obsmask_core.conversation.planner import MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.request_body import ExactBody
+from obsmask_core.conversation.request_text import UnsupportedBody
+from obsmask_core.conversation.rewrite import mask_read_body
 from obsmask_core.conversation.turn_model import ChatMessage
 from obsmask_core.conversation.wire_formats import CHAT
 
 
 def plan_chat_masking(messages: list[object], policy: MaskPolicy) -> MaskPlan:
     return plan_masking(CHAT.index(messages), policy, messages)
+
+
+def assert_goes_out_as_read_exactly(request: bytes, outcome: RewriteOutcome,
+                                    policy: MaskPolicy) -> None:
+    """``outcome`` (of masking the Chat body ``request``) is what the exact
+    reader makes of it alone: the same kind and bytes, or Unreadable for a
+    body that is not a request."""
+    try:
+        expected = mask_read_body(ExactBody.read(request, "messages"), policy, CHAT)
+    except UnsupportedBody:
+        assert type(outcome).__name__ == "Unreadable"
+        return
+    assert type(outcome) is type(expected)
+    assert (outcome.body or request) == (expected.body or request)
 
 
 def mask_old_tool_results(
