@@ -10,7 +10,7 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation import rewrite
+from obsmask_core.conversation import rewrite, tool_turns
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import (
@@ -126,6 +126,39 @@ def test_a_request_whose_history_was_edited_is_masked_anew():
     assert outcome.body == masked_anew(edited)
 
 
+def resumed_from_while(action):
+    """What the index of the request was resumed from (None: made whole, or
+    not made: a body that is not JSON)."""
+    with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed:
+        outcome = action()
+    return outcome, resumed.call_args.args[0] if resumed.called else None
+
+
+def test_a_request_grown_from_a_kept_one_is_indexed_from_its_index_without_a_document():
+    """The second request of a conversation has no document to be read
+    from (none is kept before the third): it is parsed whole, but its index
+    is resumed from the first's; a new tool turn moves the window, so the
+    result is spliced and checked, and must be what masking anew gives."""
+    first = conversation(turns=3)
+    mask_request_body(body(first), POLICY, CHAT)
+    grown = body(conversation(turns=4))
+    outcome, resume = resumed_from_while(lambda: mask_request_body(grown, POLICY, CHAT))
+    assert resume is not None and resume.items == len(first)
+    assert isinstance(outcome, Masked)
+    assert outcome.body == masked_anew(grown)
+
+
+def test_a_request_whose_history_was_edited_is_indexed_whole():
+    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+    messages = conversation(turns=4)
+    messages[1] = user("Fix the other bug.")
+    edited = body(messages)
+    outcome, resume = resumed_from_while(lambda: mask_request_body(edited, POLICY, CHAT))
+    assert resume is None
+    assert isinstance(outcome, Masked)
+    assert outcome.body == masked_anew(edited)
+
+
 @pytest.mark.parametrize("between", [
     # The list closed, and the member written again: the parse keeps the
     # second list, which is not the previous request's items plus more.
@@ -139,7 +172,10 @@ def test_bytes_between_that_are_not_added_items_mean_the_body_is_masked_anew(bet
     mask_request_body(first, POLICY, CHAT)
     end = first.rindex(b'], "model"')
     request = first[:end] + between + first[end:]
-    assert_goes_out_as_read_exactly(request, mask_request_body(request, POLICY, CHAT), POLICY)
+    outcome, resume = resumed_from_while(lambda: mask_request_body(request, POLICY, CHAT))
+    # Its first items need not be the kept request's: indexed whole.
+    assert resume is None
+    assert_goes_out_as_read_exactly(request, outcome, POLICY)
 
 
 # Where a list closes, proven by the read ------------------------------------

@@ -38,7 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from weakref import WeakKeyDictionary
 
@@ -96,7 +96,12 @@ class PreviousRequest:
     its list closes (proven by its check); None when the body went out
     unchanged. ``written`` is orjson's writing of the list's items without
     the closing bracket (the bytes the frontier's checkpoint of the request
-    holds, not a copy), ``items`` their number."""
+    holds, not a copy), ``items`` their number. ``indexed`` is the index
+    of those items, when their format's index resumes: the next request's
+    index is made from it and its added items alone. It holds the results'
+    texts (``index_chars`` characters, in its weight) in tuples, which the
+    garbage collector soon stops walking, unlike a whole document's lists
+    and dicts (a result's list of blocks is kept as it is)."""
 
     fmt: str
     recall: bool
@@ -110,6 +115,8 @@ class PreviousRequest:
     # How many requests of the conversation came one after the other, this
     # one the last (1: not grown from a kept request).
     in_a_row: int = 1
+    indexed: IndexedItems | None = field(default=None, repr=False, compare=False)
+    index_chars: int = 0
 
     @property
     def tail(self) -> bytes:
@@ -125,7 +132,7 @@ class PreviousRequest:
         # ``written`` is the checkpoint's, weighed with the checkpoints while
         # they keep it; once they let it go, this keeps it alive (no more
         # bytes than the body it was written from).
-        return (len(self.body) + _REQUEST_BYTES
+        return (len(self.body) + _REQUEST_BYTES + self.index_chars
                 + (len(self.masked) if self.masked is not None else 0))
 
 
@@ -139,14 +146,12 @@ class Grown:
     list closes, and ends with the rest of them: what lies between
     (``added``, from ``start`` to ``end``) should be new items.
     ``document`` is the previous request's body as orjson read it, when
-    its read proved where its list closes and it is still kept, with the
-    index of its items (``indexed``) when its format's index resumes."""
+    its read proved where its list closes and it is still kept."""
 
     previous: PreviousRequest
     start: int
     end: int
     document: Document | None = None
-    indexed: IndexedItems | None = None
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
@@ -154,12 +159,10 @@ class Grown:
 
 @dataclass(frozen=True)
 class KeptDocument:
-    """A kept request's document, what it weighs, and the index of its
-    items (the index holds what the document holds, and a few tuples)."""
+    """A kept request's document, and what it weighs."""
 
     document: Document
     weight: int
-    indexed: IndexedItems | None = None
 
 
 class PreviousRequests:
@@ -221,11 +224,10 @@ class PreviousRequests:
             if kept_document is None:
                 return found
             self._documents.move_to_end(key)
-        return Grown(found.previous, found.start, found.end, kept_document.document,
-                     kept_document.indexed)
+        return Grown(found.previous, found.start, found.end, kept_document.document)
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
-             document: Document | None = None, indexed: IndexedItems | None = None) -> None:
+             document: Document | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this), with its
         body as orjson read it (``document``: only when the read proved
@@ -249,7 +251,7 @@ class PreviousRequests:
             if document is not None and id(request) in self._kept \
                     and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
                 self._keep_document(id(request), KeptDocument(
-                    document, len(request.body) * DOCUMENT_WEIGHT_PERCENT // 100, indexed))
+                    document, len(request.body) * DOCUMENT_WEIGHT_PERCENT // 100))
 
     def _keep_document(self, key: int, kept: KeptDocument) -> None:
         """Keep the document of the request kept under ``key`` (lock held)

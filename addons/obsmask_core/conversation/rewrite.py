@@ -96,7 +96,11 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
     With ``grown``, the body may be that previous request with items added
     (``previous_requests``); a body read quickly is kept in ``kept`` for the
     next request."""
-    indexed = _indexed(request, fmt, grown)
+    # The items it adds to the request it grew from, when it is that
+    # request with items added: its index is then resumed from that one's.
+    added = _added_items(request, grown) \
+        if kept is not None and grown is not None and isinstance(request, QuickBody) else None
+    indexed = _indexed(request, fmt, grown if added is not None else None)
     index = indexed.index if indexed is not None else fmt.index(request.items)
     chars = sum(len(result.text) for result in index.results if result.text is not None)
     recalls = find_recalls(index) if recall else []
@@ -110,10 +114,8 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
     # The request it grew from is kept no longer, even when this one is
     # masked anew: it is this one's past.
     grew_from = grown.previous if grown is not None else None
-    added = _added_items(request, grown) \
-        if keeping and grown is not None and isinstance(request, QuickBody) else None
-    if added is None:
-        grown = None
+    if not keeping or added is None:
+        grown, added = None, None
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         written_open=_written_open(grown, added))
@@ -129,8 +131,9 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
             fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
-            masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1),
-            grew_from, request.members if request.list_end is not None else None, indexed)
+            masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1,
+            indexed, chars if indexed is not None else 0),
+            grew_from, request.members if request.list_end is not None else None)
     return outcome
 
 
@@ -177,15 +180,15 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
 
 
 def _indexed(request: RequestBody, fmt: WireFormat, grown: Grown | None) -> IndexedItems | None:
-    """The index of the request's items, resumed from the kept request's
-    when the body was read from that request's document (its first items
-    are that document's), with what the next request needs to resume it;
-    None for a format whose index does not resume."""
+    """The index of the request's items, with what the next request needs
+    to resume it; None for a format whose index does not resume. With
+    ``grown``, the request is proven to be that kept request with items
+    added (``_added_items``): its first items read as that one's, and its
+    index is resumed from that one's."""
     if fmt.index_items is None:
         return None
-    resume = grown.indexed if grown is not None else None
-    if resume is None or not isinstance(request, QuickBody) \
-            or request.kept_items != resume.items:
+    resume = grown.previous.indexed if grown is not None else None
+    if resume is not None and grown is not None and resume.items != grown.previous.items:
         resume = None
     return fmt.index_items(request.items, resume)
 
