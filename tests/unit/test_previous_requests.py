@@ -244,6 +244,45 @@ def test_a_kept_request_replaces_the_one_it_grew_from():
     assert store.grown_from(b'{"messages":[1,2,3]}', "chat", False) is None
 
 
+def long_list(name: str, items: int) -> bytes:
+    """A body whose list closes past its first few hundred bytes."""
+    return b'{"%s":[%s]}' % (name.encode(), b",".join([b'"' + b"x" * 40 + b'"'] * items))
+
+
+def test_a_body_is_found_among_many_conversations_the_latest_it_grew_from_first():
+    """Kept requests are looked for by their first bytes: a body finds the
+    latest one it grew from, one of a list that closes early too, and none
+    of another conversation."""
+    store = PreviousRequests()
+    short = kept(b'{"m":[]}', 6)  # its list closes at once
+    store.keep(short)
+    others = [long_list(f"c{n}", 10) for n in range(100)]
+    for other in others:
+        store.keep(kept(other, len(other) - 2))
+    old, newer = long_list("m", 10), long_list("m", 11)
+    store.keep(kept(old, len(old) - 2))
+    store.keep(kept(newer, len(newer) - 2))
+    grown = long_list("m", 12)
+    found = store.grown_from(grown, "chat", False)
+    assert found is not None and found.previous.body == newer
+    store.keep(kept(b'{"m":[]}', 6))  # now the latest
+    found = store.grown_from(grown, "chat", False)
+    assert found is not None and found.previous.end == 6
+    assert store.grown_from(long_list("q", 12), "chat", False) is None
+    found = store.grown_from(others[7][:-2] + b',"y"]}', "chat", False)
+    assert found is not None and found.previous.body == others[7]
+
+
+def test_a_request_no_longer_kept_is_not_found_by_its_first_bytes():
+    store = PreviousRequests(bytes_kept=2 * 1500)
+    first, second = long_list("a", 10), long_list("b", 10)
+    store.keep(kept(first, len(first) - 2))
+    store.keep(kept(second, len(second) - 2))
+    store.keep(kept(long_list("c", 10), len(first) - 2))
+    assert store.grown_from(first[:-2] + b',"y"]}', "chat", False) is None
+    assert store.grown_from(second[:-2] + b',"y"]}', "chat", False) is not None
+
+
 def test_a_marker_where_there_is_no_bracket_proves_nothing():
     request = b'{"messages": [1], "model": "m"}'
     assert loads_marking_end(request, "messages", 3) == (orjson.loads(request), False)

@@ -34,6 +34,7 @@ Why such a body is right without a second parse:
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -81,6 +82,15 @@ DOCUMENT_WEIGHT_PERCENT = 170
 _FINGERPRINT_BYTES = 64
 # What a kept request weighs besides its bytes.
 _REQUEST_BYTES = 1000
+# A body is looked for only among the kept requests that begin with its
+# first bytes (and the few whose list closes before that many bytes): with
+# many conversations going on, looking at every kept request cost more than
+# reading a 100 KB body.
+_START_BYTES = 256
+
+# The requests a body may have grown from: same format, recall on or off,
+# and the same first _START_BYTES bytes (None: a list that closes before).
+StartKey = tuple[str, bool, bytes | None]
 
 # (place, new text, kind) of each replacement of a plan, in order.
 Signature = tuple[tuple[Location, str, str], ...]
@@ -123,6 +133,14 @@ class PreviousRequest:
         return self.body[self.end:]
 
     @cached_property
+    def start_key(self) -> StartKey:
+        """The kept requests a body may have grown from are the ones of its
+        own start key (``start_keys_of``): it begins with their bytes up to
+        where their list closes."""
+        start = self.body[:_START_BYTES] if self.end >= _START_BYTES else None
+        return self.fmt, self.recall, start
+
+    @cached_property
     def fingerprint(self) -> bytes:
         """The bytes just before where the list closes (see ``grown_from``)."""
         return self.body[max(0, self.end - _FINGERPRINT_BYTES):self.end]
@@ -134,6 +152,11 @@ class PreviousRequest:
         # bytes than the body it was written from).
         return (len(self.body) + _REQUEST_BYTES + self.index_chars
                 + (len(self.masked) if self.masked is not None else 0))
+
+
+def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
+    """The start keys of the kept requests ``body`` may have grown from."""
+    return (fmt, recall, body[:_START_BYTES]), (fmt, recall, None)
 
 
 # A parsed body: its top-level members, the list among them.
@@ -185,6 +208,11 @@ class PreviousRequests:
         # When each kept request was kept or last grown from (its place in
         # ``_kept`` is the order of these).
         self._used: dict[int, float] = {}
+        # The kept requests by start key, and the order in which they were
+        # kept or last grown from (the order of ``_kept``).
+        self._by_start: dict[StartKey, set[int]] = {}
+        self._recency: dict[int, int] = {}
+        self._uses = itertools.count()
         self._document_bytes = 0
         self._lock = threading.Lock()
 
@@ -192,12 +220,15 @@ class PreviousRequests:
         """The kept request ``body`` grew from: one with the same bytes if
         there is one (a retry), else the most recent it grew from."""
         with self._lock:
-            candidates = list(self._kept.values())
+            keys = [key for start in start_keys_of(body, fmt, recall)
+                    for key in self._by_start.get(start, ())]
+            keys.sort(key=self._recency.__getitem__, reverse=True)
+            candidates = [self._kept[key] for key in keys]
         found: Grown | None = None
         size = len(body)
-        # Every kept request is looked at (a retry's may be older than the
-        # one the body grew from): the cheap tests come first.
-        for previous in reversed(candidates):
+        # Every candidate is looked at, the latest first (a retry's may be
+        # older than the one the body grew from): the cheap tests first.
+        for previous in candidates:
             end = previous.end
             tail_at = size - (len(previous.body) - end)
             if tail_at < end or previous.fmt != fmt or previous.recall != recall:
@@ -210,7 +241,7 @@ class PreviousRequests:
             fingerprint = previous.fingerprint
             if found is None and body.startswith(fingerprint, end - len(fingerprint)) \
                     and body.endswith(previous.tail) \
-                    and body.startswith(previous.body[:end]):
+                    and body.startswith(memoryview(previous.body)[:end]):
                 found = Grown(previous, end, tail_at)
         if found is None:
             return None
@@ -220,6 +251,7 @@ class PreviousRequests:
                 return found  # dropped meanwhile: its document too
             self._kept.move_to_end(key)
             self._used[key] = self._clock()
+            self._recency[key] = next(self._uses)
             kept_document = self._documents.get(key)
             if kept_document is None:
                 return found
@@ -236,16 +268,18 @@ class PreviousRequests:
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
                 self._bytes -= replaces.weight
-                self._forget(id(replaces))
+                self._forget(id(replaces), replaces)
             if size > self._bytes_kept:
                 return
             self._kept[id(request)] = request
             self._used[id(request)] = self._clock()
+            self._recency[id(request)] = next(self._uses)
+            self._by_start.setdefault(request.start_key, set()).add(id(request))
             self._bytes += size
             while self._bytes > self._bytes_kept or len(self._kept) > self._requests_kept:
                 key, dropped = self._kept.popitem(last=False)
                 self._bytes -= dropped.weight
-                self._forget(key)
+                self._forget(key, dropped)
             # Kept only with its request (a document under a key no longer
             # kept could come back as another request's).
             if document is not None and id(request) in self._kept \
@@ -285,10 +319,16 @@ class PreviousRequests:
             count += 1
         return count
 
-    def _forget(self, key: int) -> None:
+    def _forget(self, key: int, request: PreviousRequest) -> None:
         """What goes with a request no longer kept (lock held): its key
         may be a later request's."""
         self._used.pop(key, None)
+        self._recency.pop(key, None)
+        same_start = self._by_start.get(request.start_key)
+        if same_start is not None:
+            same_start.discard(key)
+            if not same_start:
+                del self._by_start[request.start_key]
         kept_document = self._documents.pop(key, None)
         if kept_document is not None:
             self._document_bytes -= kept_document.weight
@@ -300,6 +340,8 @@ class PreviousRequests:
             self._documents.clear()
             self._document_bytes = 0
             self._used.clear()
+            self._by_start.clear()
+            self._recency.clear()
 
 
 # Per policy, like the planner's judgements and checkpoints.
