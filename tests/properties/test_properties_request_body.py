@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from obsmask_core.conversation import request_body as request_body_module
+from obsmask_core.conversation.grown_body import GrownBody
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, Replacement
@@ -81,17 +82,19 @@ PIECES = st.sampled_from([b",", b"]", b"[", b"{", b"}", b'"', b":", b" ", b"1", 
                           b'"x"', b"null", b"\\"])
 
 
-@settings(max_examples=300, deadline=None)
-@given(old_items=st.lists(JSON_VALUES, min_size=1, max_size=4),
-       added_items=st.lists(JSON_VALUES, max_size=4),
-       layout=st.sampled_from(["list_last", "list_first"]),
-       noise=st.lists(PIECES, max_size=6), where=st.integers(0, 6), spaced=st.booleans())
-def test_a_grown_read_is_the_whole_read_or_nothing(old_items, added_items, layout, noise,
-                                                  where, spaced):
-    """Whatever bytes are inserted where a kept body's list closes, the
-    read from the kept document either gives exactly what orjson makes of
-    the whole new body (with its list closing after the inserted bytes)
-    or gives up."""
+GROWN_CASES = {
+    "old_items": st.lists(JSON_VALUES, min_size=1, max_size=4),
+    "added_items": st.lists(JSON_VALUES, max_size=4),
+    "layout": st.sampled_from(["list_last", "list_first"]),
+    "noise": st.lists(PIECES, max_size=6), "where": st.integers(0, 6), "spaced": st.booleans(),
+}
+
+
+def grown_body(old_items: list[object], added_items: list[object], layout: str,
+               noise: list[bytes], where: int, spaced: bool) -> tuple[bytes, bytes, int, int]:
+    """A kept body, the new body (bytes inserted where the kept list
+    closes: items, with noise among them), where the kept list closes
+    (proven by its read) and where the inserted bytes end."""
     def write(items: list[object]) -> bytes:
         members = {"model": "m", "messages": items} if layout == "list_last" \
             else {"messages": items, "model": "m"}
@@ -104,11 +107,24 @@ def test_a_grown_read_is_the_whole_read_or_nothing(old_items, added_items, layou
         else old.rindex(b'"model"')
     while old[end:end + 1] != b"]":
         end -= 1
-    document, proven = request_body_module.loads_marking_end(old, "messages", end)
-    assert proven
+    assert request_body_module.loads_marking_end(old, "messages", end)[1]
     inserted = b"".join(b"," + json.dumps(item).encode() for item in added_items)
     inserted = inserted[:where] + b"".join(noise) + inserted[where:]
-    new = old[:end] + inserted + old[end:]
+    return old, old[:end] + inserted + old[end:], end, end + len(inserted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(**GROWN_CASES)
+def test_a_grown_read_is_the_whole_read_or_nothing(old_items, added_items, layout, noise,
+                                                  where, spaced):
+    """Whatever bytes are inserted where a kept body's list closes, the
+    read from the kept document either gives exactly what orjson makes of
+    the whole new body (with its list closing after the inserted bytes)
+    or gives up."""
+    old, new, end, inserted_end = grown_body(old_items, added_items, layout, noise, where,
+                                             spaced)
+    document = orjson.loads(old)
+    inserted = new[end:inserted_end]
     read = QuickBody.grown(new, "messages", document, end, end + len(inserted))
     event("read from the kept document" if read is not None else "left to the whole read")
     if read is None:
@@ -116,3 +132,26 @@ def test_a_grown_read_is_the_whole_read_or_nothing(old_items, added_items, layou
     # Written out: the same values, types and order of members.
     assert orjson.dumps(read.members) == orjson.dumps(orjson.loads(new))
     assert request_body_module.loads_marking_end(new, "messages", end + len(inserted))[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(**GROWN_CASES)
+def test_a_body_grown_from_a_kept_request_reads_as_the_whole_body_or_not_at_all(
+        old_items, added_items, layout, noise, where, spaced):
+    """Whatever bytes are inserted where a kept request's list closes, a
+    grown body either gives up, or gives the whole body's added items
+    without reading the body whole, and when read whole it is what orjson
+    makes of it, its list as long as the kept items and the added ones."""
+    _, new, end, inserted_end = grown_body(old_items, added_items, layout, noise, where, spaced)
+    read = GrownBody.read(new, "messages", len(old_items), end, inserted_end)
+    event("read as grown" if read is not None else "left to the whole read")
+    if read is None:
+        return
+    whole = orjson.loads(new)
+    kept = len(old_items)
+    assert len(read.items) == len(whole["messages"])
+    assert orjson.dumps(read.items[kept:]) == orjson.dumps(whole["messages"][kept:])
+    assert read.document is None  # the added items alone were read
+    assert orjson.dumps(read.members) == orjson.dumps(whole)
+    assert orjson.dumps(list(read.items)) == orjson.dumps(whole["messages"])
+    assert request_body_module.loads_marking_end(new, "messages", inserted_end)[1]

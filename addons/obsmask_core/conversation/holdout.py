@@ -41,6 +41,12 @@ def _digest(items: Sequence[object]) -> bytes | None:
     return digest.digest()
 
 
+def named_by_user_message(items: Sequence[object]) -> bool:
+    """Is the conversation named by a user message among ``items`` (then
+    every list that begins with them has the same name)?"""
+    return any(isinstance(item, dict) and item.get("role") == "user" for item in items)
+
+
 def conversation_bucket(items: Sequence[object]) -> int | None:
     """0 to 99 from the first user message's text; None for an empty
     conversation."""

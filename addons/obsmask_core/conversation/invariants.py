@@ -7,13 +7,15 @@ breaks one of them is never sent; the original goes instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from obsmask_core.conversation.planner import MaskPlan
 from obsmask_core.conversation.turn_model import Location
 from obsmask_core.conversation.wire_formats import WireFormat, set_at
 
 
 def check_only_planned_changes(
-    before: list[object], after: list[object], plan: MaskPlan, fmt: WireFormat
+    before: Sequence[object], after: list[object], plan: MaskPlan, fmt: WireFormat
 ) -> list[str]:
     """The rules of masking for any format: the same number of items
     in the same order, and nothing changed but the planned results' values

@@ -131,7 +131,7 @@ def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
-    written_open: bytes | None = None,
+    written_open: bytes | None = None, conversation: str | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -144,10 +144,12 @@ def plan_masking(
     recall could not tell which); the ``recalled`` results are never
     clipped (the model asked for them whole). ``written_open`` is orjson's
     writing of ``items`` without the closing bracket, when the caller has it
-    (``checkpoints.items_json``).
+    (``checkpoints.items_json``), and ``conversation`` the conversation's
+    name (``holdout.conversation_id``), when it knows it.
     """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
-                    conversation=conversation_id(items))
+                    conversation=conversation if conversation is not None
+                    else conversation_id(items))
     plan.kept["orphan"] = len(index.orphans)
     plan.kept_at.update((location, "orphan") for location in index.orphans)
     if not policy.enabled or policy.window_turns <= 0:

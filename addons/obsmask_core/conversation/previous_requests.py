@@ -9,10 +9,13 @@ client's own bytes from there: nothing to search for, splice or parse
 again. ``rewrite`` decides when that holds; this module keeps what it needs
 and finds the previous request a body grew from. The body itself need not
 be read whole either: when the previous request's read proved where its
-list closes, its document (the body as orjson read it) is kept too, and
-the next body is read from it and its added items alone
-(``request_body.QuickBody.grown``, which says why that read is the
-whole read's).
+list closes, the next body is read as that request's items and its added
+items, which alone are parsed: from that request's document (the body as
+orjson read it), kept for a few conversations
+(``request_body.QuickBody.grown``, which says why that read is the whole
+read's), or else with the older items read only if something asks for
+them (``grown_body``), with the index, the name and the frontier's
+checkpoint of that request.
 
 Why such a body is right without a second parse:
 
@@ -101,7 +104,8 @@ class PreviousRequest:
     """A request as it went out, and where its list closes.
 
     ``end`` is the position of the ``]`` that closes the list in ``body``
-    (a guess until a later request's read proves it). ``masked`` is the
+    (a guess until a later request's read proves it; ``end_proven`` when
+    its own read did). ``masked`` is the
     body that went out when masking changed it, with ``masked_end`` where
     its list closes (proven by its check); None when the body went out
     unchanged. ``written`` is orjson's writing of the list's items without
@@ -111,7 +115,10 @@ class PreviousRequest:
     index is made from it and its added items alone. It holds the results'
     texts (``index_chars`` characters, in its weight) in tuples, which the
     garbage collector soon stops walking, unlike a whole document's lists
-    and dicts (a result's list of blocks is kept as it is)."""
+    and dicts (a result's list of blocks is kept as it is).
+    ``conversation`` is the conversation's name when a user message among
+    the items gave it (``holdout``): every request that begins with them
+    has the same."""
 
     fmt: str
     recall: bool
@@ -127,6 +134,8 @@ class PreviousRequest:
     in_a_row: int = 1
     indexed: IndexedItems | None = field(default=None, repr=False, compare=False)
     index_chars: int = 0
+    end_proven: bool = False
+    conversation: str | None = None
 
     @property
     def tail(self) -> bytes:

@@ -106,6 +106,12 @@ _NESTING_READ_WHOLE = 500
 _NAME_ATTEMPTS = 4
 
 
+def nests_too_deep(added: bytes) -> bool:
+    """Do added items open enough arrays and objects that the whole body
+    must be read to tell whether orjson reads it (``_NESTING_READ_WHOLE``)?"""
+    return added.count(b"[") + added.count(b"{") >= _NESTING_READ_WHOLE
+
+
 def added_items(added: bytes) -> list[object] | None:
     """The items that bytes inserted where a list closes add to it: ``,``
     and items, read as a list of their own (``[`` + items + ``]``: one
@@ -181,7 +187,7 @@ class QuickBody:
         if new:
             # After ``[``, a comma is not JSON; and nesting deep enough for
             # orjson to refuse in the whole body is left to the full read.
-            if not items or added.count(b"[") + added.count(b"{") >= _NESTING_READ_WHOLE:
+            if not items or nests_too_deep(added):
                 return None
             items = [*items, *new]
         # A new top level (and, with items added, a new list): the kept
@@ -219,13 +225,17 @@ class QuickBody:
 
     def replaced(self, replacements: Sequence[Replacement]) -> bytes | None:
         """The body with the values replaced, or None if one is not found."""
+        return self.replace_in(self.body, replacements)
+
+    @staticmethod
+    def replace_in(body: bytes, replacements: Sequence[Replacement]) -> bytes | None:
+        """``body`` with the values replaced, found by their bytes."""
         ordered = sorted(replacements, key=lambda r: (r.index, r.path))
-        spans = find_values(self.body, [(r.old, isinstance(r.path[-1], int))
-                                        for r in ordered])
+        spans = find_values(body, [(r.old, isinstance(r.path[-1], int)) for r in ordered])
         if spans is None:
             return None
-        return splice(self.body, [(span, replacement.encoded().encode("utf-8"))
-                                  for span, replacement in zip(spans, ordered, strict=True)])
+        return splice(body, [(span, replacement.encoded().encode("utf-8"))
+                             for span, replacement in zip(spans, ordered, strict=True)])
 
     @staticmethod
     def parse_again(body: bytes, list_member: str, end: int | None = None) -> tuple[object, bool]:

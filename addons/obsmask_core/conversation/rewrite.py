@@ -14,7 +14,11 @@ previous masked body (checked when it was made) with the new items' bytes:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from obsmask_core.conversation.checkpoints import items_json
+from obsmask_core.conversation.grown_body import GrownBody
+from obsmask_core.conversation.holdout import named_by_user_message
 from obsmask_core.conversation.invariants import check_only_planned_changes
 from obsmask_core.conversation.outcomes import (
     Masked,
@@ -46,6 +50,9 @@ from obsmask_core.conversation.wire_formats import CHAT, WireFormat, value_at
 
 DISABLED = "masking is disabled"
 HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
+
+# A body read quickly, exactly, or as grown from a kept request.
+ReadBody = RequestBody | GrownBody
 
 
 def mask_request_body(
@@ -81,15 +88,20 @@ def mask_request_body(
     return mask_read_body(exact, policy, fmt, recall)
 
 
-def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickBody | None:
-    """``body`` read from the kept request it grew from and its added
-    items alone (``QuickBody.grown``), when that request's read was kept."""
-    if grown.document is None:
-        return None
-    return QuickBody.grown(body, fmt.list_member, grown.document, grown.start, grown.end)
+def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickBody | GrownBody | None:
+    """``body`` read as the kept request it grew from and its added items:
+    from that request's document when it is kept (``QuickBody.grown``),
+    else without reading that request's items (``GrownBody``) when its read
+    proved where its list closes and its index resumes."""
+    previous = grown.previous
+    if grown.document is not None:
+        return QuickBody.grown(body, fmt.list_member, grown.document, grown.start, grown.end)
+    if previous.end_proven and previous.indexed is not None:
+        return GrownBody.read(body, fmt.list_member, previous.items, grown.start, grown.end)
+    return None
 
 
-def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
+def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                    recall: bool = False, grown: Grown | None = None,
                    kept: PreviousRequests | None = None) -> RewriteOutcome:
     """Plan, splice and check a body already read (quickly or exactly).
@@ -98,8 +110,8 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
     next request."""
     # The items it adds to the request it grew from, when it is that
     # request with items added: its index is then resumed from that one's.
-    added = _added_items(request, grown) \
-        if kept is not None and grown is not None and isinstance(request, QuickBody) else None
+    added = _added_items(request, grown) if kept is not None and grown is not None \
+        and isinstance(request, QuickBody | GrownBody) else None
     indexed = _indexed(request, fmt, grown if added is not None else None)
     index = indexed.index if indexed is not None else fmt.index(request.items)
     chars = sum(len(result.text) for result in index.results if result.text is not None)
@@ -110,7 +122,7 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
         index = fmt.index(items)
     # What a request kept for the next one needs: a body read quickly, as it
     # is (recalled texts change the items the plan sees).
-    keeping = kept is not None and isinstance(request, QuickBody) and not recalls
+    keeping = kept is not None and isinstance(request, QuickBody | GrownBody) and not recalls
     # The request it grew from is kept no longer, even when this one is
     # masked anew: it is this one's past.
     grew_from = grown.previous if grown is not None else None
@@ -118,7 +130,8 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
         grown, added = None, None
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
-                        written_open=_written_open(grown, added))
+                        written_open=_written_open(grown, added),
+                        conversation=grown.previous.conversation if grown is not None else None)
     end = _list_end(request, fmt) if keeping else None
     masked_end: int | None = None
     if plan.held_out and not recalls:
@@ -126,18 +139,36 @@ def mask_read_body(request: RequestBody, policy: MaskPolicy, fmt: WireFormat,
     else:
         outcome, masked_end = _masked(request, plan, fmt, recalls, chars, grown, end)
     if keeping and kept is not None and plan.items_written is not None and end is not None \
-            and isinstance(request, QuickBody) and isinstance(outcome, Masked | Unchanged):
+            and isinstance(request, QuickBody | GrownBody) \
+            and isinstance(outcome, Masked | Unchanged):
         kept.keep(PreviousRequest(
             fmt.name, recall, request.body, end, len(items), plan.items_written,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
             masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1,
-            indexed, chars if indexed is not None else 0),
-            grew_from, request.members if request.list_end is not None else None)
+            indexed, chars if indexed is not None else 0, request.list_end is not None,
+            _settled_name(plan, grown, items)),
+            grew_from, _document_of(request))
     return outcome
 
 
-def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
+def _settled_name(plan: MaskPlan, grown: Grown | None, items: Sequence[object]) -> str | None:
+    """The conversation's name, when a user message among the items gave
+    it: the previous request's, or this one's items say so."""
+    if grown is not None and grown.previous.conversation is not None:
+        return grown.previous.conversation
+    return plan.conversation if named_by_user_message(items) else None
+
+
+def _document_of(request: QuickBody | GrownBody) -> dict[str, object] | None:
+    """The body as orjson read it, to keep for the next request, when the
+    read proved where its list closes (a grown body's, if it was read)."""
+    if isinstance(request, GrownBody):
+        return request.document
+    return request.members if request.list_end is not None else None
+
+
+def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
             chars: int, grown: Grown | None, end: int | None,
             ) -> tuple[RewriteOutcome, int | None]:
     """The outcome of ``plan``: the body with its replacements, made anew
@@ -151,7 +182,8 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
     chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
     previous = grown.previous if grown is not None else None
     if grown is not None and previous is not None and previous.masked is not None \
-            and isinstance(request, QuickBody) and _signature(plan) == previous.signature:
+            and isinstance(request, QuickBody | GrownBody) \
+            and _signature(plan) == previous.signature:
         # The previous request's replacements, all in the items both share:
         # its masked body up to where its list closes, then this one's bytes.
         grown_body = previous.masked if request.body == previous.body else b"".join(
@@ -170,7 +202,7 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
     # Every replacement before the list's end: the rest of the body is the
     # client's, and the check proves where the masked list closes.
     masked_end = None
-    if end is not None and isinstance(request, QuickBody) \
+    if end is not None and isinstance(request, QuickBody | GrownBody) \
             and new_body.endswith(request.body[end:]):
         masked_end = end + len(new_body) - len(request.body)
     violation, proven = _verify(request, new_body, replacements, plan, fmt, masked_end)
@@ -179,7 +211,7 @@ def _masked(request: RequestBody, plan: MaskPlan, fmt: WireFormat, recalls: list
     return Masked(new_body, plan, chars, chars_after), masked_end if proven else None
 
 
-def _indexed(request: RequestBody, fmt: WireFormat, grown: Grown | None) -> IndexedItems | None:
+def _indexed(request: ReadBody, fmt: WireFormat, grown: Grown | None) -> IndexedItems | None:
     """The index of the request's items, with what the next request needs
     to resume it; None for a format whose index does not resume. With
     ``grown``, the request is proven to be that kept request with items
@@ -193,7 +225,7 @@ def _indexed(request: RequestBody, fmt: WireFormat, grown: Grown | None) -> Inde
     return fmt.index_items(request.items, resume)
 
 
-def _added_items(request: QuickBody, grown: Grown) -> list[object] | None:
+def _added_items(request: QuickBody | GrownBody, grown: Grown) -> list[object] | None:
     """The items ``request`` adds to the previous request it grew from, or
     None if it is not that request with items added: its read must have
     proven that its list closes right after them, and the bytes between
@@ -223,9 +255,11 @@ def _written_open(grown: Grown | None, added: list[object] | None) -> bytes | No
     return b"".join((grown.previous.written, b",", memoryview(more)[1:-1]))
 
 
-def _list_end(request: RequestBody, fmt: WireFormat) -> int | None:
+def _list_end(request: ReadBody, fmt: WireFormat) -> int | None:
     """Where the list of a body read quickly closes: proven by its read,
     or guessed (the next request's read proves it)."""
+    if isinstance(request, GrownBody):
+        return request.list_end
     if not isinstance(request, QuickBody):
         return None
     if request.list_end is not None:
@@ -249,7 +283,7 @@ def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
 
 
 def _verify(
-    request: RequestBody,
+    request: ReadBody,
     new_body: bytes,
     replacements: list[Replacement],
     plan: MaskPlan,
@@ -273,7 +307,7 @@ def _verify(
     return violation, proven and violation is None
 
 
-def _violation(request: RequestBody, after: object, replacements: list[Replacement],
+def _violation(request: ReadBody, after: object, replacements: list[Replacement],
                plan: MaskPlan, fmt: WireFormat) -> str | None:
     members = request.members
     if not isinstance(after, dict) or after.keys() != members.keys():

@@ -1,0 +1,120 @@
+"""A body grown from a kept request whose read proved where its list closes
+is read without parsing it whole: its added items alone, the older items
+and other members only when something asks for them. What goes out must
+be what masking the body anew gives, and the body is read whole as soon
+as a replacement must be checked."""
+
+from __future__ import annotations
+
+import json
+from unittest import mock
+
+import orjson
+import pytest
+
+from obsmask_core.conversation import grown_body, request_body
+from obsmask_core.conversation.grown_body import GrownBody, GrownItems
+from obsmask_core.conversation.outcomes import Masked
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.previous_requests import forget_previous_requests
+from obsmask_core.conversation.rewrite import mask_request_body
+from obsmask_core.conversation.wire_formats import CHAT
+from support.chat import body, conversation, tool_result, tool_turn, user
+from support.chat_masking import assert_goes_out_as_read_exactly
+
+# Masks every result outside the last turn; an answer and a reply plan the same.
+POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
+ANSWER = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    forget_previous_requests()
+    yield
+    forget_previous_requests()
+
+
+def parsed_while(action):
+    """The outcome, and the length of every body orjson parsed meanwhile."""
+    with mock.patch.object(request_body.orjson, "loads", wraps=orjson.loads) as loads, \
+            mock.patch.object(grown_body.orjson, "loads", wraps=orjson.loads) as whole:
+        outcome = action()
+    return outcome, [len(call.args[0]) for call in (*loads.call_args_list,
+                                                    *whole.call_args_list)]
+
+
+def test_a_conversations_third_request_is_masked_from_what_it_adds_alone():
+    """The first request's read cannot prove where its list closes; the
+    second's does (no document is kept for it); the third adds an answer
+    and a reply, plans as the second, and goes out as the second's masked
+    body with its added bytes: only those are parsed."""
+    requests = [body(conversation(turns=3) + ANSWER * n) for n in range(3)]
+    for request in requests[:2]:
+        assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
+    outcome, parsed = parsed_while(lambda: mask_request_body(requests[2], POLICY, CHAT))
+    assert isinstance(outcome, Masked) and outcome.reused
+    added = len(requests[2]) - len(requests[1])
+    assert parsed and max(parsed) == added + 1  # "[" + the items without their comma + "]"
+    assert_goes_out_as_read_exactly(requests[2], outcome, POLICY)
+
+
+def test_a_grown_request_with_a_new_replacement_is_read_whole_and_checked():
+    """A new tool turn moves the window: one more result is masked, which
+    must be spliced and checked, so the body is read whole."""
+    first, second = conversation(turns=3), conversation(turns=3) + ANSWER
+    third = [*second, tool_turn("call_new"), tool_result("call_new")]
+    for request in (first, second):
+        mask_request_body(body(request), POLICY, CHAT)
+    outcome, parsed = parsed_while(lambda: mask_request_body(body(third), POLICY, CHAT))
+    assert isinstance(outcome, Masked) and not outcome.reused
+    assert len(body(third)) in parsed
+    assert_goes_out_as_read_exactly(body(third), outcome, POLICY)
+
+
+def test_a_conversation_goes_on_from_grown_bodies_as_masked_anew_at_every_request():
+    messages = conversation(turns=2)
+    for turn in range(6):
+        messages = [*messages, *ANSWER, tool_turn(f"call_{turn}_x"), tool_result(f"call_{turn}_x")]
+        request = body(messages)
+        assert_goes_out_as_read_exactly(request, mask_request_body(request, POLICY, CHAT), POLICY)
+
+
+# The items --------------------------------------------------------------------
+
+
+def items_of(kept: list[object], added: list[object]) -> tuple[bytes, GrownItems]:
+    new = json.dumps({"messages": kept + added, "model": "m"}).encode()
+    return new, GrownItems(new, "messages", len(kept), added)
+
+
+def test_the_added_items_are_given_without_reading_the_body():
+    _, items = items_of([1, 2], [3, 4])
+    assert len(items) == 4
+    assert (items[2], items[3], items[-1]) == (3, 4, 4)
+    assert items[2:] == [3, 4] and items[3:] == [4] and items[5:] == []
+    assert items.document is None
+
+
+def test_an_older_item_or_the_whole_list_reads_the_body_once():
+    new, items = items_of([1, {"a": [2]}], [3])
+    assert items[1] == {"a": [2]} and items[-3] == 1
+    document = items.document
+    assert document == json.loads(new)
+    assert list(items) == [1, {"a": [2]}, 3] and items[:2] == [1, {"a": [2]}]
+    assert items.document is document
+
+
+def test_a_body_that_does_not_read_as_its_kept_and_added_items_is_refused():
+    new = json.dumps({"messages": [1, 2, 3]}).encode()
+    with pytest.raises(ValueError):
+        GrownItems(new, "messages", 1, [3]).read_document()  # three items, not two
+    with pytest.raises(ValueError):
+        GrownItems(new, "messages", 2, [4]).read_document()  # the added item differs
+
+
+def test_bytes_that_are_not_a_comma_and_whole_items_are_not_read_as_grown():
+    old = b'{"messages": [1], "model": "m"}'
+    end = old.index(b"]")
+    for inserted in (b"2", b',{"a":', b"],[3", b", [" * 600 + b"]" * 600):
+        new = old[:end] + inserted + old[end:]
+        assert GrownBody.read(new, "messages", 1, end, end + len(inserted)) is None
