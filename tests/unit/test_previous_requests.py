@@ -10,6 +10,7 @@ from unittest import mock
 import orjson
 import pytest
 
+from obsmask_core.conversation import previous_requests as previous_requests_module
 from obsmask_core.conversation import rewrite, tool_turns
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
@@ -23,6 +24,8 @@ from obsmask_core.conversation.previous_requests import (
 )
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, loads_marking_end
 from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.tool_turns import IndexedItems
+from obsmask_core.conversation.turn_model import ToolResult, ToolTurnIndex
 from obsmask_core.conversation.wire_formats import CHAT
 from support.chat import body, conversation, user
 from support.chat_masking import assert_goes_out_as_read_exactly
@@ -281,6 +284,36 @@ def test_a_request_no_longer_kept_is_not_found_by_its_first_bytes():
     store.keep(kept(long_list("c", 10), len(first) - 2))
     assert store.grown_from(first[:-2] + b',"y"]}', "chat", False) is None
     assert store.grown_from(second[:-2] + b',"y"]}', "chat", False) is not None
+
+
+def index_of(results: int) -> IndexedItems:
+    found = [ToolResult((n,), f"c{n}", 0, "bash", "x", "x") for n in range(results)]
+    return IndexedItems(ToolTurnIndex(results=found), {}, results)
+
+
+def kept_index(store: PreviousRequests, name: bytes) -> IndexedItems | None:
+    found = store.grown_from(b'{"%s":[1,2]}' % name, "chat", False)
+    assert found is not None
+    return found.indexed
+
+
+def test_an_index_comes_back_with_the_request_a_body_grew_from_within_its_bounds(monkeypatch):
+    """The collector walks an index's named tuples for as long as they
+    live: an index of too many results is not kept, and past the bound of
+    all results the least recently used go first."""
+    monkeypatch.setattr(previous_requests_module, "INDEX_RESULTS_PER_REQUEST", 5)
+    monkeypatch.setattr(previous_requests_module, "INDEX_RESULTS_KEPT", 8)
+    store = PreviousRequests()
+    small, large = index_of(4), index_of(6)
+    store.keep(kept(b'{"a":[1]}', 7), indexed=small)
+    store.keep(kept(b'{"b":[1]}', 7), indexed=large)
+    assert kept_index(store, b"a") is small
+    assert kept_index(store, b"b") is None  # more results than a request may keep
+    store.keep(kept(b'{"c":[1]}', 7), indexed=index_of(3))
+    assert kept_index(store, b"c") is not None
+    store.keep(kept(b'{"d":[1]}', 7), indexed=index_of(4))  # 4 + 3 + 4 > 8: "a" goes
+    assert kept_index(store, b"a") is None
+    assert kept_index(store, b"c") is not None and kept_index(store, b"d") is not None
 
 
 def test_a_marker_where_there_is_no_bracket_proves_nothing():

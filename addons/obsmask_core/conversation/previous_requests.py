@@ -42,7 +42,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from weakref import WeakKeyDictionary
 
@@ -79,6 +79,19 @@ DOCUMENT_AFTER_REQUESTS = 3
 DOCUMENT_IDLE_SECONDS = 120.0
 DOCUMENT_BYTES_KEPT = 32 * 1024 * 1024
 DOCUMENT_WEIGHT_PERCENT = 170
+# And the index of their items (the next request's index is made from it
+# and its added items alone), for as many results as these allow. An index
+# is lighter than a document, but its turns and results are named tuples,
+# which the collector walks for as long as they live (it stops walking only
+# plain tuples of plain values). The load benchmark's 10 MB bodies (4,100
+# results each, one every 0.25 s, masked while the collector is paused:
+# ``mitm.off_loop``) piled up 41,000 results and 170,000 tuples that one
+# collection then walked in 62 ms, and a stream stalled that long. So no
+# index of more than INDEX_RESULTS_PER_REQUEST results is kept (a 1.5 MB
+# history holds 600-900), and at most INDEX_RESULTS_KEPT in all (the load
+# benchmark's 200 conversations fit), least recently used out first.
+INDEX_RESULTS_PER_REQUEST = 2_500
+INDEX_RESULTS_KEPT = 100_000
 # A body is compared with a kept request first by the bytes just before
 # where the kept list closes (where the conversations of one agent, which
 # share a long start, differ), then in full.
@@ -110,12 +123,7 @@ class PreviousRequest:
     its list closes (proven by its check); None when the body went out
     unchanged. ``written`` is orjson's writing of the list's items without
     the closing bracket (the bytes the frontier's checkpoint of the request
-    holds, not a copy), ``items`` their number. ``indexed`` is the index
-    of those items, when their format's index resumes: the next request's
-    index is made from it and its added items alone. It holds the results'
-    texts (``index_chars`` characters, in its weight) in tuples, which the
-    garbage collector soon stops walking, unlike a whole document's lists
-    and dicts (a result's list of blocks is kept as it is).
+    holds, not a copy), ``items`` their number.
     ``conversation`` is the conversation's name when a user message among
     the items gave it (``holdout``): every request that begins with them
     has the same."""
@@ -132,8 +140,6 @@ class PreviousRequest:
     # How many requests of the conversation came one after the other, this
     # one the last (1: not grown from a kept request).
     in_a_row: int = 1
-    indexed: IndexedItems | None = field(default=None, repr=False, compare=False)
-    index_chars: int = 0
     end_proven: bool = False
     conversation: str | None = None
 
@@ -159,7 +165,7 @@ class PreviousRequest:
         # ``written`` is the checkpoint's, weighed with the checkpoints while
         # they keep it; once they let it go, this keeps it alive (no more
         # bytes than the body it was written from).
-        return (len(self.body) + _REQUEST_BYTES + self.index_chars
+        return (len(self.body) + _REQUEST_BYTES
                 + (len(self.masked) if self.masked is not None else 0))
 
 
@@ -178,12 +184,14 @@ class Grown:
     list closes, and ends with the rest of them: what lies between
     (``added``, from ``start`` to ``end``) should be new items.
     ``document`` is the previous request's body as orjson read it, when
-    its read proved where its list closes and it is still kept."""
+    its read proved where its list closes and it is still kept, and
+    ``indexed`` the index of its items when that is kept."""
 
     previous: PreviousRequest
     start: int
     end: int
     document: Document | None = None
+    indexed: IndexedItems | None = None
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
@@ -223,6 +231,10 @@ class PreviousRequests:
         self._recency: dict[int, int] = {}
         self._uses = itertools.count()
         self._document_bytes = 0
+        # The indexes of kept requests (by the same key), least recently
+        # used first, and how many results they hold.
+        self._indexes: OrderedDict[int, IndexedItems] = OrderedDict()
+        self._index_results = 0
         self._lock = threading.Lock()
 
     def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
@@ -261,18 +273,21 @@ class PreviousRequests:
             self._kept.move_to_end(key)
             self._used[key] = self._clock()
             self._recency[key] = next(self._uses)
+            indexed = self._indexes.get(key)
+            if indexed is not None:
+                self._indexes.move_to_end(key)
             kept_document = self._documents.get(key)
-            if kept_document is None:
-                return found
-            self._documents.move_to_end(key)
-        return Grown(found.previous, found.start, found.end, kept_document.document)
+            if kept_document is not None:
+                self._documents.move_to_end(key)
+        return Grown(found.previous, found.start, found.end,
+                     kept_document.document if kept_document is not None else None, indexed)
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
-             document: Document | None = None) -> None:
+             document: Document | None = None, indexed: IndexedItems | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this), with its
         body as orjson read it (``document``: only when the read proved
-        where its list closes)."""
+        where its list closes) and the index of its items (``indexed``)."""
         size = request.weight
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
@@ -291,6 +306,8 @@ class PreviousRequests:
                 self._forget(key, dropped)
             # Kept only with its request (a document under a key no longer
             # kept could come back as another request's).
+            if indexed is not None and id(request) in self._kept:
+                self._keep_index(id(request), indexed)
             if document is not None and id(request) in self._kept \
                     and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
                 self._keep_document(id(request), KeptDocument(
@@ -317,6 +334,17 @@ class PreviousRequests:
         self._documents[key] = kept
         self._document_bytes += weight
 
+    def _keep_index(self, key: int, indexed: IndexedItems) -> None:
+        """Keep the index of the request kept under ``key`` (lock held),
+        making room from the least recently used."""
+        results = len(indexed.index.results)
+        if results > INDEX_RESULTS_PER_REQUEST:
+            return
+        while self._index_results + results > INDEX_RESULTS_KEPT and self._indexes:
+            self._index_results -= len(self._indexes.popitem(last=False)[1].index.results)
+        self._indexes[key] = indexed
+        self._index_results += results
+
     def _conversations_going_on(self) -> int:
         """How many kept requests were used lately, up to one more than
         DOCUMENT_CONVERSATIONS (lock held): the latest used come last."""
@@ -341,6 +369,9 @@ class PreviousRequests:
         kept_document = self._documents.pop(key, None)
         if kept_document is not None:
             self._document_bytes -= kept_document.weight
+        indexed = self._indexes.pop(key, None)
+        if indexed is not None:
+            self._index_results -= len(indexed.index.results)
 
     def clear(self) -> None:
         with self._lock:
@@ -348,6 +379,8 @@ class PreviousRequests:
             self._bytes = 0
             self._documents.clear()
             self._document_bytes = 0
+            self._indexes.clear()
+            self._index_results = 0
             self._used.clear()
             self._by_start.clear()
             self._recency.clear()

@@ -96,7 +96,7 @@ def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickBody | Grown
     previous = grown.previous
     if grown.document is not None:
         return QuickBody.grown(body, fmt.list_member, grown.document, grown.start, grown.end)
-    if previous.end_proven and previous.indexed is not None:
+    if previous.end_proven and grown.indexed is not None:
         return GrownBody.read(body, fmt.list_member, previous.items, grown.start, grown.end)
     return None
 
@@ -146,9 +146,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
             masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1,
-            indexed, chars if indexed is not None else 0, request.list_end is not None,
-            _settled_name(plan, grown, items)),
-            grew_from, _document_of(request))
+            request.list_end is not None, _settled_name(plan, grown, items)),
+            grew_from, _document_of(request), indexed)
     return outcome
 
 
@@ -219,7 +218,7 @@ def _indexed(request: ReadBody, fmt: WireFormat, grown: Grown | None) -> Indexed
     index is resumed from that one's."""
     if fmt.index_items is None:
         return None
-    resume = grown.previous.indexed if grown is not None else None
+    resume = grown.indexed if grown is not None else None
     if resume is not None and grown is not None and resume.items != grown.previous.items:
         resume = None
     return fmt.index_items(request.items, resume)
