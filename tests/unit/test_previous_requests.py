@@ -10,8 +10,8 @@ from unittest import mock
 import orjson
 import pytest
 
+from obsmask_core.conversation import planner, rewrite, tool_turns
 from obsmask_core.conversation import previous_requests as previous_requests_module
-from obsmask_core.conversation import rewrite, tool_turns
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import (
@@ -147,6 +147,21 @@ def test_a_request_grown_from_a_kept_one_is_indexed_from_its_index_without_a_doc
     grown = body(conversation(turns=4))
     outcome, resume = resumed_from_while(lambda: mask_request_body(grown, POLICY, CHAT))
     assert resume is not None and resume.items == len(first)
+    assert isinstance(outcome, Masked)
+    assert outcome.body == masked_anew(grown)
+
+
+def test_the_results_a_request_shares_with_the_kept_one_are_not_judged_again():
+    """A result's judgement (kept and why, or its placeholder) is kept with
+    the request: the next one judges only the results that left the window
+    since, even with the judgements cache emptied."""
+    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+    mask_request_body(body(conversation(turns=4)), POLICY, CHAT)
+    planner._judgements.clear()
+    grown = body(conversation(turns=5))
+    with mock.patch.object(planner, "_judge", wraps=planner._judge) as judge:
+        outcome = mask_request_body(grown, POLICY, CHAT)
+    assert [call.args[0].call_id for call in judge.call_args_list] == ["call_3_0"]
     assert isinstance(outcome, Masked)
     assert outcome.body == masked_anew(grown)
 

@@ -22,8 +22,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.judgements import KeptReason
 from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.planner import CLIPPED, MASKED, RECALLED, DecisionKind, KeptReason
+from obsmask_core.conversation.planner import CLIPPED, MASKED, RECALLED, DecisionKind
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.request_text import (
     NonFiniteNumber,

@@ -19,6 +19,7 @@ from obsmask_core.conversation.checkpoints import Checkpoints, items_json
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.holdout import conversation_id, held_out
+from obsmask_core.conversation.judgements import Judgement, KeptReason
 from obsmask_core.conversation.ledger import BillSoFar
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.previous_requests import forget_previous_requests
@@ -33,13 +34,6 @@ RECALLED: DecisionKind = "recalled"
 # The reduction stage a request reached: nothing, masking old results, or
 # clipping recent ones as well.
 Stage = Literal["none", "masking", "clipping"]
-# Why a result was kept: inside the window; older than the window but not
-# yet past the frontier; reads as an error; among the last K of its tool;
-# its tool is excluded; shorter than min_chars; already the placeholder;
-# the placeholder would not be shorter; no text to replace; no call names it;
-# masking it would have cost more than the bill allowed when it was judged.
-KeptReason = Literal["in_window", "pending", "cache", "error", "per_tool", "excluded", "min_chars",
-                     "already_masked", "short", "not_text", "orphan"]
 
 
 
@@ -83,6 +77,10 @@ class MaskPlan:
     # frontier's checkpoint keeps it (None when none was kept): the next
     # request that grew from this one writes its own from it.
     items_written: bytes | None = field(default=None, repr=False, compare=False)
+    # Each result's judgement, by number (None: inside the window, not
+    # judged): the next request of the conversation starts from these.
+    judgements: list[Judgement | None] = field(default_factory=list, repr=False,
+                                               compare=False)
 
     @property
     def masked(self) -> int:
@@ -132,6 +130,7 @@ def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
     written_open: bytes | None = None, conversation: str | None = None,
+    judged_before: Sequence[Judgement | None] = (),
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -145,7 +144,10 @@ def plan_masking(
     clipped (the model asked for them whole). ``written_open`` is orjson's
     writing of ``items`` without the closing bracket, when the caller has it
     (``checkpoints.items_json``), and ``conversation`` the conversation's
-    name (``holdout.conversation_id``), when it knows it.
+    name (``holdout.conversation_id``), when it knows it. ``judged_before``
+    are the judgements of the first results (``MaskPlan.judgements`` of the
+    conversation's previous request under the same policy, whose results
+    these are, with no recall to change what an id names).
     """
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
                     conversation=conversation if conversation is not None
@@ -174,15 +176,21 @@ def plan_masking(
         judged = {}
     if len(judged) >= _JUDGEMENTS_KEPT:
         judged.clear()
+    known = len(judged_before)
+    judgements: list[Judgement | None] = [None] * len(index.results)
+    plan.judgements = judgements
     for number, result in enumerate(index.results):
         if result.turn >= first_in_window:
             continue
-        recallable_id = result.call_id in recallable
-        key = (result.call_id, result.tool_name, result.is_error, recallable_id,
-               None if result.text is None else (hash(result.text), len(result.text)))
-        judgement = judged.get(key)
+        judgement = judged_before[number] if number < known else None
         if judgement is None:
-            judgement = judged[key] = _judge(result, policy, recallable_id)
+            recallable_id = result.call_id in recallable
+            key = (result.call_id, result.tool_name, result.is_error, recallable_id,
+                   None if result.text is None else (hash(result.text), len(result.text)))
+            judgement = judged.get(key)
+            if judgement is None:
+                judgement = judged[key] = _judge(result, policy, recallable_id)
+        judgements[number] = judgement
         if judgement[0] is not None:
             reasons[number] = judgement[0]
         else:
@@ -244,9 +252,6 @@ def plan_masking(
     return plan
 
 
-# (reason kept, None) or (None, masked text): what the rules that look at a
-# result alone make of it.
-Judgement = tuple[KeptReason, None] | tuple[None, str]
 # An agent sends the same old results again every turn: they are judged once
 # per policy (equal policies share), by call id, tool, error flag, whether a
 # recall can name them, and the text's hash and length (not the text itself).

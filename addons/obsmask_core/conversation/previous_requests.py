@@ -41,11 +41,12 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from weakref import WeakKeyDictionary
 
+from obsmask_core.conversation.judgements import Judgement
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.tool_turns import IndexedItems
 from obsmask_core.conversation.turn_model import Location
@@ -185,16 +186,26 @@ class Grown:
     (``added``, from ``start`` to ``end``) should be new items.
     ``document`` is the previous request's body as orjson read it, when
     its read proved where its list closes and it is still kept, and
-    ``indexed`` the index of its items when that is kept."""
+    ``indexed`` the index of its items when that is kept, with its results'
+    judgements (``judgements``: by number, None for one not judged)."""
 
     previous: PreviousRequest
     start: int
     end: int
     document: Document | None = None
     indexed: IndexedItems | None = None
+    judgements: Sequence[Judgement | None] = ()
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
+
+
+@dataclass(frozen=True)
+class KeptIndex:
+    """A kept request's index, and its results' judgements."""
+
+    indexed: IndexedItems
+    judgements: Sequence[Judgement | None]
 
 
 @dataclass(frozen=True)
@@ -233,7 +244,7 @@ class PreviousRequests:
         self._document_bytes = 0
         # The indexes of kept requests (by the same key), least recently
         # used first, and how many results they hold.
-        self._indexes: OrderedDict[int, IndexedItems] = OrderedDict()
+        self._indexes: OrderedDict[int, KeptIndex] = OrderedDict()
         self._index_results = 0
         self._lock = threading.Lock()
 
@@ -273,21 +284,25 @@ class PreviousRequests:
             self._kept.move_to_end(key)
             self._used[key] = self._clock()
             self._recency[key] = next(self._uses)
-            indexed = self._indexes.get(key)
-            if indexed is not None:
+            kept_index = self._indexes.get(key)
+            if kept_index is not None:
                 self._indexes.move_to_end(key)
             kept_document = self._documents.get(key)
             if kept_document is not None:
                 self._documents.move_to_end(key)
         return Grown(found.previous, found.start, found.end,
-                     kept_document.document if kept_document is not None else None, indexed)
+                     kept_document.document if kept_document is not None else None,
+                     *((kept_index.indexed, kept_index.judgements)
+                       if kept_index is not None else ()))
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
-             document: Document | None = None, indexed: IndexedItems | None = None) -> None:
+             document: Document | None = None, indexed: IndexedItems | None = None,
+             judgements: Sequence[Judgement | None] = ()) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this), with its
         body as orjson read it (``document``: only when the read proved
-        where its list closes) and the index of its items (``indexed``)."""
+        where its list closes), the index of its items (``indexed``) and its
+        results' judgements."""
         size = request.weight
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
@@ -307,7 +322,7 @@ class PreviousRequests:
             # Kept only with its request (a document under a key no longer
             # kept could come back as another request's).
             if indexed is not None and id(request) in self._kept:
-                self._keep_index(id(request), indexed)
+                self._keep_index(id(request), KeptIndex(indexed, judgements))
             if document is not None and id(request) in self._kept \
                     and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
                 self._keep_document(id(request), KeptDocument(
@@ -334,15 +349,16 @@ class PreviousRequests:
         self._documents[key] = kept
         self._document_bytes += weight
 
-    def _keep_index(self, key: int, indexed: IndexedItems) -> None:
+    def _keep_index(self, key: int, kept: KeptIndex) -> None:
         """Keep the index of the request kept under ``key`` (lock held),
         making room from the least recently used."""
-        results = len(indexed.index.results)
+        results = len(kept.indexed.index.results)
         if results > INDEX_RESULTS_PER_REQUEST:
             return
         while self._index_results + results > INDEX_RESULTS_KEPT and self._indexes:
-            self._index_results -= len(self._indexes.popitem(last=False)[1].index.results)
-        self._indexes[key] = indexed
+            dropped = self._indexes.popitem(last=False)[1]
+            self._index_results -= len(dropped.indexed.index.results)
+        self._indexes[key] = kept
         self._index_results += results
 
     def _conversations_going_on(self) -> int:
@@ -369,9 +385,9 @@ class PreviousRequests:
         kept_document = self._documents.pop(key, None)
         if kept_document is not None:
             self._document_bytes -= kept_document.weight
-        indexed = self._indexes.pop(key, None)
-        if indexed is not None:
-            self._index_results -= len(indexed.index.results)
+        kept_index = self._indexes.pop(key, None)
+        if kept_index is not None:
+            self._index_results -= len(kept_index.indexed.index.results)
 
     def clear(self) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.grown_body import GrownBody
 from obsmask_core.conversation.holdout import named_by_user_message
 from obsmask_core.conversation.invariants import check_only_planned_changes
+from obsmask_core.conversation.judgements import Judgement
 from obsmask_core.conversation.outcomes import (
     Masked,
     Refused,
@@ -131,7 +132,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         written_open=_written_open(grown, added),
-                        conversation=grown.previous.conversation if grown is not None else None)
+                        conversation=grown.previous.conversation if grown is not None else None,
+                        judged_before=_judged_before(grown, indexed, recall))
     end = _list_end(request, fmt) if keeping else None
     masked_end: int | None = None
     if plan.held_out and not recalls:
@@ -147,8 +149,19 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
             masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1,
             request.list_end is not None, _settled_name(plan, grown, items)),
-            grew_from, _document_of(request), indexed)
+            grew_from, _document_of(request), indexed, plan.judgements if not recall else ())
     return outcome
+
+
+def _judged_before(grown: Grown | None, indexed: IndexedItems | None,
+                   recall: bool) -> Sequence[Judgement | None]:
+    """The judgements of the results this request shares with the kept
+    request it grew from: when its index was resumed from that one's (its
+    first results are that one's), and no recall can change what an id
+    names."""
+    if grown is None or indexed is None or grown.indexed is None or recall:
+        return ()
+    return grown.judgements
 
 
 def _settled_name(plan: MaskPlan, grown: Grown | None, items: Sequence[object]) -> str | None:
