@@ -161,4 +161,6 @@ def test_an_index_resumed_from_a_prefix_is_the_index_of_the_whole_list(events, f
     resumed = fmt.index_items(items, kept)
     assert resumed.index == fmt.index(items)
     assert resumed.items == len(items)
+    assert resumed.text_chars == sum(len(r.text) for r in resumed.index.results
+                                     if r.text is not None)
     assert (repr(kept.index), kept.declared, kept.items) == before

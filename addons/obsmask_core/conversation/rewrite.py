@@ -115,7 +115,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         and isinstance(request, QuickBody | GrownBody) else None
     indexed = _indexed(request, fmt, grown if added is not None else None)
     index = indexed.index if indexed is not None else fmt.index(request.items)
-    chars = sum(len(result.text) for result in index.results if result.text is not None)
+    chars = indexed.text_chars if indexed is not None \
+        else sum(len(result.text) for result in index.results if result.text is not None)
     recalls = find_recalls(index) if recall else []
     items = request.items
     if recalls:

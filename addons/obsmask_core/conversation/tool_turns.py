@@ -47,15 +47,17 @@ class IndexedItems:
     index: ToolTurnIndex
     declared: Declared
     items: int
+    # The characters of the results' texts (what masking may replace).
+    text_chars: int = 0
 
 
-def _resumed(resume: IndexedItems | None) -> tuple[ToolTurnIndex, Declared, int]:
+def _resumed(resume: IndexedItems | None) -> tuple[ToolTurnIndex, Declared, int, int]:
     if resume is None:
-        return ToolTurnIndex(), {}, 0
+        return ToolTurnIndex(), {}, 0, 0
     kept = resume.index
     index = ToolTurnIndex(list(kept.turns), list(kept.results), list(kept.orphans),
                           list(kept.answer_starts))
-    return index, dict(resume.declared), resume.items
+    return index, dict(resume.declared), resume.items, resume.text_chars
 
 
 def index_chat_tool_turns(messages: Sequence[object]) -> ToolTurnIndex:
@@ -76,7 +78,7 @@ def index_chat_items(messages: Sequence[object],
     # written out (the same rule: a result belongs to the latest earlier
     # turn that declared its id; a property test holds it equal to the
     # Linker's way).
-    index, declared, start = _resumed(resume)
+    index, declared, start, text_chars = _resumed(resume)
     answer_starts, turns, results = index.answer_starts, index.turns, index.results
     for position in range(start, len(messages)):
         message = messages[position]
@@ -111,9 +113,11 @@ def index_chat_items(messages: Sequence[object],
                 index.orphans.append((position,))
                 continue
             content = message.get("content")
-            results.append(ToolResult((position,), call_id, link[0], link[1], content,
-                                      content if isinstance(content, str) else None))
-    return IndexedItems(index, declared, len(messages))
+            text = content if isinstance(content, str) else None
+            results.append(ToolResult((position,), call_id, link[0], link[1], content, text))
+            if text is not None:
+                text_chars += len(text)
+    return IndexedItems(index, declared, len(messages), text_chars)
 
 
 def text_blocks(content: object, text_types: tuple[str, ...]) -> list[dict[str, object]] | None:
@@ -158,7 +162,7 @@ def index_anthropic_items(messages: Sequence[object],
     """``index_anthropic_tool_turns``, from ``resume`` if given."""
     # Written out like the Chat index (the Linker's steps inline; a property
     # test holds it equal to the Linker's way).
-    index, declared, start = _resumed(resume)
+    index, declared, start, text_chars = _resumed(resume)
     answer_starts, turns, results = index.answer_starts, index.turns, index.results
     for position in range(start, len(messages)):
         message = messages[position]
@@ -196,10 +200,12 @@ def index_anthropic_items(messages: Sequence[object],
                     index.orphans.append((position, number))
                     continue
                 content = block.get("content")
+                text = _list_text(content, ANTHROPIC_TEXT_TYPES)
                 results.append(ToolResult((position, number), call_id, link[0], link[1], content,
-                                          _list_text(content, ANTHROPIC_TEXT_TYPES),
-                                          block.get("is_error") is True))
-    return IndexedItems(index, declared, len(messages))
+                                          text, block.get("is_error") is True))
+                if text is not None:
+                    text_chars += len(text)
+    return IndexedItems(index, declared, len(messages), text_chars)
 
 
 # Responses call items, and the output item type that answers each.

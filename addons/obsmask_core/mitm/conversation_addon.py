@@ -121,8 +121,10 @@ class ConversationMasking:
         freeze_startup_objects()
 
     def _format_of(self, flow: http.HTTPFlow) -> WireFormat | None:
-        return self.routes.format_of(flow.request.method, flow.request.path,
-                                     flow.request.pretty_host)
+        request = flow.request
+        # mitmproxy parses the host anew each time: only when a filter asks.
+        return self.routes.format_of(request.method, request.path,
+                                     request.pretty_host if self.routes.hosts else None)
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if (fmt := self._format_of(flow)) is None or _handled_when_recorded(flow):
