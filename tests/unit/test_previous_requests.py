@@ -301,9 +301,10 @@ def test_a_request_no_longer_kept_is_not_found_by_its_first_bytes():
     assert store.grown_from(second[:-2] + b',"y"]}', "chat", False) is not None
 
 
-def index_of(results: int) -> IndexedItems:
-    found = [ToolResult((n,), f"c{n}", 0, "bash", "x", "x") for n in range(results)]
-    return IndexedItems(ToolTurnIndex(results=found), {}, results)
+def index_of(results: int, chars: int = 1) -> IndexedItems:
+    found = [ToolResult((n,), f"c{n}", 0, "bash", "x" * chars, "x" * chars)
+             for n in range(results)]
+    return IndexedItems(ToolTurnIndex(results=found), {}, results, results * chars)
 
 
 def kept_index(store: PreviousRequests, name: bytes) -> IndexedItems | None:
@@ -327,6 +328,20 @@ def test_an_index_comes_back_with_the_request_a_body_grew_from_within_its_bounds
     store.keep(kept(b'{"c":[1]}', 7), indexed=index_of(3))
     assert kept_index(store, b"c") is not None
     store.keep(kept(b'{"d":[1]}', 7), indexed=index_of(4))  # 4 + 3 + 4 > 8: "a" goes
+    assert kept_index(store, b"a") is None
+    assert kept_index(store, b"c") is not None and kept_index(store, b"d") is not None
+
+
+def test_indexes_keep_no_more_than_their_bound_of_characters(monkeypatch):
+    """An index holds its results' texts: their characters are bounded too."""
+    monkeypatch.setattr(previous_requests_module, "INDEX_CHARS_KEPT", 100)
+    store = PreviousRequests()
+    store.keep(kept(b'{"a":[1]}', 7), indexed=index_of(2, chars=30))
+    store.keep(kept(b'{"b":[1]}', 7), indexed=index_of(1, chars=101))  # alone over
+    store.keep(kept(b'{"c":[1]}', 7), indexed=index_of(1, chars=30))
+    assert kept_index(store, b"b") is None
+    assert kept_index(store, b"a") is not None and kept_index(store, b"c") is not None
+    store.keep(kept(b'{"d":[1]}', 7), indexed=index_of(1, chars=30))  # 60 + 30 + 30 > 100
     assert kept_index(store, b"a") is None
     assert kept_index(store, b"c") is not None and kept_index(store, b"d") is not None
 

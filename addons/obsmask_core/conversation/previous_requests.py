@@ -89,10 +89,13 @@ DOCUMENT_WEIGHT_PERCENT = 170
 # ``mitm.off_loop``) piled up 41,000 results and 170,000 tuples that one
 # collection then walked in 62 ms, and a stream stalled that long. So no
 # index of more than INDEX_RESULTS_PER_REQUEST results is kept (a 1.5 MB
-# history holds 600-900), and at most INDEX_RESULTS_KEPT in all (the load
-# benchmark's 200 conversations fit), least recently used out first.
+# history holds 600-900), and at most INDEX_RESULTS_KEPT in all, holding at
+# most INDEX_CHARS_KEPT characters of the results' texts (its own copies:
+# the load benchmark's 200 conversations fit, and mitmdump grew by 100 MB),
+# least recently used out first.
 INDEX_RESULTS_PER_REQUEST = 2_500
 INDEX_RESULTS_KEPT = 100_000
+INDEX_CHARS_KEPT = 128 * 1024 * 1024
 # A body is compared with a kept request first by the bytes just before
 # where the kept list closes (where the conversations of one agent, which
 # share a long start, differ), then in full.
@@ -243,9 +246,10 @@ class PreviousRequests:
         self._uses = itertools.count()
         self._document_bytes = 0
         # The indexes of kept requests (by the same key), least recently
-        # used first, and how many results they hold.
+        # used first, and how many results and characters they hold.
         self._indexes: OrderedDict[int, KeptIndex] = OrderedDict()
         self._index_results = 0
+        self._index_chars = 0
         self._lock = threading.Lock()
 
     def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
@@ -352,14 +356,19 @@ class PreviousRequests:
     def _keep_index(self, key: int, kept: KeptIndex) -> None:
         """Keep the index of the request kept under ``key`` (lock held),
         making room from the least recently used."""
-        results = len(kept.indexed.index.results)
-        if results > INDEX_RESULTS_PER_REQUEST:
+        results, chars = len(kept.indexed.index.results), kept.indexed.text_chars
+        if results > INDEX_RESULTS_PER_REQUEST or chars > INDEX_CHARS_KEPT:
             return
-        while self._index_results + results > INDEX_RESULTS_KEPT and self._indexes:
-            dropped = self._indexes.popitem(last=False)[1]
-            self._index_results -= len(dropped.indexed.index.results)
+        while (self._index_results + results > INDEX_RESULTS_KEPT
+               or self._index_chars + chars > INDEX_CHARS_KEPT) and self._indexes:
+            self._forget_index(self._indexes.popitem(last=False)[1])
         self._indexes[key] = kept
         self._index_results += results
+        self._index_chars += chars
+
+    def _forget_index(self, dropped: KeptIndex) -> None:
+        self._index_results -= len(dropped.indexed.index.results)
+        self._index_chars -= dropped.indexed.text_chars
 
     def _conversations_going_on(self) -> int:
         """How many kept requests were used lately, up to one more than
@@ -387,7 +396,7 @@ class PreviousRequests:
             self._document_bytes -= kept_document.weight
         kept_index = self._indexes.pop(key, None)
         if kept_index is not None:
-            self._index_results -= len(kept_index.indexed.index.results)
+            self._forget_index(kept_index)
 
     def clear(self) -> None:
         with self._lock:
@@ -397,6 +406,7 @@ class PreviousRequests:
             self._document_bytes = 0
             self._indexes.clear()
             self._index_results = 0
+            self._index_chars = 0
             self._used.clear()
             self._by_start.clear()
             self._recency.clear()
