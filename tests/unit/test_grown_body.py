@@ -58,6 +58,22 @@ def test_a_conversations_third_request_is_masked_from_what_it_adds_alone():
     assert_goes_out_as_read_exactly(requests[2], outcome, POLICY)
 
 
+def test_with_a_holdout_a_grown_request_is_placed_from_what_it_adds_alone():
+    """The conversation's name and holdout bucket come from its first user
+    message, which the kept request holds: they are kept with it, and the
+    grown request is not read whole to find them (this conversation's
+    bucket is not under 1: it is masked)."""
+    policy = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0,
+                        holdout_percent=1)
+    requests = [body(conversation(turns=3) + ANSWER * n) for n in range(3)]
+    for request in requests[:2]:
+        mask_request_body(request, policy, CHAT)
+    outcome, parsed = parsed_while(lambda: mask_request_body(requests[2], policy, CHAT))
+    assert max(parsed) == len(requests[2]) - len(requests[1]) + 1
+    assert isinstance(outcome, Masked) and not outcome.plan.held_out
+    assert_goes_out_as_read_exactly(requests[2], outcome, policy)
+
+
 def test_a_grown_request_with_a_new_replacement_is_read_whole_and_checked():
     """A new tool turn moves the window: one more result is masked, which
     must be spliced and checked, so the body is read whole."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from obsmask_core.shared.tokens import message_strings
 
@@ -39,6 +40,27 @@ def _digest(items: Sequence[object]) -> bytes | None:
     for text in message_strings(_first_user_item(items), IGNORED_KEYS):
         digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
     return digest.digest()
+
+
+@dataclass(frozen=True)
+class ConversationName:
+    """A conversation's name (``conversation_id``) and its bucket
+    (``conversation_bucket``), from the one hash of its first user message."""
+
+    id: str
+    bucket: int
+
+    def held_out(self, holdout_percent: int) -> bool:
+        """Is the conversation in the holdout group (never masked)?"""
+        return self.bucket < holdout_percent
+
+
+def conversation_name(items: Sequence[object]) -> ConversationName | None:
+    """The conversation's name and bucket; None for an empty conversation."""
+    digest = _digest(items)
+    if digest is None:
+        return None
+    return ConversationName("c-" + digest.hex()[:12], int.from_bytes(digest, "big") % BUCKETS)
 
 
 def named_by_user_message(items: Sequence[object]) -> bool:

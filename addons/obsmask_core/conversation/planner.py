@@ -18,7 +18,7 @@ from weakref import WeakKeyDictionary
 from obsmask_core.conversation.checkpoints import Checkpoints, items_json
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
-from obsmask_core.conversation.holdout import conversation_id, held_out
+from obsmask_core.conversation.holdout import ConversationName, conversation_name
 from obsmask_core.conversation.judgements import Judgement, KeptReason
 from obsmask_core.conversation.ledger import BillSoFar
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
@@ -72,7 +72,9 @@ class MaskPlan:
     bill: BillSoFar | None = None
     held_out: bool = False
     # The conversation's name (holdout.conversation_id): totals group by it.
+    # ``name`` holds it with its holdout bucket.
     conversation: str | None = None
+    name: ConversationName | None = field(default=None, repr=False, compare=False)
     # orjson's writing of the items without the closing bracket, as the
     # frontier's checkpoint keeps it (None when none was kept): the next
     # request that grew from this one writes its own from it.
@@ -129,7 +131,7 @@ def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
-    written_open: bytes | None = None, conversation: str | None = None,
+    written_open: bytes | None = None, name: ConversationName | None = None,
     judged_before: Sequence[Judgement | None] = (),
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
@@ -143,20 +145,21 @@ def plan_masking(
     recall could not tell which); the ``recalled`` results are never
     clipped (the model asked for them whole). ``written_open`` is orjson's
     writing of ``items`` without the closing bracket, when the caller has it
-    (``checkpoints.items_json``), and ``conversation`` the conversation's
-    name (``holdout.conversation_id``), when it knows it. ``judged_before``
+    (``checkpoints.items_json``), and ``name`` the conversation's name and
+    bucket (``holdout.conversation_name``), when it knows them. ``judged_before``
     are the judgements of the first results (``MaskPlan.judgements`` of the
     conversation's previous request under the same policy, whose results
     these are, with no recall to change what an id names).
     """
+    if name is None:
+        name = conversation_name(items)
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
-                    conversation=conversation if conversation is not None
-                    else conversation_id(items))
+                    conversation=name.id if name is not None else None, name=name)
     plan.kept["orphan"] = len(index.orphans)
     plan.kept_at.update((location, "orphan") for location in index.orphans)
     if not policy.enabled or policy.window_turns <= 0:
         return plan
-    if held_out(items, policy.holdout_percent):
+    if name is not None and name.held_out(policy.holdout_percent):
         # Never masked, but billed like the others, so the two groups' bills
         # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True

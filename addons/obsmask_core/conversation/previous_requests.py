@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from weakref import WeakKeyDictionary
 
+from obsmask_core.conversation.holdout import ConversationName
 from obsmask_core.conversation.judgements import Judgement
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.tool_turns import IndexedItems
@@ -128,9 +129,9 @@ class PreviousRequest:
     unchanged. ``written`` is orjson's writing of the list's items without
     the closing bracket (the bytes the frontier's checkpoint of the request
     holds, not a copy), ``items`` their number.
-    ``conversation`` is the conversation's name when a user message among
-    the items gave it (``holdout``): every request that begins with them
-    has the same."""
+    ``conversation`` is the conversation's name and holdout bucket when a
+    user message among the items gave them (``holdout``): every request
+    that begins with them has the same."""
 
     fmt: str
     recall: bool
@@ -145,7 +146,7 @@ class PreviousRequest:
     # one the last (1: not grown from a kept request).
     in_a_row: int = 1
     end_proven: bool = False
-    conversation: str | None = None
+    conversation: ConversationName | None = None
 
     @property
     def tail(self) -> bytes:

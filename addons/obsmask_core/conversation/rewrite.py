@@ -18,9 +18,8 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.grown_body import GrownBody
-from obsmask_core.conversation.holdout import named_by_user_message
+from obsmask_core.conversation.holdout import ConversationName, named_by_user_message
 from obsmask_core.conversation.invariants import check_only_planned_changes
-from obsmask_core.conversation.judgements import Judgement
 from obsmask_core.conversation.outcomes import (
     Masked,
     Refused,
@@ -113,7 +112,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     # request with items added: its index is then resumed from that one's.
     added = _added_items(request, grown) if kept is not None and grown is not None \
         and isinstance(request, QuickBody | GrownBody) else None
-    indexed = _indexed(request, fmt, grown if added is not None else None)
+    resume = _resume(grown) if grown is not None and added is not None else None
+    indexed = _indexed(request, fmt, resume)
     index = indexed.index if indexed is not None else fmt.index(request.items)
     chars = indexed.text_chars if indexed is not None \
         else sum(len(result.text) for result in index.results if result.text is not None)
@@ -133,8 +133,9 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         written_open=_written_open(grown, added),
-                        conversation=grown.previous.conversation if grown is not None else None,
-                        judged_before=_judged_before(grown, indexed, recall))
+                        name=grown.previous.conversation if grown is not None else None,
+                        judged_before=grown.judgements
+                        if grown is not None and resume is not None and not recall else ())
     end = _list_end(request, fmt) if keeping else None
     masked_end: int | None = None
     if plan.held_out and not recalls:
@@ -154,23 +155,13 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     return outcome
 
 
-def _judged_before(grown: Grown | None, indexed: IndexedItems | None,
-                   recall: bool) -> Sequence[Judgement | None]:
-    """The judgements of the results this request shares with the kept
-    request it grew from: when its index was resumed from that one's (its
-    first results are that one's), and no recall can change what an id
-    names."""
-    if grown is None or indexed is None or grown.indexed is None or recall:
-        return ()
-    return grown.judgements
-
-
-def _settled_name(plan: MaskPlan, grown: Grown | None, items: Sequence[object]) -> str | None:
+def _settled_name(plan: MaskPlan, grown: Grown | None,
+                  items: Sequence[object]) -> ConversationName | None:
     """The conversation's name, when a user message among the items gave
     it: the previous request's, or this one's items say so."""
     if grown is not None and grown.previous.conversation is not None:
         return grown.previous.conversation
-    return plan.conversation if named_by_user_message(items) else None
+    return plan.name if named_by_user_message(items) else None
 
 
 def _document_of(request: QuickBody | GrownBody) -> dict[str, object] | None:
@@ -224,17 +215,22 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
     return Masked(new_body, plan, chars, chars_after), masked_end if proven else None
 
 
-def _indexed(request: ReadBody, fmt: WireFormat, grown: Grown | None) -> IndexedItems | None:
-    """The index of the request's items, with what the next request needs
-    to resume it; None for a format whose index does not resume. With
-    ``grown``, the request is proven to be that kept request with items
-    added (``_added_items``): its first items read as that one's, and its
-    index is resumed from that one's."""
+def _resume(grown: Grown) -> IndexedItems | None:
+    """The index to resume the request's from: the kept request's, when the
+    request is proven to be that one with items added (``_added_items``):
+    its first items read as that one's. Its results' judgements go with
+    it (``Grown.judgements``)."""
+    resume = grown.indexed
+    return resume if resume is not None and resume.items == grown.previous.items else None
+
+
+def _indexed(request: ReadBody, fmt: WireFormat,
+             resume: IndexedItems | None) -> IndexedItems | None:
+    """The index of the request's items (resumed from ``resume``), with
+    what the next request needs to resume it; None for a format whose
+    index does not resume."""
     if fmt.index_items is None:
         return None
-    resume = grown.indexed if grown is not None else None
-    if resume is not None and grown is not None and resume.items != grown.previous.items:
-        resume = None
     return fmt.index_items(request.items, resume)
 
 
