@@ -6,6 +6,7 @@ as a replacement must be checked."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from unittest import mock
 
@@ -43,19 +44,31 @@ def parsed_while(action):
                                                     *whole.call_args_list)]
 
 
-def test_a_conversations_third_request_is_masked_from_what_it_adds_alone():
-    """The first request's read cannot prove where its list closes; the
-    second's does (no document is kept for it); the third adds an answer
-    and a reply, plans as the second, and goes out as the second's masked
+def test_a_conversations_second_request_is_masked_from_what_it_adds_alone():
+    """The first request's read cannot prove where its list closes, but the
+    check of its masked body does (whole values replaced by whole values
+    before that point, the same bytes after it); the second adds an answer
+    and a reply, plans as the first, and goes out as the first's masked
     body with its added bytes: only those are parsed."""
     requests = [body(conversation(turns=3) + ANSWER * n) for n in range(3)]
-    for request in requests[:2]:
-        assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
-    outcome, parsed = parsed_while(lambda: mask_request_body(requests[2], POLICY, CHAT))
-    assert isinstance(outcome, Masked) and outcome.reused
-    added = len(requests[2]) - len(requests[1])
-    assert parsed and max(parsed) == added + 1  # "[" + the items without their comma + "]"
-    assert_goes_out_as_read_exactly(requests[2], outcome, POLICY)
+    assert isinstance(mask_request_body(requests[0], POLICY, CHAT), Masked)
+    for before, request in itertools.pairwise(requests):
+        outcome, parsed = parsed_while(lambda r=request: mask_request_body(r, POLICY, CHAT))
+        assert isinstance(outcome, Masked) and outcome.reused
+        added = len(request) - len(before)
+        assert parsed and max(parsed) == added + 1  # "[" + the items without their comma + "]"
+        assert_goes_out_as_read_exactly(request, outcome, POLICY)
+
+
+def test_after_a_first_request_left_unchanged_the_second_is_read_whole():
+    """Nothing masked, nothing checked: nothing proved where the first
+    request's list closes, and the second is read whole (which proves it)."""
+    policy = MaskPolicy(window_turns=10, price_model="none", min_free_percent=0)
+    first, second = body(conversation(turns=3)), body(conversation(turns=3) + ANSWER)
+    assert not isinstance(mask_request_body(first, policy, CHAT), Masked)
+    outcome, parsed = parsed_while(lambda: mask_request_body(second, policy, CHAT))
+    assert max(parsed) > len(second)  # with the marker that proves where its list closes
+    assert_goes_out_as_read_exactly(second, outcome, policy)
 
 
 def test_with_a_holdout_a_grown_request_is_placed_from_what_it_adds_alone():

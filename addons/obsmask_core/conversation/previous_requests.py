@@ -123,7 +123,7 @@ class PreviousRequest:
 
     ``end`` is the position of the ``]`` that closes the list in ``body``
     (a guess until a later request's read proves it; ``end_proven`` when
-    its own read did). ``masked`` is the
+    its own read, or the check of its masked body, did). ``masked`` is the
     body that went out when masking changed it, with ``masked_end`` where
     its list closes (proven by its check); None when the body went out
     unchanged. ``written`` is orjson's writing of the list's items without

@@ -150,9 +150,19 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
             _signature(plan) if isinstance(outcome, Masked) else (),
             outcome.body if isinstance(outcome, Masked) and masked_end is not None else None,
             masked_end or 0, grew_from.in_a_row + 1 if grew_from is not None else 1,
-            request.list_end is not None, _settled_name(plan, grown, items)),
+            _end_proven(request, masked_end), _settled_name(plan, grown, items)),
             grew_from, _document_of(request), indexed, plan.judgements if not recall else ())
     return outcome
+
+
+def _end_proven(request: QuickBody | GrownBody, masked_end: int | None) -> bool:
+    """Is it proven that the request's list closes where it was kept as
+    closing? By its own read, or by the check of its masked body: that
+    parse proved where the masked list closes (``masked_end``), and the
+    masked body is this one with whole values replaced by whole values
+    before that point and the same bytes after it, so a reader is in the
+    same place at both points."""
+    return request.list_end is not None or masked_end is not None
 
 
 def _settled_name(plan: MaskPlan, grown: Grown | None,
