@@ -31,8 +31,7 @@ import orjson
 from obsmask_core.conversation.request_body import (
     QuickBody,
     Replacement,
-    added_items,
-    nests_too_deep,
+    grown_items,
 )
 
 # A slice of a list (typeshed's bare ``slice`` has Any type arguments).
@@ -118,9 +117,8 @@ class GrownBody:
         proved to close at ``start``, by ``body[start:end]``; None unless
         those bytes are ``,`` and items (or white space), not nested so
         deep that the whole body must be read to tell."""
-        added = body[start:end]
-        new = added_items(added)
-        if new is None or (new and (not kept or nests_too_deep(added))):
+        new = grown_items(body, start, end, kept)
+        if new is None:
             return None
         return cls(body, GrownItems(body, list_member, kept, new), end, kept)
 

@@ -72,16 +72,16 @@ def named_by_user_message(items: Sequence[object]) -> bool:
 def conversation_bucket(items: Sequence[object]) -> int | None:
     """0 to 99 from the first user message's text; None for an empty
     conversation."""
-    digest = _digest(items)
-    return None if digest is None else int.from_bytes(digest, "big") % BUCKETS
+    name = conversation_name(items)
+    return None if name is None else name.bucket
 
 
 def conversation_id(items: Sequence[object]) -> str | None:
     """The conversation's name: ``c-`` and 12 hex digits of the hash that
     also gives its bucket, the same for every request of it and on every
     proxy. A hash, so it tells nothing of the text. None when empty."""
-    digest = _digest(items)
-    return None if digest is None else "c-" + digest.hex()[:12]
+    name = conversation_name(items)
+    return None if name is None else name.id
 
 
 def held_out(items: Sequence[object], holdout_percent: int) -> bool:

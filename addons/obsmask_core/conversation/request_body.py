@@ -106,12 +106,6 @@ _NESTING_READ_WHOLE = 500
 _NAME_ATTEMPTS = 4
 
 
-def nests_too_deep(added: bytes) -> bool:
-    """Do added items open enough arrays and objects that the whole body
-    must be read to tell whether orjson reads it (``_NESTING_READ_WHOLE``)?"""
-    return added.count(b"[") + added.count(b"{") >= _NESTING_READ_WHOLE
-
-
 def added_items(added: bytes) -> list[object] | None:
     """The items that bytes inserted where a list closes add to it: ``,``
     and items, read as a list of their own (``[`` + items + ``]``: one
@@ -128,6 +122,20 @@ def added_items(added: bytes) -> list[object] | None:
         return None
     # A lone comma reads as no items here and is not JSON there.
     return new if isinstance(new, list) and new else None
+
+
+def grown_items(body: bytes, start: int, end: int, kept: int) -> list[object] | None:
+    """The items ``body[start:end]`` adds to a list of ``kept`` items that
+    proved to close at ``start`` (``added_items``), when the grown body can
+    be read from them alone: not after no items (``[,`` is not JSON), and
+    not nested deep enough for orjson to refuse the whole body (that is
+    left to the whole read)."""
+    added = body[start:end]
+    new = added_items(added)
+    if new is None or (new and (not kept or added.count(b"[") + added.count(b"{")
+                                >= _NESTING_READ_WHOLE)):
+        return None
+    return new
 
 
 @dataclass(frozen=True)
@@ -180,15 +188,10 @@ class QuickBody:
         if not isinstance(items, list):
             return None
         kept = len(items)
-        added = body[start:end]
-        new = added_items(added)
+        new = grown_items(body, start, end, kept)
         if new is None:
             return None
         if new:
-            # After ``[``, a comma is not JSON; and nesting deep enough for
-            # orjson to refuse in the whole body is left to the full read.
-            if not items or nests_too_deep(added):
-                return None
             items = [*items, *new]
         # A new top level (and, with items added, a new list): the kept
         # document is shared, and nothing writes into a body's items.
