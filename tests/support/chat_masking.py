@@ -13,6 +13,14 @@ from obsmask_core.conversation.request_text import UnsupportedBody
 from obsmask_core.conversation.rewrite import mask_read_body
 from obsmask_core.conversation.turn_model import ChatMessage
 from obsmask_core.conversation.wire_formats import CHAT
+from support.chat import user
+
+# Masks every result outside the last turn, and only moves when a tool turn
+# is added: a request that adds an answer and a reply (ANSWER_AND_REPLY)
+# plans what the one before planned.
+LAST_TURN_POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
+ANSWER_AND_REPLY = [{"role": "assistant", "content": "It is fixed."},
+                    user("Thanks. Now the docs.")]
 
 
 def plan_chat_masking(messages: list[object], policy: MaskPolicy) -> MaskPlan:

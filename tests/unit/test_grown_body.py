@@ -17,22 +17,14 @@ from obsmask_core.conversation import grown_body, request_body
 from obsmask_core.conversation.grown_body import GrownBody, GrownItems
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.previous_requests import forget_previous_requests
 from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import CHAT
-from support.chat import body, conversation, tool_result, tool_turn, user
+from support.chat import body, conversation, tool_result, tool_turn
+from support.chat_masking import ANSWER_AND_REPLY as ANSWER
+from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
 
-# Masks every result outside the last turn; an answer and a reply plan the same.
-POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
-ANSWER = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
-
-
-@pytest.fixture(autouse=True)
-def _nothing_kept():
-    forget_previous_requests()
-    yield
-    forget_previous_requests()
+pytestmark = pytest.mark.usefixtures("nothing_kept")
 
 
 def parsed_while(action):

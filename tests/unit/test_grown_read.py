@@ -13,24 +13,20 @@ import pytest
 
 from obsmask_core.conversation import request_body, tool_turns
 from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.previous_requests import forget_previous_requests
 from obsmask_core.conversation.request_body import ExactBody, QuickBody
 from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
 from obsmask_core.conversation.wire_formats import CHAT
 from support.chat import body, conversation, user
+from support.chat_masking import ANSWER_AND_REPLY as ANSWER
+from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
 
-POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
 OLD = b'{"messages": [{"role": "user", "content": "hi"}, [2]], "model": "m"}'
 END = OLD.index(b'], "model"')
 
 
-@pytest.fixture(autouse=True)
-def _nothing_kept():
-    forget_previous_requests()
-    yield
-    forget_previous_requests()
+pytestmark = pytest.mark.usefixtures("nothing_kept")
 
 
 def grown_read(added: bytes) -> tuple[bytes, QuickBody | None]:
@@ -93,24 +89,31 @@ def bytes_parsed_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_from_its_fourth_request_on_a_conversation_parses_and_indexes_only_what_each_adds():
-    """The first request's read cannot prove where its list closes; the
-    second's does; the third's document is kept (a conversation that goes
-    on), and the fourth is read and indexed from it."""
-    answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
-    requests = [body(conversation(turns=3) + answers * n) for n in range(4)]
+def test_from_its_fourth_request_on_a_conversation_is_read_from_the_document_kept():
+    """Each request adds a tool turn, so each is spliced and checked anew,
+    and its body read whole for the check; the third's document is kept (a
+    conversation that goes on), and the fourth is read and indexed from it:
+    only its added bytes and its masked body are parsed, never the body."""
+    requests = [body(conversation(turns=3 + n)) for n in range(4)]
     for request in requests[:3]:
         assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
-    with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed:
+    reads: list[QuickBody | None] = []
+    grown = QuickBody.grown
+
+    def read(*args):
+        reads.append(grown(*args))
+        return reads[-1]
+
+    with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed, \
+            mock.patch.object(QuickBody, "grown", side_effect=read):
         outcome, parsed = bytes_parsed_while(
             lambda: mask_request_body(requests[3], POLICY, CHAT))
-    assert isinstance(outcome, Masked)
+    assert isinstance(outcome, Masked) and not outcome.reused
+    assert len(reads) == 1 and reads[0] is not None
     # And its index is resumed from the third's, whose items it begins with.
     [(resume,), _] = resumed.call_args
     assert resume is not None and resume.items == len(json.loads(requests[2])["messages"])
-    added = len(requests[3]) - len(requests[2])
-    # The added bytes in brackets, without their comma: nothing longer.
-    assert parsed and max(parsed) == added + 1
+    assert parsed and max(parsed) < len(requests[3])
     exact = mask_read_body(ExactBody.read(requests[3], "messages"), POLICY, CHAT)
     assert isinstance(exact, Masked)
     assert outcome.body == exact.body
@@ -138,8 +141,7 @@ def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth
     """Deep enough, Python's recursion refuses to compare items and the body
     passes through when masked anew: read from the kept document it must
     not come out otherwise."""
-    answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
-    requests = [body(conversation(turns=3) + answers * n) for n in range(3)]
+    requests = [body(conversation(turns=3) + ANSWER * n) for n in range(3)]
     # Written by hand: json's writer itself stops short of such depths.
     end = requests[2].rindex(b"]")
     requests.append(requests[2][:end] + b', {"role": "user", "content": '

@@ -20,7 +20,6 @@ from obsmask_core.conversation.previous_requests import (
     DOCUMENT_IDLE_SECONDS,
     PreviousRequest,
     PreviousRequests,
-    forget_previous_requests,
 )
 from obsmask_core.conversation.request_body import ExactBody, QuickBody, loads_marking_end
 from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
@@ -28,19 +27,11 @@ from obsmask_core.conversation.tool_turns import IndexedItems
 from obsmask_core.conversation.turn_model import ToolResult, ToolTurnIndex
 from obsmask_core.conversation.wire_formats import CHAT
 from support.chat import body, conversation, user
+from support.chat_masking import ANSWER_AND_REPLY as ANSWER
+from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
 
-# Masks every result outside the last turn, and only moves when a tool
-# turn is added: a request that adds an answer and a reply plans the same.
-POLICY = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0)
-ANSWER = [{"role": "assistant", "content": "It is fixed."}, user("Thanks. Now the docs.")]
-
-
-@pytest.fixture(autouse=True)
-def _nothing_kept():
-    forget_previous_requests()
-    yield
-    forget_previous_requests()
+pytestmark = pytest.mark.usefixtures("nothing_kept")
 
 
 def masked_anew(request: bytes) -> bytes:
