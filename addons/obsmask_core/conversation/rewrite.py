@@ -51,8 +51,10 @@ from obsmask_core.conversation.wire_formats import CHAT, WireFormat, value_at
 DISABLED = "masking is disabled"
 HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
 
-# A body read quickly, exactly, or as grown from a kept request.
+# A body read quickly, exactly, or as grown from a kept request; the first
+# and the last are read by orjson, and kept for the next request.
 ReadBody = RequestBody | GrownBody
+QuickRead = QuickBody | GrownBody
 
 
 def mask_request_body(
@@ -88,7 +90,7 @@ def mask_request_body(
     return mask_read_body(exact, policy, fmt, recall)
 
 
-def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickBody | GrownBody | None:
+def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickRead | None:
     """``body`` read as the kept request it grew from and its added items:
     from that request's document when it is kept (``QuickBody.grown``),
     else without reading that request's items (``GrownBody``) when its read
@@ -111,7 +113,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     # The items it adds to the request it grew from, when it is that
     # request with items added: its index is then resumed from that one's.
     added = _added_items(request, grown) if kept is not None and grown is not None \
-        and isinstance(request, QuickBody | GrownBody) else None
+        and isinstance(request, QuickRead) else None
     resume = _resume(grown) if grown is not None and added is not None else None
     indexed = _indexed(request, fmt, resume)
     index = indexed.index if indexed is not None else fmt.index(request.items)
@@ -124,7 +126,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         index = fmt.index(items)
     # What a request kept for the next one needs: a body read quickly, as it
     # is (recalled texts change the items the plan sees).
-    keeping = kept is not None and isinstance(request, QuickBody | GrownBody) and not recalls
+    keeping = kept is not None and isinstance(request, QuickRead) and not recalls
     # The request it grew from is kept no longer, even when this one is
     # masked anew: it is this one's past.
     grew_from = grown.previous if grown is not None else None
@@ -143,7 +145,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     else:
         outcome, masked_end = _masked(request, plan, fmt, recalls, chars, grown, end)
     if keeping and kept is not None and plan.items_written is not None and end is not None \
-            and isinstance(request, QuickBody | GrownBody) \
+            and isinstance(request, QuickRead) \
             and isinstance(outcome, Masked | Unchanged):
         kept.keep(PreviousRequest(
             fmt.name, recall, request.body, end, len(items), plan.items_written,
@@ -155,7 +157,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     return outcome
 
 
-def _end_proven(request: QuickBody | GrownBody, masked_end: int | None) -> bool:
+def _end_proven(request: QuickRead, masked_end: int | None) -> bool:
     """Is it proven that the request's list closes where it was kept as
     closing? By its own read, or by the check of its masked body: that
     parse proved where the masked list closes (``masked_end``), and the
@@ -174,7 +176,7 @@ def _settled_name(plan: MaskPlan, grown: Grown | None,
     return plan.name if named_by_user_message(items) else None
 
 
-def _document_of(request: QuickBody | GrownBody) -> dict[str, object] | None:
+def _document_of(request: QuickRead) -> dict[str, object] | None:
     """The body as orjson read it, to keep for the next request, when the
     read proved where its list closes (a grown body's, if it was read)."""
     if isinstance(request, GrownBody):
@@ -196,7 +198,7 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
     chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
     previous = grown.previous if grown is not None else None
     if grown is not None and previous is not None and previous.masked is not None \
-            and isinstance(request, QuickBody | GrownBody) \
+            and isinstance(request, QuickRead) \
             and _signature(plan) == previous.signature:
         # The previous request's replacements, all in the items both share:
         # its masked body up to where its list closes, then this one's bytes.
@@ -216,7 +218,7 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
     # Every replacement before the list's end: the rest of the body is the
     # client's, and the check proves where the masked list closes.
     masked_end = None
-    if end is not None and isinstance(request, QuickBody | GrownBody) \
+    if end is not None and isinstance(request, QuickRead) \
             and new_body.endswith(request.body[end:]):
         masked_end = end + len(new_body) - len(request.body)
     violation, proven = _verify(request, new_body, replacements, plan, fmt, masked_end)
@@ -244,7 +246,7 @@ def _indexed(request: ReadBody, fmt: WireFormat,
     return fmt.index_items(request.items, resume)
 
 
-def _added_items(request: QuickBody | GrownBody, grown: Grown) -> list[object] | None:
+def _added_items(request: QuickRead, grown: Grown) -> list[object] | None:
     """The items ``request`` adds to the previous request it grew from, or
     None if it is not that request with items added: its read must have
     proven that its list closes right after them, and the bytes between
@@ -276,7 +278,8 @@ def _written_open(grown: Grown | None, added: list[object] | None) -> bytes | No
 
 def _list_end(request: ReadBody, fmt: WireFormat) -> int | None:
     """Where the list of a body read quickly closes: proven by its read,
-    or guessed (the next request's read proves it)."""
+    or guessed (the check of its masked body, or the next request's read,
+    proves it)."""
     if isinstance(request, GrownBody):
         return request.list_end
     if not isinstance(request, QuickBody):
