@@ -1,11 +1,20 @@
 """Work too big for mitmproxy's event loop, done on worker threads.
 
 Every flow of every client moves on one event loop: while a 10 MB request is
-parsed and masked there (~100 ms), every other agent's stream stops. A body
-from ``OFF_LOOP_BYTES`` on is therefore rewritten on a worker thread while
-its own flow waits and the others move; smaller ones are done inline, where
-a thread's hand-over would cost more than it spares (the threshold comes
-from ``scripts/bench_rewrite.py --off-loop``).
+parsed and masked there (~180 ms for a conversation's first), every other
+agent's stream stops. A body from ``OFF_LOOP_BYTES`` on is therefore
+rewritten on a worker thread while its own flow waits and the others move;
+smaller ones are done inline.
+
+The threshold is where the loop's stall is worth a thread's cost, and under
+load that cost is not the hand-over alone: while the worker runs, it and the
+loop take the GIL from each other at every system call the loop makes, and
+the process spends more CPU on every flow. With the threshold at 256 KiB
+(the 1.5 MB and the compressed bodies of the load benchmark's mix on the
+worker), obsmask took 5.5-5.9 ms of CPU per request; with 2 MiB, 4.06-4.08
+ms (``scripts/bench_load.py``). Inline, a body under 2 MiB stalls the loop
+about 1 ms a MB, and ~30 ms at most, for a conversation's first request;
+a 10 MB one would stall it 180 ms (``scripts/bench_rewrite.py --off-loop``).
 
 Threads, not processes: the work holds the GIL, but CPython hands it over
 every few ms (``sys.getswitchinterval``; 0.5 ms while a worker runs), the
@@ -34,7 +43,7 @@ from typing import TypeVar
 from mitmproxy import http
 
 # From here on, a body is rewritten on a worker thread (see above).
-OFF_LOOP_BYTES = 256 * 1024
+OFF_LOOP_BYTES = 2 * 1024 * 1024
 WORKERS = 1
 # A compressed body's decoded size, guessed from its size on the wire.
 DECODED_PER_ENCODED_BYTE = 8
