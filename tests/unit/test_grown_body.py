@@ -17,12 +17,14 @@ from obsmask_core.conversation import grown_body, request_body
 from obsmask_core.conversation.grown_body import GrownBody, GrownItems
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.request_body import ExactBody
+from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.wire_formats import CHAT, RESPONSES
 from support.chat import body, conversation, tool_result, tool_turn
 from support.chat_masking import ANSWER_AND_REPLY as ANSWER
 from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
+from support.formats import session, to_responses
 
 pytestmark = pytest.mark.usefixtures("nothing_kept")
 
@@ -139,3 +141,27 @@ def test_bytes_that_are_not_a_comma_and_whole_items_are_not_read_as_grown():
     for inserted in (b"2", b',{"a":', b"],[3", b", [" * 600 + b"]" * 600):
         new = old[:end] + inserted + old[end:]
         assert GrownBody.read(new, "messages", 1, end, end + len(inserted)) is None
+
+
+RESPONSES_ANSWER = [
+    {"type": "message", "role": "assistant",
+     "content": [{"type": "output_text", "text": "It is fixed."}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Thanks."}]},
+]
+
+
+def test_a_responses_conversations_next_request_is_masked_from_what_it_adds_alone():
+    """The Responses index resumes too (its list ending between answers, no
+    run of calls open): the next request of the conversation, an answer and
+    a reply added, goes out as the previous one's masked body with its
+    added bytes, only those parsed, and as masking it anew would send it."""
+    items = to_responses(session(3))
+    requests = [json.dumps({"model": "m", "input": items + RESPONSES_ANSWER * n}).encode()
+                for n in range(3)]
+    assert isinstance(mask_request_body(requests[0], POLICY, RESPONSES), Masked)
+    for before, request in itertools.pairwise(requests):
+        outcome, parsed = parsed_while(lambda r=request: mask_request_body(r, POLICY, RESPONSES))
+        assert isinstance(outcome, Masked) and outcome.reused
+        assert parsed and max(parsed) == len(request) - len(before) + 1
+        anew = mask_read_body(ExactBody.read(request, "input"), POLICY, RESPONSES)
+        assert isinstance(anew, Masked) and outcome.body == anew.body

@@ -49,6 +49,10 @@ class IndexedItems:
     items: int
     # The characters of the results' texts (what masking may replace).
     text_chars: int = 0
+    # False when the items end inside something the next ones may go on
+    # with (Responses: a run of calls, or an answer under way): a longer
+    # list is then indexed whole.
+    resumable: bool = True
 
 
 def _resumed(resume: IndexedItems | None) -> tuple[ToolTurnIndex, Declared, int, int]:
@@ -225,21 +229,33 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
     computer and MCP calls, which carry their output elsewhere or as images)
     end a run and are otherwise left alone.
     """
-    linker = Linker()
+    return index_responses_items(items).index
+
+
+def index_responses_items(items: Sequence[object],
+                          resume: IndexedItems | None = None) -> IndexedItems:
+    """``index_responses_tool_turns``, from ``resume`` if given and its
+    items did not end inside a run of calls or an answer."""
+    if resume is not None and not resume.resumable:
+        resume = None
+    index, declared, start, text_chars = _resumed(resume)
+    linker = Linker(index, declared)
+    results_before = len(index.results)
     run: list[tuple[str, str | None]] = []
     in_run = False
     run_start = run_last = 0
     # Where the model's current answer began (its text and reasoning items
     # come before its calls); None between answers.
     output_start: int | None = None
-    for position, item in enumerate(items):
+    for position in range(start, len(items)):
+        item = items[position]
         kind = item.get("type") if isinstance(item, dict) else None
         if isinstance(item, dict) and kind in RESPONSES_CALL_TYPES:
             if not in_run:
                 in_run = True
                 if output_start is None:
                     output_start = position
-                    linker.index.answer_starts.append(position)
+                    index.answer_starts.append(position)
                 run_start = output_start
             run_last = position
             if call_id := call_id_of(item.get("call_id")):
@@ -258,7 +274,7 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
             output_start = None
         elif output_start is None:
             output_start = position
-            linker.index.answer_starts.append(position)
+            index.answer_starts.append(position)
         if isinstance(item, dict) and kind in RESPONSES_OUTPUT_TYPES:
             output = item.get("output")
             linker.result(
@@ -267,6 +283,9 @@ def index_responses_tool_turns(items: Sequence[object]) -> ToolTurnIndex:
                 output,
                 _list_text(output, RESPONSES_TEXT_TYPES),
             )
+    resumable = not in_run and output_start is None
     if in_run:
         linker.turn((run_start,), run, run_last)
-    return linker.index
+    text_chars += sum(len(result.text) for result in index.results[results_before:]
+                      if result.text is not None)
+    return IndexedItems(index, linker.declared, len(items), text_chars, resumable)

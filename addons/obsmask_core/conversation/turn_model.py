@@ -70,10 +70,17 @@ class ToolTurnIndex:
 class Linker:
     """Collects turns and links each result to the latest earlier turn."""
 
-    def __init__(self) -> None:
-        self.index = ToolTurnIndex()
+    def __init__(self, index: ToolTurnIndex | None = None,
+                 declared: dict[str, tuple[int, str | None]] | None = None) -> None:
+        # Given both: going on from where another list's first items left it.
+        self.index = index if index is not None else ToolTurnIndex()
         # id -> (turn number, tool name) of the latest turn so far that declared it
-        self._declared: dict[str, tuple[int, str | None]] = {}
+        self._declared: dict[str, tuple[int, str | None]] = \
+            declared if declared is not None else {}
+
+    @property
+    def declared(self) -> dict[str, tuple[int, str | None]]:
+        return self._declared
 
     def messages(
         self, messages: Sequence[object]

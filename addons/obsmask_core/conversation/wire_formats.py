@@ -27,6 +27,7 @@ from obsmask_core.conversation.tool_turns import (
     index_anthropic_tool_turns,
     index_chat_items,
     index_chat_tool_turns,
+    index_responses_items,
     index_responses_tool_turns,
     text_blocks,
 )
@@ -41,9 +42,9 @@ class WireFormat:
     # Path from the item to the replaced value, given the result's location.
     value_path: Callable[[Location], tuple[PathStep, ...]]
     text_types: tuple[str, ...]
-    # The index with what a longer list needs to resume it (``IndexedItems``),
-    # for the formats whose index can resume (Responses' runs of calls span
-    # items: it is indexed whole).
+    # The index with what a longer list needs to resume it (``IndexedItems``;
+    # a Responses list that ends inside a run of calls or an answer does
+    # not resume: the items added may go on with it). None: indexed whole.
     index_items: Callable[[Sequence[object], IndexedItems | None], IndexedItems] | None = None
 
     def replacement(self, original: object, placeholder: str) -> object:
@@ -83,6 +84,7 @@ RESPONSES = WireFormat(
     index=index_responses_tool_turns,
     value_path=lambda location: ("output",),
     text_types=RESPONSES_TEXT_TYPES,
+    index_items=index_responses_items,
 )
 FORMATS = {fmt.name: fmt for fmt in (CHAT, ANTHROPIC, RESPONSES)}
 
