@@ -272,6 +272,11 @@ class Frontier:
         """Are the results of ``turn`` past the frontier and masked?"""
         return turn < self.turn and self._masked_turns[turn]
 
+    def masked_turns(self) -> Sequence[bool]:
+        """Per turn before the frontier, ``masks`` (for a loop over every
+        result of a request, without a call for each); not to be changed."""
+        return self._masked_turns
+
     def _replay(self) -> None:
         index, turns = self._index, len(self._index.turns)
         number = self._judged

@@ -210,44 +210,44 @@ def plan_masking(
     # (one of an old turn, sent after a later answer) is more recent than
     # all of those counted: it stays too, until the next move counts it.
     kept_by_tool: set[int] = set()
-    if policy.per_tool_keep > 0:
-        seen: Counter[str | None] = Counter()
-        for number in range(len(index.results) - 1, -1, -1):
-            result = index.results[number]
-            if frontier.request_end and result.location[0] >= frontier.request_end:
+    if (keep := policy.per_tool_keep) > 0:
+        seen: dict[str | None, int] = {}
+        request_end, results = frontier.request_end, index.results
+        for number in range(len(results) - 1, -1, -1):
+            result = results[number]
+            if request_end and result.location[0] >= request_end:
                 kept_by_tool.add(number)
                 continue
-            if seen[result.tool_name] < policy.per_tool_keep:
-                seen[result.tool_name] += 1
+            if (count := seen.get(result.tool_name, 0)) < keep:
+                seen[result.tool_name] = count + 1
                 kept_by_tool.add(number)
 
+    # Every result of every request passes here: the loop reads locals
+    # (frontier.masks without a call, the counts summed apart).
+    frontier_turn, masked_turns = frontier.turn, frontier.masked_turns()
+    kept_at, decide = plan.kept_at, plan.decisions.append
+    counts: dict[KeptReason, int] = {}
     for number, result in enumerate(index.results):
+        turn = result.turn
         kept: KeptReason | None = None
-        if result.turn >= first_in_window:
+        if turn >= first_in_window:
             kept = "in_window"
-        elif result.turn >= frontier.turn:
+        elif turn >= frontier_turn:
             kept = "pending"
-        elif not frontier.masks(result.turn):
+        elif not masked_turns[turn]:
             kept = "cache"
         elif number in kept_by_tool:
             kept = "per_tool"
-        elif number in reasons:
-            kept = reasons[number]
+        else:
+            kept = reasons.get(number)
         if kept is not None:
-            plan.kept[kept] += 1
-            plan.kept_at[result.location] = kept
+            counts[kept] = counts.get(kept, 0) + 1
+            kept_at[result.location] = kept
         else:
             assert result.text is not None
-            plan.decisions.append(
-                MaskDecision(
-                    location=result.location,
-                    call_id=result.call_id,
-                    tool_name=result.tool_name,
-                    original=result.text,
-                    original_value=result.content,
-                    new_text=maskable[number],
-                )
-            )
+            decide(MaskDecision(result.location, result.call_id, result.tool_name,
+                                result.text, result.content, maskable[number]))
+    plan.kept.update(counts)
     if plan.decisions:
         plan.stage = "masking"
     if policy.max_input_tokens and items:
