@@ -11,8 +11,9 @@ load that cost is not the hand-over alone: while the worker runs, it and the
 loop take the GIL from each other at every system call the loop makes, and
 the process spends more CPU on every flow. With the threshold at 256 KiB
 (the 1.5 MB and the compressed bodies of the load benchmark's mix on the
-worker), obsmask took 5.5-5.9 ms of CPU per request; with 2 MiB, 4.06-4.08
-ms (``scripts/bench_load.py``). Inline, a body under 2 MiB stalls the loop
+worker), obsmask took 5.5-5.9 ms of CPU per request in
+``scripts/bench_load.py``; with 2 MiB, 4.06-4.08 ms (and two mitmdumps
+side by side in one run, one with each threshold: 5.3 and 4.1 ms). Inline, a body under 2 MiB stalls the loop
 about 1 ms a MB, and ~30 ms at most, for a conversation's first request;
 a 10 MB one would stall it 180 ms (``scripts/bench_rewrite.py --off-loop``).
 
