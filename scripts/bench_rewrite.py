@@ -234,7 +234,7 @@ def _off_loop_row(body: bytes, policy: MaskPolicy, fmt: WireFormat, repeat: int,
                   runs: Iterator[int]) -> dict[str, object]:
     before = previous_request(body, fmt)
     if before is None:
-        raise ValueError("a grown session has earlier answers")
+        raise ValueError("the session has no earlier answer, so no previous request")
 
     def first() -> Callable[[], object]:
         forget_judgements()
