@@ -13,9 +13,10 @@ the process spends more CPU on every flow. With the threshold at 256 KiB
 (the 1.5 MB and the compressed bodies of the load benchmark's mix on the
 worker), obsmask took 5.5-5.9 ms of CPU per request in
 ``scripts/bench_load.py``; with 2 MiB, 4.06-4.08 ms (and two mitmdumps
-side by side in one run, one with each threshold: 5.3 and 4.1 ms). Inline, a body under 2 MiB stalls the loop
-about 1 ms a MB, and ~30 ms at most, for a conversation's first request;
-a 10 MB one would stall it 180 ms (``scripts/bench_rewrite.py --off-loop``).
+side by side in one run, one with each threshold: 5.3 and 4.1 ms).
+Inline, a body under 2 MiB stalls the loop about 1 ms a MB, and ~30 ms at
+most, for a conversation's first request; a 10 MB one would stall it
+180 ms (``scripts/bench_rewrite.py --off-loop``).
 
 Threads, not processes: the work holds the GIL, but CPython hands it over
 every few ms (``sys.getswitchinterval``; 0.5 ms while a worker runs), the
