@@ -115,10 +115,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     added = _added_items(request, grown) if kept is not None and grown is not None \
         and isinstance(request, QuickRead) else None
     resume = _resume(grown) if grown is not None and added is not None else None
-    indexed = _indexed(request, fmt, resume)
-    index = indexed.index if indexed is not None else fmt.index(request.items)
-    chars = indexed.text_chars if indexed is not None \
-        else sum(len(result.text) for result in index.results if result.text is not None)
+    indexed = fmt.index_items(request.items, resume)
+    index, chars = indexed.index, indexed.text_chars
     recalls = find_recalls(index) if recall else []
     items = request.items
     if recalls:
@@ -234,16 +232,6 @@ def _resume(grown: Grown) -> IndexedItems | None:
     it (``Grown.judgements``)."""
     resume = grown.indexed
     return resume if resume is not None and resume.items == grown.previous.items else None
-
-
-def _indexed(request: ReadBody, fmt: WireFormat,
-             resume: IndexedItems | None) -> IndexedItems | None:
-    """The index of the request's items (resumed from ``resume``), with
-    what the next request needs to resume it; None for a format whose
-    index does not resume."""
-    if fmt.index_items is None:
-        return None
-    return fmt.index_items(request.items, resume)
 
 
 def _added_items(request: QuickRead, grown: Grown) -> list[object] | None:

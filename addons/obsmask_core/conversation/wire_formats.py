@@ -44,8 +44,8 @@ class WireFormat:
     text_types: tuple[str, ...]
     # The index with what a longer list needs to resume it (``IndexedItems``;
     # a Responses list that ends inside a run of calls or an answer does
-    # not resume: the items added may go on with it). None: indexed whole.
-    index_items: Callable[[Sequence[object], IndexedItems | None], IndexedItems] | None = None
+    # not resume: the items added may go on with it).
+    index_items: Callable[[Sequence[object], IndexedItems | None], IndexedItems]
 
     def replacement(self, original: object, placeholder: str) -> object:
         """The new value of a masked result."""
