@@ -72,6 +72,7 @@ sys.path.insert(0, str(REPO / "addons"))
 import orjson  # noqa: E402
 
 from benchlib.load.bodies import chat_body  # noqa: E402
+from benchlib.load.mix import numbered_body  # noqa: E402
 from benchlib.proxy_settings import settings_in_force  # noqa: E402
 from benchlib.timing import medians_ms, time_once  # noqa: E402
 from obsmask_core.conversation.planner import (  # noqa: E402
@@ -224,12 +225,6 @@ async def _through_thread(work: Callable[[], object]) -> tuple[float, float]:
     return elapsed * 1000, max(gaps) * 1000
 
 
-def _numbered(body: bytes, n: int) -> bytes:
-    """``body`` with a first member of its own: a conversation obsmask has
-    not seen (neither a retry nor the next request of another run)."""
-    return b'{"bench_run": %d, ' % n + body[1:]
-
-
 def _off_loop_row(body: bytes, policy: MaskPolicy, fmt: WireFormat, repeat: int,
                   runs: Iterator[int]) -> dict[str, object]:
     before = previous_request(body, fmt)
@@ -238,12 +233,12 @@ def _off_loop_row(body: bytes, policy: MaskPolicy, fmt: WireFormat, repeat: int,
 
     def first() -> Callable[[], object]:
         forget_judgements()
-        return functools.partial(mask_request_body, _numbered(body, next(runs)), policy, fmt)
+        return functools.partial(mask_request_body, numbered_body(body, next(runs)), policy, fmt)
 
     def after_previous() -> Callable[[], object]:
         n = next(runs)
-        mask_request_body(_numbered(before, n), policy, fmt)
-        return functools.partial(mask_request_body, _numbered(body, n), policy, fmt)
+        mask_request_body(numbered_body(before, n), policy, fmt)
+        return functools.partial(mask_request_body, numbered_body(body, n), policy, fmt)
 
     first_inline = statistics.median(time_once(first()) * 1000 for _ in range(repeat))
     next_inline = statistics.median(time_once(after_previous()) * 1000 for _ in range(repeat))

@@ -100,6 +100,14 @@ def conversation_request(kind: str, path: str, n: int, body: bytes, sse: bool,
                    headers, expected)
 
 
+def numbered_body(body: bytes, n: int) -> bytes:
+    """The JSON object ``body`` with a first member numbered ``n``: a body
+    obsmask has not seen (neither a retry nor another conversation's)."""
+    if body[:1] != b"{":
+        raise ValueError("a conversation body is a JSON object")
+    return b'{"bench_request": %d, ' % n + body[1:]
+
+
 # How the mix's conversation bodies come (``bench_load.py --bodies``).
 AGENTS, FRESH, REPEATED = "agents", "fresh", "repeated"
 BODY_MODES = (AGENTS, FRESH, REPEATED)
@@ -165,11 +173,7 @@ class Mix:
 
     def fresh_body(self, body: bytes) -> bytes:
         """``body`` as it is, or when fresh one never sent before."""
-        if not self.fresh:
-            return body
-        if body[:1] != b"{":
-            raise ValueError("a conversation body is a JSON object")
-        return b'{"bench_request": %d, ' % next(self._serial) + body[1:]
+        return numbered_body(body, next(self._serial)) if self.fresh else body
 
     def _conversation_body(self, kind: str, n: int, sessions: str, bodies: list[bytes],
                            compressed: list[bytes] | None = None) -> bytes:
