@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import gzip
 import json
 import logging
@@ -83,11 +84,24 @@ def test_a_big_answer_is_cut_on_a_worker_thread_like_it_is_cut_inline(
     assert threads[0].startswith("obsmask-off-loop") and threads[1] == "MainThread"
 
 
-def test_an_answer_below_the_threshold_is_cut_at_once(context):
+def test_an_answer_below_the_threshold_is_cut_at_once_with_the_collector_paused(
+        context, monkeypatch):
+    """Cut inline, an answer is parsed with the garbage collector paused,
+    as on the worker: the collections its parse would set off wait until
+    it is freed; the collector is on again afterwards."""
     addon, _ = context
+    collector_on: list[bool] = []
+    run = mcp_addon._BufferedCut.run
+
+    def watched(job: mcp_addon._BufferedCut, response: http.Response) -> object:
+        collector_on.append(gc.isenabled())
+        return run(job, response)
+
+    monkeypatch.setattr(mcp_addon._BufferedCut, "run", watched)
     flow = requested(addon, mcp_flow(response_message()))
     assert not respond_in_loop(addon, flow)
     assert TRUNCATION_MARK.encode() in (flow.response.raw_content or b"")
+    assert collector_on == [False] and gc.isenabled()
 
 
 def test_a_compressed_answer_is_judged_by_its_decoded_size(context):

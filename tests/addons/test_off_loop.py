@@ -153,11 +153,13 @@ def test_a_compressed_body_is_judged_by_its_decoded_size(masking, monkeypatch):
     assert gzip.decompress(flow.request.raw_content) != content
 
 
-def test_the_collector_pauses_and_the_gil_changes_hands_faster_only_while_a_worker_runs(
+def test_the_collector_pauses_in_every_rewrite_and_the_gil_changes_hands_faster_only_on_a_worker(
         masking, monkeypatch):
-    """Parsing a big body sets off full garbage collections that hold the
-    GIL (the longest stalls of the loop): they wait until the work is done,
-    and the interpreter's settings are as they were afterwards."""
+    """Parsing a body sets off garbage collections that hold the GIL (full
+    ones were the longest stalls of the loop): they wait until the work is
+    done, on the worker and inline alike; the GIL changes hands faster only
+    while a worker runs; and the interpreter's settings are as they were
+    afterwards."""
     seen: list[tuple[bool, float]] = []
     mask = conversation_addon.mask_request_body
 
@@ -179,6 +181,11 @@ def test_the_collector_pauses_and_the_gil_changes_hands_faster_only_while_a_work
     assert seen == [(False, min(interval, 0.0005))]
     assert gc.isenabled() and sys.getswitchinterval() == interval
     assert flow.metadata["obsmask"]["action"] == "masked"
+
+    small = chat_flow(body(conversation(turns=8)))
+    assert masking.request(small) is None  # inline
+    assert seen[1:] == [(False, interval)]
+    assert gc.isenabled() and small.metadata["obsmask"]["action"] == "masked"
 
 
 def test_pauses_that_overlap_switch_the_collector_back_on_only_at_the_last_end():

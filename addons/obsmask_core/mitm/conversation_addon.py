@@ -29,7 +29,12 @@ from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_p
 from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.mitm.body_encoding import EncodedBody, encoded
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
-from obsmask_core.mitm.off_loop import freeze_startup_objects, off_loop, run_off_loop
+from obsmask_core.mitm.off_loop import (
+    freeze_startup_objects,
+    off_loop,
+    run_off_loop,
+    without_collector,
+)
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -137,7 +142,8 @@ class ConversationMasking:
                            exact_tokens=not flow.live)
             if off_loop(flow.request):
                 return self._rewrite_off_loop(flow, work)
-            self._report(flow, fmt, self._rewrite(work))
+            # The collector waits, as on the worker (see without_collector).
+            self._report(flow, fmt, without_collector(lambda: self._rewrite(work)))
         return None
 
     async def _rewrite_off_loop(self, flow: http.HTTPFlow, work: Rewrite) -> None:

@@ -58,7 +58,7 @@ from obsmask_core.mitm.flows import (
 )
 from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
-from obsmask_core.mitm.off_loop import off_loop, run_off_loop
+from obsmask_core.mitm.off_loop import off_loop, run_off_loop, without_collector
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -313,7 +313,7 @@ class McpTruncation:
         # flow moves; the flow is changed back on the loop.
         if off_loop(response):
             return self._truncate_off_loop(flow, response, job)
-        self._apply(flow, response, job, job.run(response))
+        self._apply(flow, response, job, without_collector(lambda: job.run(response)))
         return None
 
     async def _truncate_off_loop(self, flow: http.HTTPFlow, response: http.Response,
