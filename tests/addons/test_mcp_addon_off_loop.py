@@ -88,7 +88,7 @@ def test_an_answer_below_the_threshold_is_cut_at_once_with_the_collector_paused(
         context, monkeypatch):
     """Cut inline, an answer is parsed with the garbage collector paused,
     as on the worker: the collections its parse would set off wait until
-    it is freed; the collector is on again afterwards."""
+    the cut returns; the collector is on again afterwards."""
     addon, _ = context
     collector_on: list[bool] = []
     run = mcp_addon._BufferedCut.run

@@ -234,7 +234,9 @@ def test_once_the_proxy_runs_the_objects_made_at_start_up_are_left_out_of_collec
         assert frozen > 1000
         made_since = [[n] for n in range(5000)]
         masking.running()
-        assert gc.get_freeze_count() == frozen
+        # Frozen objects freed meanwhile (the token loader's, on its thread)
+        # leave the count: at most what it was, and not 5,000 more.
+        assert gc.get_freeze_count() <= frozen
         assert len(made_since) == 5000
     finally:
         gc.unfreeze()

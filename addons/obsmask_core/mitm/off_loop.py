@@ -95,7 +95,8 @@ def without_collector(work: Callable[[], Result]) -> Result:
     collections that walk every object of the process holding the GIL
     (full ones stalled the event loop up to ~90 ms on a 10 MB body). Parsed
     JSON has no cycles to find, and once it is freed the count is back
-    where it was, so the collections skipped are not owed.
+    where it was, so the collections its parse would have set off are not
+    owed (what the rewrite keeps is counted once the pause ends).
 
     Inline work pauses it too: the collections a small body set off also
     moved its half-built parse into the old generations, where it counted
