@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -250,6 +251,16 @@ def test_the_metrics_route_gives_the_same_sums(run: Run):
     _, with_masking, _ = sums.bill["anthropic"]
     assert m['obsmask_bill_estimated_tokens{masking="on",price_model="anthropic"}'] == (
         pytest.approx(with_masking, abs=0.1))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="prometheus-client reads them from /proc")
+def test_the_metrics_route_also_gives_what_the_proxy_costs_its_host(run: Run):
+    """The proxy's own CPU time, memory and garbage collections, beside
+    obsmask's figures."""
+    m = run.metrics
+    assert m["process_cpu_seconds_total"] > 0
+    assert m["process_resident_memory_bytes"] > 10_000_000
+    assert m['python_gc_collections_total{generation="0"}'] > 0
 
 
 def _summary(output: str) -> list[str]:

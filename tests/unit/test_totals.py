@@ -3,6 +3,9 @@ whole run; what a flow file may hold that is not a fact counts as absent."""
 
 from __future__ import annotations
 
+import gc
+import sys
+
 import pytest
 
 from obsmask_core.totals.facts import McpFacts, RequestFacts
@@ -186,6 +189,21 @@ def test_the_metrics_are_read_from_the_totals_at_each_scrape():
     assert after["obsmask_mask_seconds_count"] == 1
     assert after['obsmask_mask_seconds_bucket{le="0.005"}'] == 1
     assert after['obsmask_mask_seconds_bucket{le="0.002"}'] == 0
+
+
+def test_the_metrics_also_say_what_the_process_costs_its_host():
+    """Beside obsmask's figures, the process's own, as every exporter gives
+    them: its CPU time and memory, and the garbage collector's work per
+    generation (a full collection holds the event loop)."""
+    metrics = Metrics(Totals())
+    before = exposition_values(metrics.exposition().decode())
+    gc.collect()
+    after = exposition_values(metrics.exposition().decode())
+    assert after['python_gc_collections_total{generation="2"}'] \
+        > before['python_gc_collections_total{generation="2"}']
+    if sys.platform == "linux":  # read from /proc
+        assert after["process_cpu_seconds_total"] > 0
+        assert after["process_resident_memory_bytes"] > 1_000_000
 
 
 def test_two_proxies_in_one_process_keep_their_own_metrics():

@@ -6,14 +6,24 @@ second set of books), so the metrics and ``/obsmask/totals`` always agree;
 the histogram of the masking time is the one metric kept here. Each proxy
 has a registry of its own: nothing of obsmask lands in prometheus_client's
 global registry (a second proxy in the same process, or a test, starts from
-zero).
+zero). Beside obsmask's own figures, the registry holds the process's, as
+every Prometheus exporter gives them (``process_*``: CPU seconds, resident
+memory; ``python_gc_*``: the garbage collector's collections per
+generation), so that what the proxy costs its host is watched where what it
+saves is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -96,6 +106,10 @@ class Metrics:
     def __init__(self, totals: Totals, mask_seconds: Histogram | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TotalsCollector(totals))
+        # Read at each scrape (/proc/self/stat, gc.get_stats()): they
+        # register themselves.
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         if mask_seconds is None:
             mask_seconds = Histogram(
                 "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
