@@ -53,8 +53,9 @@ everything must close again.
 
 Also counted: tracebacks and "internal error" lines in mitmdump's output
 (read before it is stopped), and its resident memory (VmRSS) after the
-first round and after the last. Every process is stopped by its handle;
-everything stays on 127.0.0.1.
+first round and after the last; for obsmask also its garbage collections
+by generation then (from its ``/obsmask/metrics``). Every process is
+stopped by its handle; everything stays on 127.0.0.1.
 
 Prints one JSON document on stdout: for each proxy what it came to
 (requests, errors, wrong bodies, faults, connections left open, memory),
@@ -82,6 +83,7 @@ import resource
 import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -166,6 +168,18 @@ def _merge(into: dict[str, Tally], tallies: dict[str, Tally]) -> None:
         total.examples += tally.examples[: max(0, 5 - len(total.examples))]
 
 
+def gc_collections(port: int) -> dict[str, int]:
+    """The garbage collections so far of the mitmdump with obsmask on
+    ``port``, per generation, from its ``/obsmask/metrics`` (a full one,
+    generation 2, holds the event loop for its length)."""
+    url = f"http://127.0.0.1:{port}/obsmask/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    prefix = 'python_gc_collections_total{generation="'
+    return {line[len(prefix):].split('"', 1)[0]: int(float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines() if line.startswith(prefix)}
+
+
 def _own_cpu_seconds() -> float:
     """The user + system CPU time of this process (clients and stubs)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -197,6 +211,7 @@ class Variant:
         self.figures = LoadFigures()
         self.streams = Streams(big_body_bytes=len(bodies.chat_sized["10 MB"]))
         self.rss: list[int] = []
+        self.gc: list[dict[str, int]] = []  # obsmask's, after each round
         self.left: list[dict[str, object]] = []
         self.left_after_speed: dict[str, object] = {}
 
@@ -225,6 +240,8 @@ class Variant:
         self.left.append({"round": number, "settle_s": round(waited, 1),
                           "stub_open": self.stub.open, "mitmdump_sockets": open_tcp(self.pid)})
         self.rss.append(rss_kib(self.pid))
+        if self.gateway:  # plain mitmproxy has no metrics
+            self.gc.append(gc_collections(self.port))
 
     def settle(self) -> float:
         return settle(lambda: self.stub.open + sum(open_tcp(self.pid).values()), SETTLE_SECONDS)
@@ -254,6 +271,8 @@ class Variant:
             "left_open_mitmdump": sum(open_tcp(self.pid).values()),
             "rss_kib_after_first_round": self.rss[0] if self.rss else 0,
             "rss_kib_after_last_round": self.rss[-1] if self.rss else 0,
+            **({"gc_collections_after_first_round": self.gc[0],
+                "gc_collections_after_last_round": self.gc[-1]} if self.gc else {}),
         }
 
 

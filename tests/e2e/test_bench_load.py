@@ -57,6 +57,17 @@ def test_load_and_faults_leave_no_error_and_nothing_open(report):
     assert "client gone mid-stream" in report["plain"]["faults"]
 
 
+def test_obsmask_garbage_collections_are_counted_after_the_rounds(report):
+    """Read from obsmask's own metrics after the first and the last round:
+    counters per generation, which only grow (plain mitmproxy has none)."""
+    first = report["obsmask"]["gc_collections_after_first_round"]
+    last = report["obsmask"]["gc_collections_after_last_round"]
+    assert set(first) == set(last) == {"0", "1", "2"}
+    assert last["0"] > first["0"] > 0
+    assert all(last[generation] >= first[generation] for generation in first)
+    assert "gc_collections_after_last_round" not in report["plain"]
+
+
 def test_every_speed_figure_is_there_for_both_proxies_from_the_same_mix(report):
     speed = report["speed"]
     served = report["clients"] * report["per_client"] * report["rounds"]
