@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Where one client's chat request spends its time in obsmask's hooks.
+
+    python3 scripts/bench_hooks.py                 # 100 KB, 201 requests
+    python3 scripts/bench_hooks.py --size "1.5 MB"
+    python3 scripts/bench_hooks.py --quick         # 21 requests
+
+One mitmdump on 127.0.0.1, in reverse mode to the load benchmark's stub,
+runs obsmask's addons with every hook timed (``benchlib/hooks/
+timed_addons.py``; the shipped ``mitm.toml``). One client sends, one after
+the other, pairs of an agent's requests of ``--size``
+(``Mix.next_request_pair``: a conversation's request, then its next one,
+with the model's answer and what followed added), as ``bench_load.py``'s
+one-client rows do; the next one is what is reported.
+
+Prints one JSON document: the median time the client waited for the next
+request, and, for the next requests, the median of each hook (microseconds,
+the most costly first; an async hook with what mitmproxy awaits of it), the
+sum of those medians, and what goes on inside them: the masking time the
+flow's summary records (``mask_ms``), and the pieces that are mitmproxy's,
+which obsmask calls: ``flow.backup()`` (the copy of what the client sent)
+and the handling of obsmask's log records (mitmproxy formats each, prints
+it and queues its ``add_log`` event; a record's median time times the
+records of a flow, and how many).
+
+These are times inside mitmdump, between the requests of one client: its
+caches have cooled meanwhile, so the same code takes longer than in a
+tight loop (``bench_rewrite.py``). Plain mitmproxy's own time per request
+is ``bench_load.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bootstrap import REPO, run_inside
+
+run_inside("main", "base")
+sys.path.insert(0, str(REPO / "addons"))
+
+from benchlib.hooks.timed_addons import BACKUP, LOG_RECORDS, MASK, OUT_VARIABLE  # noqa: E402
+from benchlib.load.bodies import build_bodies  # noqa: E402
+from benchlib.load.mix import AGENTS, Mix  # noqa: E402
+from benchlib.load.stub import load_stub  # noqa: E402
+from benchlib.mitmdump import MitmdumpProcess  # noqa: E402
+
+TIMED_ADDONS = Path(__file__).resolve().parent / "benchlib" / "hooks" / "timed_addons.py"
+SESSIONS = REPO / "fixtures" / "sessions"
+SETTINGS = REPO / "mitm.toml"
+PATH = "/v1/chat/completions?id=7&k="
+# The first pairs warm the proxy up; they are not reported.
+WARM_UP = 5
+
+
+def parse_arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="100 KB",
+                        help="the chat body's size: 100 KB, 280 KB, 1.5 MB or 10 MB")
+    parser.add_argument("--requests", type=int, default=201,
+                        help="next requests timed (default 201)")
+    parser.add_argument("--quick", action="store_true", help="21 next requests")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests = 21
+    if args.requests < 1:
+        parser.error("--requests must be at least 1")
+    return args
+
+
+def send(connection: http.client.HTTPConnection, body: bytes, kind: str) -> None:
+    connection.request("POST", PATH + kind, body, {"content-type": "application/json"})
+    answer = connection.getresponse()
+    answer.read()
+    if answer.status != 200:
+        raise SystemExit(f"bench_hooks: the proxy answered {answer.status} to a {kind} request")
+
+
+def medians_us(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Each list's median in microseconds, the most costly first."""
+    medians = {name: statistics.median(values[WARM_UP:] or values) * 1e6
+               for name, values in samples.items()}
+    return {name: round(us, 1) for name, us in sorted(medians.items(), key=lambda kv: -kv[1])}
+
+
+def main() -> None:
+    args = parse_arguments()
+    bodies = build_bodies(SESSIONS)
+    if args.size not in bodies.chat_sized:
+        raise SystemExit(f"bench_hooks: --size is one of {sorted(bodies.chat_sized)}")
+    mix = Mix(bodies, cuts=True, mode=AGENTS)
+    waited: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="obsmask-bench-hooks-") as folder, load_stub() as stub:
+        work = Path(folder)
+        times_file = work / "times.json"
+        os.environ[OUT_VARIABLE] = str(times_file)  # mitmdump inherits it
+        proxy = MitmdumpProcess(["--mode", f"reverse:{stub.url}",
+                                 "--set", f"obsmask_config={SETTINGS}"],
+                                work, work / "confdir", addon=TIMED_ADDONS)
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", proxy.wait_until_listening(),
+                                                    timeout=60)
+            for _ in range(WARM_UP + args.requests):
+                first, next_body = mix.next_request_pair(args.size)
+                send(connection, first, "first")
+                started = time.perf_counter()
+                send(connection, next_body, "next")
+                waited.append(time.perf_counter() - started)
+            connection.close()
+        finally:
+            proxy.stop()  # mitmproxy runs the addons' done: the times are written
+        if not times_file.exists():
+            raise SystemExit("bench_hooks: mitmdump wrote no times:\n" + proxy.tail())
+        times: dict[str, dict[str, list[float]]] = json.loads(times_file.read_text())
+    following = dict(times.get("next", {}))
+    pieces = {name: following.pop(name) for name in (BACKUP, LOG_RECORDS, MASK)
+              if name in following}
+    hooks = medians_us(following)
+    log_records = pieces.get(LOG_RECORDS, [])
+    flows = WARM_UP + args.requests
+    report = {
+        "size": args.size,
+        "requests": args.requests,
+        "next_request_waited_ms": round(statistics.median(waited[WARM_UP:]) * 1000, 3),
+        "hooks_us": hooks,
+        "hooks_sum_us": round(sum(hooks.values()), 1),
+        "inside_the_hooks_us": {
+            MASK: medians_us({MASK: pieces.get(MASK, [0.0])})[MASK],
+            BACKUP: medians_us({BACKUP: pieces.get(BACKUP, [0.0])})[BACKUP],
+            # A record's median time, times the records of a flow.
+            f"{LOG_RECORDS} (per flow)": round(statistics.median(log_records or [0.0])
+                                                * len(log_records) / flows * 1e6, 1),
+            f"{LOG_RECORDS} per flow": round(len(log_records) / flows, 2),
+        },
+    }
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
