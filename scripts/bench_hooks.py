@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Where one client's chat request spends its time in obsmask's hooks.
 
-    python3 scripts/bench_hooks.py                 # 100 KB, 201 requests
+    python3 scripts/bench_hooks.py                 # 100 KB, 201 next requests timed
     python3 scripts/bench_hooks.py --size "1.5 MB"
-    python3 scripts/bench_hooks.py --quick         # 21 requests
+    python3 scripts/bench_hooks.py --quick         # 21 next requests
 
 One mitmdump on 127.0.0.1, in reverse mode to the load benchmark's stub,
-runs obsmask's addons with every hook timed (``benchlib/hooks/
-timed_addons.py``; the shipped ``mitm.toml``). One client sends, one after
+runs obsmask's addons with every hook timed
+(``benchlib/hooks/timed_addons.py``; the shipped ``mitm.toml``). One client sends, one after
 the other, pairs of an agent's requests of ``--size``
 (``Mix.next_request_pair``: a conversation's request, then its next one,
 with the model's answer and what followed added), as ``bench_load.py``'s
@@ -20,8 +20,8 @@ sum of those medians, and what goes on inside them: the masking time the
 flow's summary records (``mask_ms``), and the pieces that are mitmproxy's,
 which obsmask calls: ``flow.backup()`` (the copy of what the client sent)
 and the handling of obsmask's log records (mitmproxy formats each, prints
-it and queues its ``add_log`` event; a record's median time times the
-records of a flow, and how many).
+it and queues its ``add_log`` event; summed per flow, and how many). The
+first five pairs (``WARM_UP``) are left out of every median.
 
 These are times inside mitmdump, between the requests of one client: its
 caches have cooled meanwhile, so the same code takes longer than in a
@@ -47,7 +47,13 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from benchlib.hooks.timed_addons import BACKUP, LOG_RECORDS, MASK, OUT_VARIABLE  # noqa: E402
+from benchlib.hooks import (  # noqa: E402
+    BACKUP,
+    LOG_RECORD_COUNT,
+    LOG_RECORDS,
+    MASK,
+    OUT_VARIABLE,
+)
 from benchlib.load.bodies import build_bodies  # noqa: E402
 from benchlib.load.mix import AGENTS, Mix  # noqa: E402
 from benchlib.load.stub import load_stub  # noqa: E402
@@ -81,7 +87,7 @@ def send(connection: http.client.HTTPConnection, body: bytes, kind: str) -> None
     answer = connection.getresponse()
     answer.read()
     if answer.status != 200:
-        raise SystemExit(f"bench_hooks: the proxy answered {answer.status} to a {kind} request")
+        raise http.client.HTTPException(f"the proxy answered {answer.status} to a {kind} request")
 
 
 def medians_us(samples: dict[str, list[float]]) -> dict[str, float]:
@@ -115,17 +121,19 @@ def main() -> None:
                 send(connection, next_body, "next")
                 waited.append(time.perf_counter() - started)
             connection.close()
+        except (OSError, http.client.HTTPException) as e:
+            raise SystemExit(f"bench_hooks: {e}; mitmdump's output:\n{proxy.tail()}") from None
         finally:
             proxy.stop()  # mitmproxy runs the addons' done: the times are written
         if not times_file.exists():
             raise SystemExit("bench_hooks: mitmdump wrote no times:\n" + proxy.tail())
         times: dict[str, dict[str, list[float]]] = json.loads(times_file.read_text())
-    following = dict(times.get("next", {}))
-    pieces = {name: following.pop(name) for name in (BACKUP, LOG_RECORDS, MASK)
-              if name in following}
+    if "next" not in times:
+        raise SystemExit("bench_hooks: no hook saw a next request")
+    following = dict(times["next"])
+    pieces = {name: following.pop(name, [0.0])
+              for name in (BACKUP, LOG_RECORDS, LOG_RECORD_COUNT, MASK)}
     hooks = medians_us(following)
-    log_records = pieces.get(LOG_RECORDS, [])
-    flows = WARM_UP + args.requests
     report = {
         "size": args.size,
         "requests": args.requests,
@@ -133,12 +141,9 @@ def main() -> None:
         "hooks_us": hooks,
         "hooks_sum_us": round(sum(hooks.values()), 1),
         "inside_the_hooks_us": {
-            MASK: medians_us({MASK: pieces.get(MASK, [0.0])})[MASK],
-            BACKUP: medians_us({BACKUP: pieces.get(BACKUP, [0.0])})[BACKUP],
-            # A record's median time, times the records of a flow.
-            f"{LOG_RECORDS} (per flow)": round(statistics.median(log_records or [0.0])
-                                                * len(log_records) / flows * 1e6, 1),
-            f"{LOG_RECORDS} per flow": round(len(log_records) / flows, 2),
+            **medians_us({name: pieces[name] for name in (MASK, BACKUP, LOG_RECORDS)}),
+            "log records per flow": statistics.median(pieces[LOG_RECORD_COUNT][WARM_UP:]
+                                                      or pieces[LOG_RECORD_COUNT]),
         },
     }
     print(json.dumps(report, indent=1))

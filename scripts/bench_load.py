@@ -54,18 +54,19 @@ everything must close again.
 Also counted: tracebacks and "internal error" lines in mitmdump's output
 (read before it is stopped), and its resident memory (VmRSS) after the
 first round and after the last; for obsmask also its garbage collections
-by generation then (from its ``/obsmask/metrics``). Every process is
-stopped by its handle; everything stays on 127.0.0.1.
+by generation after those rounds (from its ``/obsmask/metrics``). Every
+process is stopped by its handle; everything stays on 127.0.0.1.
 
 Prints one JSON document on stdout: for each proxy what it came to
-(requests, errors, wrong bodies, faults, connections left open, memory),
-and ``speed``: for each proxy, over the load phases, requests per second,
-its CPU time per request (user + system of mitmdump, all its threads and
-its children, from /proc/PID/stat, over the requests served), latency
-p50/p99 overall and per kind (with the count of each), the gateway's p50
-over the direct MCP route's, the streams' longest gap; the ratios
-obsmask / plain; the no-load medians and what obsmask adds to them; and
-``targets``, issue 15's, each with its value and whether it is met.
+(requests, errors, wrong bodies, faults, connections left open, memory;
+for obsmask its garbage collections), and ``speed``: for each proxy, over
+the load phases, requests per second, its CPU time per request (user +
+system of mitmdump, all its threads and its children, from
+/proc/PID/stat, over the requests served), latency p50/p99 overall and
+per kind (with the count of each), the gateway's p50 over the direct MCP
+route's, the streams' longest gap; the ratios obsmask / plain; the no-load
+medians and what obsmask adds to them; and ``targets``, issue 15's, each
+with its value and whether it is met.
 
 Read the ratios: the machine's noise moves every figure, and the clients
 and stubs run in this one Python process, which competes with mitmdump for
@@ -171,10 +172,17 @@ def _merge(into: dict[str, Tally], tallies: dict[str, Tally]) -> None:
 def gc_collections(port: int) -> dict[str, int]:
     """The garbage collections so far of the mitmdump with obsmask on
     ``port``, per generation, from its ``/obsmask/metrics`` (a full one,
-    generation 2, holds the event loop for its length)."""
+    generation 2, holds the event loop for its length); none if the route
+    did not answer (its totals switched off, say)."""
     url = f"http://127.0.0.1:{port}/obsmask/metrics"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
+    # Straight to the proxy, whatever http_proxy the environment names.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=10) as answer:
+            text = answer.read().decode()
+    except (OSError, ValueError) as e:
+        progress(f"obsmask: no garbage collection figures ({e})")
+        return {}
     prefix = 'python_gc_collections_total{generation="'
     return {line[len(prefix):].split('"', 1)[0]: int(float(line.rsplit(" ", 1)[1]))
             for line in text.splitlines() if line.startswith(prefix)}
@@ -236,12 +244,13 @@ class Variant:
         _merge({"keep-alive": self.keep},
                {"keep-alive": keep_alive(self.port, KEEP_ALIVE_REQUESTS, KEEP_ALIVE_CONNECTIONS)})
         _merge(self.faults, run_faults(self.port, self.gateway, args.fault_repeat))
+        if self.gateway:  # plain mitmproxy has no metrics; read before the settle,
+            # which waits for this connection to close too
+            self.gc.append(gc_collections(self.port))
         waited = self.settle()
         self.left.append({"round": number, "settle_s": round(waited, 1),
                           "stub_open": self.stub.open, "mitmdump_sockets": open_tcp(self.pid)})
         self.rss.append(rss_kib(self.pid))
-        if self.gateway:  # plain mitmproxy has no metrics
-            self.gc.append(gc_collections(self.port))
 
     def settle(self) -> float:
         return settle(lambda: self.stub.open + sum(open_tcp(self.pid).values()), SETTLE_SECONDS)

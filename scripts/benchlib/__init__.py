@@ -9,6 +9,8 @@
 - ``proxy_settings``: the masking settings as the proxy takes them
   (defaults, settings file, profile, ``--set``), for measure/ and report/;
 - ``cache/``: scripts/bench_cache.py;
+- ``load/``: scripts/bench_load.py;
+- ``hooks/``: scripts/bench_hooks.py (obsmask's addons with every hook timed);
 - ``one_request/``: scripts/bench_observation_masking_schema1.py;
 - ``mcp_truncation/``: scripts/bench_mcp_truncation.py;
 - ``measure/``: scripts/measure.py (your own sessions, with your settings);

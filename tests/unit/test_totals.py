@@ -204,6 +204,12 @@ def test_the_metrics_also_say_what_the_process_costs_its_host():
     if sys.platform == "linux":  # read from /proc
         assert after["process_cpu_seconds_total"] > 0
         assert after["process_resident_memory_bytes"] > 1_000_000
+    # A reading (the run's totals with the open flows) has them too, from
+    # the same collectors.
+    reading = metrics.reading(Totals())
+    assert reading.host == metrics.host
+    assert 'python_gc_collections_total{generation="2"}' in exposition_values(
+        reading.exposition().decode())
 
 
 def test_two_proxies_in_one_process_keep_their_own_metrics():
@@ -226,7 +232,8 @@ def test_every_counter_only_grows_even_when_a_placeholder_costs_more_tokens():
     dearer.update(masked_tokens_before=8, masked_tokens_after=60)
     totals.add_flow(dearer, {"action": "truncated", "strings_cut": 1, "tokens_saved": -5})
     second = exposition_values(metrics.exposition().decode())
-    counters = [name for name in first if name.split("{")[0].endswith("_total")]
+    counters = [name for name in first
+                if name.startswith("obsmask_") and name.split("{")[0].endswith("_total")]
     assert counters and all(second[name] >= first[name] for name in counters)
     assert second['obsmask_tokens_added_total{feature="conversation"}'] == 52
     assert second['obsmask_tokens_added_total{feature="mcp"}'] == 5

@@ -103,13 +103,20 @@ class TotalsCollector(Collector):
 class Metrics:
     """One proxy's registry: the totals' collector and the masking time."""
 
-    def __init__(self, totals: Totals, mask_seconds: Histogram | None = None) -> None:
+    def __init__(self, totals: Totals, mask_seconds: Histogram | None = None,
+                 host: tuple[Collector, ...] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TotalsCollector(totals))
-        # Read at each scrape (/proc/self/stat, gc.get_stats()): they
-        # register themselves.
-        ProcessCollector(registry=self.registry)
-        GCCollector(registry=self.registry)
+        # The process's figures, read at each scrape (/proc/self/stat,
+        # gc.get_stats()); made once per proxy (they register themselves),
+        # and registered again in each reading.
+        if not host:
+            host = (ProcessCollector(registry=self.registry),
+                    GCCollector(registry=self.registry))
+        else:
+            for collector in host:
+                self.registry.register(collector)
+        self.host = host
         if mask_seconds is None:
             mask_seconds = Histogram(
                 "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
@@ -121,7 +128,7 @@ class Metrics:
     def reading(self, totals: Totals) -> Metrics:
         """The same metrics read from other totals (the run's, with the
         flows still open added), the masking time as it is."""
-        return Metrics(totals, self.mask_seconds)
+        return Metrics(totals, self.mask_seconds, self.host)
 
     def observe_mask_ms(self, mask_ms: float) -> None:
         self.mask_seconds.observe(mask_ms / 1000)

@@ -28,15 +28,14 @@ from pathlib import Path
 from mitmproxy import flow as mitmproxy_flow
 from mitmproxy import http
 
+# mitmdump loads this file alone: obsmask and benchlib on the path first.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "addons"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchlib.hooks import BACKUP, LOG_RECORD_COUNT, LOG_RECORDS, MASK, OUT_VARIABLE
 from obsmask_core.mitm.addons import obsmask_addons
 from obsmask_core.mitm.flows import CONVERSATION_METADATA
 
-OUT_VARIABLE = "OBSMASK_BENCH_HOOKS_OUT"
 HOOKS = ("requestheaders", "request", "responseheaders", "response", "error")
-# Timed pieces that are not hooks, named as the report names them, and the
-# masking time the flow's summary records.
-BACKUP, LOG_RECORDS, MASK = "flow.backup()", "log records", "masking (the summary's mask_ms)"
 
 Hook = Callable[[http.HTTPFlow], object]
 
@@ -44,6 +43,9 @@ times: defaultdict[str, defaultdict[str, list[float]]] = defaultdict(lambda: def
 # The kind of the flow whose hook runs ("-" between hooks): one client,
 # one flow at a time.
 current_kind = "-"
+# The log records of the flow under way: their time and number, filed once
+# its hooks are done (WriteTimes.response, the last addon's).
+pending_records = [0.0, 0.0]
 
 
 def _kind(flow: http.HTTPFlow) -> str:
@@ -51,6 +53,21 @@ def _kind(flow: http.HTTPFlow) -> str:
 
 
 def _timed_hook(name: str, hook: Hook) -> Hook:
+    if inspect.iscoroutinefunction(hook):
+        # Still a coroutine function, as mitmproxy tells them apart.
+        async def timed_async(flow: http.HTTPFlow) -> object:
+            global current_kind
+            kind = current_kind = _kind(flow)
+            started = time.perf_counter()
+            try:
+                result: object = await hook(flow)
+            finally:
+                current_kind = "-"
+            times[kind][name].append(time.perf_counter() - started)
+            return result
+
+        return timed_async
+
     def timed(flow: http.HTTPFlow) -> object:
         global current_kind
         kind = current_kind = _kind(flow)
@@ -95,8 +112,9 @@ def _timed_backup(flow: mitmproxy_flow.Flow, force: bool = False) -> None:
 def _timed_handle(logger: logging.Logger, record: logging.LogRecord) -> None:
     started = time.perf_counter()
     _handle(logger, record)
-    if record.name.startswith("obsmask_core"):
-        times[current_kind][LOG_RECORDS].append(time.perf_counter() - started)
+    if record.name.startswith("obsmask_core") and current_kind != "-":
+        pending_records[0] += time.perf_counter() - started
+        pending_records[1] += 1
 
 
 # mitmproxy's own, and logging's, patched in this benchmark's mitmdump only.
@@ -105,14 +123,19 @@ logging.Logger.handle = _timed_handle  # type: ignore[method-assign, assignment]
 
 
 class WriteTimes:
-    """Each flow's masking time, as its summary records it; at ``done``,
+    """When a flow's hooks are done (this addon is the last): its masking
+    time, as its summary records it, and its log records; at ``done``,
     every time, in seconds, by kind and by what was timed."""
 
     def response(self, flow: http.HTTPFlow) -> None:
+        kind = _kind(flow)
         facts = flow.metadata.get(CONVERSATION_METADATA)
         mask_ms = facts.get("mask_ms") if isinstance(facts, dict) else None
         if isinstance(mask_ms, float | int):
-            times[_kind(flow)][MASK].append(mask_ms / 1000)
+            times[kind][MASK].append(mask_ms / 1000)
+        times[kind][LOG_RECORDS].append(pending_records[0])
+        times[kind][LOG_RECORD_COUNT].append(pending_records[1])
+        pending_records[:] = [0.0, 0.0]
 
     def done(self) -> None:
         with open(os.environ[OUT_VARIABLE], "w", encoding="utf-8") as out:
