@@ -53,21 +53,6 @@ def _kind(flow: http.HTTPFlow) -> str:
 
 
 def _timed_hook(name: str, hook: Hook) -> Hook:
-    if inspect.iscoroutinefunction(hook):
-        # Still a coroutine function, as mitmproxy tells them apart.
-        async def timed_async(flow: http.HTTPFlow) -> object:
-            global current_kind
-            kind = current_kind = _kind(flow)
-            started = time.perf_counter()
-            try:
-                result: object = await hook(flow)
-            finally:
-                current_kind = "-"
-            times[kind][name].append(time.perf_counter() - started)
-            return result
-
-        return timed_async
-
     def timed(flow: http.HTTPFlow) -> object:
         global current_kind
         kind = current_kind = _kind(flow)
@@ -78,13 +63,22 @@ def _timed_hook(name: str, hook: Hook) -> Hook:
             current_kind = "-"  # what is logged between hooks is no flow's
         took = time.perf_counter() - started
         if inspect.isawaitable(result):
-            # An async hook (the gateway's, recall's) or work handed to a
-            # worker: what mitmproxy awaits is timed too, and added.
+            # An async hook's coroutine (the gateway's, recall's) or work
+            # handed to a worker: what mitmproxy awaits is timed too, and added.
             return _awaited(result, kind, name, took)
         times[kind][name].append(took)
         return result
 
-    return timed
+    if not inspect.iscoroutinefunction(hook):
+        return timed
+
+    # An async hook stays a coroutine function: mitmproxy tells them apart.
+    async def timed_async(flow: http.HTTPFlow) -> object:
+        pending = timed(flow)
+        assert inspect.isawaitable(pending)
+        return await pending
+
+    return timed_async
 
 
 async def _awaited(pending: Awaitable[object], kind: str, name: str, took: float) -> object:
