@@ -20,7 +20,10 @@ sum of those medians, and what goes on inside them: the masking time the
 flow's summary records (``mask_ms``), and the pieces that are mitmproxy's,
 which obsmask calls: ``flow.backup()`` (the copy of what the client sent)
 and the handling of obsmask's log records (mitmproxy formats each, prints
-it and queues its ``add_log`` event; summed per flow, and how many). The
+it and queues its ``add_log`` event; summed per flow, and how many). A
+flow's info lines are handled after its hooks, on the loop's next turn
+(``flows.log_once_sent``): those are reported apart, the ones handled
+since the previous flow's hooks ended (one client: about one flow's). The
 first five pairs (``WARM_UP``) are left out of every median.
 
 These are times inside mitmdump, between the requests of one client: its
@@ -49,6 +52,8 @@ sys.path.insert(0, str(REPO / "addons"))
 
 from benchlib.hooks import (  # noqa: E402
     BACKUP,
+    LATER_LOG_RECORD_COUNT,
+    LATER_LOG_RECORDS,
     LOG_RECORD_COUNT,
     LOG_RECORDS,
     MASK,
@@ -97,6 +102,11 @@ def medians_us(samples: dict[str, list[float]]) -> dict[str, float]:
     return {name: round(us, 1) for name, us in sorted(medians.items(), key=lambda kv: -kv[1])}
 
 
+def per_flow(counts: list[float]) -> float:
+    """The median of a count per flow."""
+    return statistics.median(counts[WARM_UP:] or counts)
+
+
 def main() -> None:
     args = parse_arguments()
     bodies = build_bodies(SESSIONS)
@@ -132,7 +142,8 @@ def main() -> None:
         raise SystemExit("bench_hooks: no hook saw a next request")
     following = dict(times["next"])
     pieces = {name: following.pop(name, [0.0])
-              for name in (BACKUP, LOG_RECORDS, LOG_RECORD_COUNT, MASK)}
+              for name in (BACKUP, LOG_RECORDS, LOG_RECORD_COUNT, LATER_LOG_RECORDS,
+                           LATER_LOG_RECORD_COUNT, MASK)}
     hooks = medians_us(following)
     report = {
         "size": args.size,
@@ -142,8 +153,11 @@ def main() -> None:
         "hooks_sum_us": round(sum(hooks.values()), 1),
         "inside_the_hooks_us": {
             **medians_us({name: pieces[name] for name in (MASK, BACKUP, LOG_RECORDS)}),
-            "log records per flow": statistics.median(pieces[LOG_RECORD_COUNT][WARM_UP:]
-                                                      or pieces[LOG_RECORD_COUNT]),
+            "log records per flow": per_flow(pieces[LOG_RECORD_COUNT]),
+        },
+        "after_the_hooks_us": {
+            **medians_us({"log records": pieces[LATER_LOG_RECORDS]}),
+            "log records per flow": per_flow(pieces[LATER_LOG_RECORD_COUNT]),
         },
     }
     print(json.dumps(report, indent=1))

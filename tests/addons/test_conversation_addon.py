@@ -4,6 +4,7 @@ passes through untouched, and that nothing escapes into mitmproxy."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import logging
@@ -192,6 +193,30 @@ def test_masked_flow_carries_comment_mark_metadata_and_backup(addon_context):
     assert flow.request.headers["content-length"] == str(len(flow.request.raw_content))
     flow.revert()
     assert flow.request.raw_content == original
+
+
+def test_on_the_event_loop_the_masked_line_is_written_after_the_hook_changed_the_flow(
+        addon_context, caplog):
+    """The request goes on before its log line is written: the line waits
+    for the loop's next turn, by when mitmproxy has sent the request."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=2)
+    flow = chat_flow(body(conversation(turns=5)))
+
+    def masked_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "tool results" in r.getMessage()]
+
+    async def hook() -> list[str]:
+        addon.request(flow)
+        in_the_hook = masked_lines()
+        await asyncio.sleep(0)
+        return in_the_hook
+
+    with caplog.at_level(logging.INFO):
+        in_the_hook = asyncio.run(hook())
+    assert flow.marked and in_the_hook == []
+    assert masked_lines() == [f"obsmask: POST /v1/chat/completions: "
+                              f"{flow.comment.removeprefix('obsmask: ')}"]
 
 
 def test_tokens_are_counted_once_the_encoding_is_loaded(addon_context):
@@ -509,6 +534,28 @@ def test_usage_of_a_buffered_answer_is_recorded(addon_context):
         "input_tokens": 5000, "cached_input_tokens": 4096, "output_tokens": 20,
     }
     assert "provider reported 5,000 input tokens, 4,096 read from its cache" in flow.comment
+
+
+def test_on_the_event_loop_the_usage_line_is_written_after_the_answer_went_on(
+        addon_context, caplog):
+    """The answer goes on before the usage line is written."""
+    addon, _ = addon_context
+    flow = chat_flow(body(conversation(turns=1)))
+    flow.response = tutils.tresp(content=json.dumps({"choices": [], "usage": CHAT_USAGE}).encode())
+    flow.response.headers["content-type"] = "application/json"
+
+    async def hook() -> int:
+        addon.response(flow)
+        in_the_hook = len(caplog.records)
+        await asyncio.sleep(0)
+        return in_the_hook
+
+    with caplog.at_level(logging.INFO):
+        in_the_hook = asyncio.run(hook())
+    assert in_the_hook == 0 and "provider reported 5,000" in flow.comment
+    assert [r.getMessage() for r in caplog.records] == [
+        "obsmask: provider reported 5,000 input tokens, 4,096 read from its cache "
+        "(POST /v1/chat/completions)"]
 
 
 def test_usage_in_the_last_event_of_a_stream_is_recorded(addon_context):

@@ -28,7 +28,14 @@ from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_policy
 from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.mitm.body_encoding import EncodedBody, encoded
-from obsmask_core.mitm.flows import CONVERSATION_METADATA, MARK, add_comment, guarded, where
+from obsmask_core.mitm.flows import (
+    CONVERSATION_METADATA,
+    MARK,
+    add_comment,
+    guarded,
+    log_once_sent,
+    where,
+)
 from obsmask_core.mitm.off_loop import (
     freeze_startup_objects,
     off_loop,
@@ -212,7 +219,7 @@ class ConversationMasking:
         line = summary.comment_line()
         add_comment(flow, f"obsmask: {line}")
         flow.marked = MARK
-        logger.info("obsmask: %s: %s", where(flow), line)
+        log_once_sent(logger, "obsmask: %s: %s", where(flow), line)
 
     @staticmethod
     def _pass(flow: http.HTTPFlow, fmt: WireFormat, reason: str) -> None:

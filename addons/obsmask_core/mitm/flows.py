@@ -1,8 +1,10 @@
-"""What obsmask leaves on a flow for the user: a mark, comment lines, and
-the name of the flow in the log."""
+"""What obsmask leaves on a flow for the user: a mark, comment lines, the
+name of the flow in the log, and its log lines, written once the flow has
+gone on."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Iterator
@@ -23,6 +25,31 @@ def where(flow: http.HTTPFlow) -> str:
     """The flow as the log names it. The path without its query: some
     clients put keys in the query string."""
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
+
+
+def log_once_sent(log: logging.Logger, message: str, *args: object) -> None:
+    """An info line about a flow, written once mitmproxy has sent on what
+    the hook let through, so that the flow never waits for it.
+
+    A log record is not cheap in mitmproxy: two handlers format it (the
+    console's and the deprecated ``add_log`` event's) and every addon is
+    then asked for its ``add_log`` hook. Written inside a hook, that held a
+    next 100 KB request about 0.2 ms of the 1 ms obsmask adds (measured
+    side by side in mitmdump). On the event loop the record is made now
+    (its time and caller are the hook's) and handled on the loop's next
+    turn: mitmproxy writes the request or the answer before that. Off the
+    loop (a worker thread, a test) it is handled at once."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    path, line, function, stack = log.findCaller(stacklevel=2)
+    record = log.makeRecord(log.name, logging.INFO, path, line, message, args, None,
+                            function, None, stack)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        log.handle(record)
+        return
+    loop.call_soon(log.handle, record)
 
 
 def add_comment(flow: http.HTTPFlow, line: str, *, replacing: str | None = None) -> None:

@@ -46,7 +46,7 @@ from obsmask_core.gateway.upstreams import (
     gateway_server_name,
     parse_upstream,
 )
-from obsmask_core.mitm.flows import MCP_METADATA, add_comment, guarded, where
+from obsmask_core.mitm.flows import MCP_METADATA, add_comment, guarded, log_once_sent, where
 from obsmask_core.mitm.options import add_options, check_pending_values, refuse, settings_in_force
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.shared.errors import ConfigError, SettingError
@@ -252,7 +252,8 @@ class McpGateway:
             self._fail(flow, name, failure)
             return None
         upstream = self.servers[name]
-        logger.info("obsmask: gateway %s %s -> %s", flow.request.method, name, upstream.url)
+        log_once_sent(logger, "obsmask: gateway %s %s -> %s", flow.request.method, name,
+                      upstream.url)
         return upstream
 
     async def _route(self, flow: http.HTTPFlow, name: str) -> None:

@@ -54,6 +54,7 @@ from obsmask_core.mitm.flows import (
     MCP_METADATA,
     add_comment,
     guarded,
+    log_once_sent,
     where,
 )
 from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
@@ -364,7 +365,7 @@ class McpTruncation:
                     if cut.recall_id is not None and cut.original is not None:
                         self.recall.keep(cut.recall_id, cut.original)
         for message in summary.add(truncations, self.marker, self.tokens):
-            logger.info("obsmask: %s", message.log_line(where(flow)))
+            log_once_sent(logger, "obsmask: %s", message.log_line(where(flow)))
         flow.metadata.setdefault(MCP_METADATA, {}).update(summary.as_metadata())
         add_comment(flow, summary.comment_line(), replacing=COMMENT_PREFIX)
         flow.marked = MARK

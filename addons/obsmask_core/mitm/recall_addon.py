@@ -20,7 +20,7 @@ from pathlib import Path
 from mitmproxy import http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.mitm.flows import add_comment, guarded, where
+from obsmask_core.mitm.flows import add_comment, guarded, log_once_sent, where
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.recall.server import ServerAnswer, answer_post, error_body
@@ -175,7 +175,8 @@ class Recall:
         if answer.recalled:
             facts["recalled"] = answer.recalled
             add_comment(flow, f"obsmask recall: {', '.join(answer.recalled)}")
-            logger.info("obsmask: %s: recall %s", where(flow), ", ".join(answer.recalled))
+            log_once_sent(logger, "obsmask: %s: recall %s", where(flow),
+                          ", ".join(answer.recalled))
         if answer.errors:
             facts["errors"] = answer.errors
             for message in answer.errors:

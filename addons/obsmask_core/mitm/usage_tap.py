@@ -9,7 +9,7 @@ from mitmproxy import http
 
 from obsmask_core.conversation.provider_usage import ProviderUsage, usage_from_json
 from obsmask_core.conversation.usage_stream import SseUsageReader, usage_from_sse
-from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, where
+from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, log_once_sent, where
 
 logger = logging.getLogger(__name__)
 USAGE_LINE_PREFIX = "obsmask: provider reported "
@@ -95,4 +95,4 @@ def record_usage(
     line = usage.comment_line()
     add_comment(flow, line, replacing=USAGE_LINE_PREFIX)
     if log:
-        logger.info("%s (%s)", line, where(flow))
+        log_once_sent(logger, "%s (%s)", line, where(flow))

@@ -5,7 +5,8 @@ Every hook of every obsmask addon is wrapped by a timer, and so are the
 pieces of a flow's cost that are mitmproxy's and obsmask only calls:
 ``Flow.backup`` (the copy of what the client sent) and the handling of
 obsmask's log records (mitmproxy formats each, prints it and queues its
-``add_log`` event). Each time is filed under the flow's kind, the ``k``
+``add_log`` event), in the hooks and after them (``flows.log_once_sent``
+hands a flow's lines to the loop's next turn). Each time is filed under the flow's kind, the ``k``
 query parameter the benchmark's client sends (``first``, ``next``). At
 ``done`` every list of times is written as JSON to the file named by the
 environment variable ``OBSMASK_BENCH_HOOKS_OUT``. An async hook (the
@@ -31,7 +32,15 @@ from mitmproxy import http
 # mitmdump loads this file alone: obsmask and benchlib on the path first.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "addons"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchlib.hooks import BACKUP, LOG_RECORD_COUNT, LOG_RECORDS, MASK, OUT_VARIABLE
+from benchlib.hooks import (
+    BACKUP,
+    LATER_LOG_RECORD_COUNT,
+    LATER_LOG_RECORDS,
+    LOG_RECORD_COUNT,
+    LOG_RECORDS,
+    MASK,
+    OUT_VARIABLE,
+)
 from obsmask_core.mitm.addons import obsmask_addons
 from obsmask_core.mitm.flows import CONVERSATION_METADATA
 
@@ -43,9 +52,13 @@ times: defaultdict[str, defaultdict[str, list[float]]] = defaultdict(lambda: def
 # The kind of the flow whose hook runs ("-" between hooks): one client,
 # one flow at a time.
 current_kind = "-"
-# The log records of the flow under way: their time and number, filed once
-# its hooks are done (WriteTimes.response, the last addon's).
+# obsmask's log records handled in the hooks of the flow under way, and
+# those handled between hooks since the last flow was filed (one client: the
+# lines of about one flow, the usage line of the one before included): their
+# time and number, filed once its hooks are done (WriteTimes.response, the
+# last addon's).
 pending_records = [0.0, 0.0]
+later_records = [0.0, 0.0]
 
 
 def _kind(flow: http.HTTPFlow) -> str:
@@ -106,9 +119,10 @@ def _timed_backup(flow: mitmproxy_flow.Flow, force: bool = False) -> None:
 def _timed_handle(logger: logging.Logger, record: logging.LogRecord) -> None:
     started = time.perf_counter()
     _handle(logger, record)
-    if record.name.startswith("obsmask_core") and current_kind != "-":
-        pending_records[0] += time.perf_counter() - started
-        pending_records[1] += 1
+    if record.name.startswith("obsmask_core"):
+        tally = pending_records if current_kind != "-" else later_records
+        tally[0] += time.perf_counter() - started
+        tally[1] += 1
 
 
 # mitmproxy's own, and logging's, patched in this benchmark's mitmdump only.
@@ -127,9 +141,11 @@ class WriteTimes:
         mask_ms = facts.get("mask_ms") if isinstance(facts, dict) else None
         if isinstance(mask_ms, float | int):
             times[kind][MASK].append(mask_ms / 1000)
-        times[kind][LOG_RECORDS].append(pending_records[0])
-        times[kind][LOG_RECORD_COUNT].append(pending_records[1])
-        pending_records[:] = [0.0, 0.0]
+        for tally, total, count in ((pending_records, LOG_RECORDS, LOG_RECORD_COUNT),
+                                    (later_records, LATER_LOG_RECORDS, LATER_LOG_RECORD_COUNT)):
+            times[kind][total].append(tally[0])
+            times[kind][count].append(tally[1])
+            tally[:] = [0.0, 0.0]
 
     def done(self) -> None:
         with open(os.environ[OUT_VARIABLE], "w", encoding="utf-8") as out:
