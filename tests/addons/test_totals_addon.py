@@ -5,6 +5,7 @@ logs the summary when the proxy stops."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -61,6 +62,22 @@ def test_a_finished_flow_is_added_with_its_provider_usage(proxy):
     assert (figures.requests, figures.masked) == (1, 1)
     assert figures.tool_results_masked == flow.metadata["obsmask"]["masked_tool_results"]
     assert figures.provider["input_tokens"] == 50  # read by the masking addon's response hook
+
+
+def test_on_the_event_loop_a_flow_is_added_once_its_answer_has_gone_on(proxy):
+    """The totals never hold an answer: its flow is added on the loop's
+    next turn, after mitmproxy has sent the answer on."""
+    masking, totals, _ = proxy
+    flow = chat_exchange(turns=3)
+
+    async def hooks() -> int:
+        finish(masking, totals, flow)
+        in_the_hook = totals.totals.requests.requests
+        await asyncio.sleep(0)
+        return in_the_hook
+
+    assert asyncio.run(hooks()) == 0
+    assert totals.totals.requests.requests == 1
 
 
 def test_a_flow_with_an_answer_and_an_error_is_added_once(proxy):

@@ -15,7 +15,7 @@ import logging
 from mitmproxy import command, http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA, where
+from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA, after_this_turn, where
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.shared.networks import Network, client_allowed, client_networks
@@ -77,11 +77,12 @@ class RunTotals:
             return
         self._serve(flow, route)
 
+    # Counted once the answer has gone on: nobody waits for the totals.
     def response(self, flow: http.HTTPFlow) -> None:
-        self._count(flow)
+        after_this_turn(lambda: self._count(flow))
 
     def error(self, flow: http.HTTPFlow) -> None:
-        self._count(flow)
+        after_this_turn(lambda: self._count(flow))
 
     def done(self) -> None:
         # mitmproxy stops without ending the flows still open.
