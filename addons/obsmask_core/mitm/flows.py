@@ -10,6 +10,7 @@ import inspect
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVarTuple
 
 from mitmproxy import http
 
@@ -21,6 +22,8 @@ MARK = ":scissors:"
 CONVERSATION_METADATA = "obsmask"
 MCP_METADATA = "obsmask_mcp"
 
+Ts = TypeVarTuple("Ts")
+
 
 def where(flow: http.HTTPFlow) -> str:
     """The flow as the log names it. The path without its query: some
@@ -28,17 +31,19 @@ def where(flow: http.HTTPFlow) -> str:
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
 
 
-def after_this_turn(work: Callable[[], object]) -> None:
-    """Do ``work`` once mitmproxy has sent on what the hook let through:
-    on the event loop's next turn (mitmproxy writes the request or the
-    answer before that), so that the flow never waits for it. Off the loop
-    (a worker thread, a test) it is done at once."""
+def after_this_turn(work: Callable[[*Ts], object], *args: *Ts) -> None:
+    """Do ``work(*args)`` once mitmproxy has sent on what the hook let
+    through: on the event loop's next turn (mitmproxy writes the request or
+    the answer before that), so that the flow never waits for it. Off the
+    loop (a worker thread, a test) it is done at once. The arguments are
+    passed along rather than closed over: fewer objects per flow for the
+    collector to count."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        work()
+        work(*args)
         return
-    loop.call_soon(work)
+    loop.call_soon(work, *args)
 
 
 def log_once_sent(log: logging.Logger, message: str, *args: object) -> None:
@@ -58,8 +63,12 @@ def log_once_sent(log: logging.Logger, message: str, *args: object) -> None:
     caller = frame.f_back if frame is not None else None
     path, line, function = ((caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
                             if caller is not None else ("(unknown file)", 0, "(unknown function)"))
-    after_this_turn(lambda: log.handle(log.makeRecord(
-        log.name, logging.INFO, path, line, message, args, None, function)))
+    after_this_turn(_write, log, path, line, function, message, args)
+
+
+def _write(log: logging.Logger, path: str, line: int, function: str, message: str,
+           args: tuple[object, ...]) -> None:
+    log.handle(log.makeRecord(log.name, logging.INFO, path, line, message, args, None, function))
 
 
 def add_comment(flow: http.HTTPFlow, line: str, *, replacing: str | None = None) -> None:
