@@ -21,8 +21,8 @@ flow's summary records (``mask_ms``), and the pieces that are mitmproxy's,
 which obsmask calls: ``flow.backup()`` (the copy of what the client sent)
 and the handling of obsmask's log records (mitmproxy formats each, prints
 it and queues its ``add_log`` event; summed per flow, and how many). A
-flow's info lines are handled after its hooks, on the loop's next turn
-(``flows.log_once_sent``): those are reported apart, the ones handled
+flow's info lines are handled after its hooks, two turns of the loop
+later (``flows.log_once_sent``): those are reported apart, the ones handled
 since the previous flow's hooks ended (one client: about one flow's). The
 first five pairs (``WARM_UP``) are left out of every median.
 

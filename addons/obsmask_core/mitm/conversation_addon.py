@@ -219,7 +219,7 @@ class ConversationMasking:
         line = summary.comment_line()
         add_comment(flow, f"obsmask: {line}")
         flow.marked = MARK
-        log_once_sent(logger, "obsmask: %s: %s", where(flow), line)
+        log_once_sent(flow, logger, "obsmask: %s: %s", where(flow), line)
 
     @staticmethod
     def _pass(flow: http.HTTPFlow, fmt: WireFormat, reason: str) -> None:

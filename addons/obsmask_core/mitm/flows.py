@@ -31,39 +31,49 @@ def where(flow: http.HTTPFlow) -> str:
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
 
 
-def after_this_turn(work: Callable[[*Ts], object], *args: *Ts) -> None:
-    """Do ``work(*args)`` once mitmproxy has sent on what the hook let
-    through: on the event loop's next turn (mitmproxy writes the request or
-    the answer before that), so that the flow never waits for it. Off the
-    loop (a worker thread, a test) it is done at once. The arguments are
-    passed along rather than closed over: fewer objects per flow for the
-    collector to count."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        work(*args)
-        return
-    loop.call_soon(work, *args)
+def after_this_turn(flow: http.HTTPFlow, work: Callable[[*Ts], object], *args: *Ts) -> None:
+    """Do ``work(*args)``, called from one of ``flow``'s hooks (on the event
+    loop's thread), once mitmproxy has sent on what the hook let through,
+    so that the flow does not wait for it.
+
+    The work waits two turns of the loop: when tasks start eagerly (Python
+    3.12, where mitmproxy 12 turns that on) mitmproxy takes the flow up
+    again on the turn after the hook returned, and writes then. When the
+    hook's flow still has to open its server connection, or a later addon's
+    hook waits, the work may come before the write: no later than it used
+    to. A flow nobody waits for (read from a file: ``mitmdump -nr``), or a
+    call off the loop, has the work done at once: a replay would otherwise
+    keep every flow of the file until its end, and print their lines after
+    all of them. The arguments are passed along rather than closed over:
+    fewer objects per flow for the collector to count."""
+    if flow.live:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            loop.call_soon(loop.call_soon, work, *args)
+            return
+    work(*args)
 
 
-def log_once_sent(log: logging.Logger, message: str, *args: object) -> None:
-    """An info line about a flow, written once mitmproxy has sent on what
-    the hook let through (``after_this_turn``).
+def log_once_sent(flow: http.HTTPFlow, log: logging.Logger, message: str, *args: object) -> None:
+    """An info line about ``flow``, written once mitmproxy has sent on what
+    the hook let through (``after_this_turn``). Warnings stay at once.
 
     A log record is not cheap in mitmproxy: two handlers format it (the
     console's and the deprecated ``add_log`` event's) and every addon is
     then asked for its ``add_log`` hook. Written inside a hook, that held a
     next 100 KB request about 0.2 ms of the 1 ms obsmask adds (measured
-    side by side in mitmdump). The record names the hook's place, read
-    now; its time is when it is written, a fraction of a millisecond
-    later."""
+    side by side in mitmdump, Python 3.11). The record names the hook's
+    place, read now; its time is when it is written."""
     if not log.isEnabledFor(logging.INFO):
         return
     frame = inspect.currentframe()
     caller = frame.f_back if frame is not None else None
     path, line, function = ((caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
                             if caller is not None else ("(unknown file)", 0, "(unknown function)"))
-    after_this_turn(_write, log, path, line, function, message, args)
+    after_this_turn(flow, _write, log, path, line, function, message, args)
 
 
 def _write(log: logging.Logger, path: str, line: int, function: str, message: str,

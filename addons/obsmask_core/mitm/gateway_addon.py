@@ -252,7 +252,7 @@ class McpGateway:
             self._fail(flow, name, failure)
             return None
         upstream = self.servers[name]
-        log_once_sent(logger, "obsmask: gateway %s %s -> %s", flow.request.method, name,
+        log_once_sent(flow, logger, "obsmask: gateway %s %s -> %s", flow.request.method, name,
                       upstream.url)
         return upstream
 

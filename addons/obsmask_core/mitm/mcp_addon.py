@@ -365,7 +365,7 @@ class McpTruncation:
                     if cut.recall_id is not None and cut.original is not None:
                         self.recall.keep(cut.recall_id, cut.original)
         for message in summary.add(truncations, self.marker, self.tokens):
-            log_once_sent(logger, "obsmask: %s", message.log_line(where(flow)))
+            log_once_sent(flow, logger, "obsmask: %s", message.log_line(where(flow)))
         flow.metadata.setdefault(MCP_METADATA, {}).update(summary.as_metadata())
         add_comment(flow, summary.comment_line(), replacing=COMMENT_PREFIX)
         flow.marked = MARK

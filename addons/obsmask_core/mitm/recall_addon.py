@@ -175,7 +175,7 @@ class Recall:
         if answer.recalled:
             facts["recalled"] = answer.recalled
             add_comment(flow, f"obsmask recall: {', '.join(answer.recalled)}")
-            log_once_sent(logger, "obsmask: %s: recall %s", where(flow),
+            log_once_sent(flow, logger, "obsmask: %s: recall %s", where(flow),
                           ", ".join(answer.recalled))
         if answer.errors:
             facts["errors"] = answer.errors

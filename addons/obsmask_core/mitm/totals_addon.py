@@ -79,10 +79,10 @@ class RunTotals:
 
     # Counted once the answer has gone on: nobody waits for the totals.
     def response(self, flow: http.HTTPFlow) -> None:
-        after_this_turn(self._count, flow)
+        after_this_turn(flow, self._count, flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        after_this_turn(self._count, flow)
+        after_this_turn(flow, self._count, flow)
 
     def done(self) -> None:
         # mitmproxy stops without ending the flows still open.

@@ -95,4 +95,4 @@ def record_usage(
     line = usage.comment_line()
     add_comment(flow, line, replacing=USAGE_LINE_PREFIX)
     if log:
-        log_once_sent(logger, "%s (%s)", line, where(flow))
+        log_once_sent(flow, logger, "%s (%s)", line, where(flow))

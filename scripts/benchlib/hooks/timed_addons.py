@@ -6,10 +6,11 @@ pieces of a flow's cost that are mitmproxy's and obsmask only calls:
 ``Flow.backup`` (the copy of what the client sent) and the handling of
 obsmask's log records (mitmproxy formats each, prints it and queues its
 ``add_log`` event), in the hooks and after them (``flows.log_once_sent``
-hands a flow's lines to the loop's next turn). Each time is filed under the flow's kind, the ``k``
-query parameter the benchmark's client sends (``first``, ``next``). At
-``done`` every list of times is written as JSON to the file named by the
-environment variable ``OBSMASK_BENCH_HOOKS_OUT``. An async hook (the
+writes a flow's lines two turns of the loop after its hook). Each time is
+filed under the flow's kind, the ``k`` query parameter the benchmark's
+client sends (``first``, ``next``). At ``done`` every list of times is
+written as JSON to the file named by the environment variable
+``OBSMASK_BENCH_HOOKS_OUT``. An async hook (the
 gateway's, recall's), or work handed to the worker thread, is timed with
 what mitmproxy awaits of it.
 """
