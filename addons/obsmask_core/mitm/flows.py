@@ -40,8 +40,8 @@ def after_this_turn(flow: http.HTTPFlow, work: Callable[[*Ts], object], *args: *
     3.12, where mitmproxy 12 turns that on) mitmproxy takes the flow up
     again on the turn after the hook returned, and writes then. When the
     hook's flow still has to open its server connection, or a later addon's
-    hook waits, the work may come before the write: no later than it used
-    to. A flow nobody waits for (read from a file: ``mitmdump -nr``), or a
+    hook waits, the work may still come before the write, as it did when
+    it was done in the hook. A flow nobody waits for (read from a file: ``mitmdump -nr``), or a
     call off the loop, has the work done at once: a replay would otherwise
     keep every flow of the file until its end, and print their lines after
     all of them. The arguments are passed along rather than closed over:
@@ -59,7 +59,7 @@ def after_this_turn(flow: http.HTTPFlow, work: Callable[[*Ts], object], *args: *
 
 def log_once_sent(flow: http.HTTPFlow, log: logging.Logger, message: str, *args: object) -> None:
     """An info line about ``flow``, written once mitmproxy has sent on what
-    the hook let through (``after_this_turn``). Warnings stay at once.
+    the hook let through (``after_this_turn``). Warnings are logged at once.
 
     A log record is not cheap in mitmproxy: two handlers format it (the
     console's and the deprecated ``add_log`` event's) and every addon is
