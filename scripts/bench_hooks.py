@@ -95,16 +95,15 @@ def send(connection: http.client.HTTPConnection, body: bytes, kind: str) -> None
         raise http.client.HTTPException(f"the proxy answered {answer.status} to a {kind} request")
 
 
+def warm_median(values: list[float]) -> float:
+    """The median of what came after the warm-up (of all, if nothing did)."""
+    return statistics.median(values[WARM_UP:] or values)
+
+
 def medians_us(samples: dict[str, list[float]]) -> dict[str, float]:
     """Each list's median in microseconds, the most costly first."""
-    medians = {name: statistics.median(values[WARM_UP:] or values) * 1e6
-               for name, values in samples.items()}
+    medians = {name: warm_median(values) * 1e6 for name, values in samples.items()}
     return {name: round(us, 1) for name, us in sorted(medians.items(), key=lambda kv: -kv[1])}
-
-
-def per_flow(counts: list[float]) -> float:
-    """The median of a count per flow."""
-    return statistics.median(counts[WARM_UP:] or counts)
 
 
 def main() -> None:
@@ -148,16 +147,16 @@ def main() -> None:
     report = {
         "size": args.size,
         "requests": args.requests,
-        "next_request_waited_ms": round(statistics.median(waited[WARM_UP:]) * 1000, 3),
+        "next_request_waited_ms": round(warm_median(waited) * 1000, 3),
         "hooks_us": hooks,
         "hooks_sum_us": round(sum(hooks.values()), 1),
         "inside_the_hooks_us": {
             **medians_us({name: pieces[name] for name in (MASK, BACKUP, LOG_RECORDS)}),
-            "log records per flow": per_flow(pieces[LOG_RECORD_COUNT]),
+            "log records per flow": warm_median(pieces[LOG_RECORD_COUNT]),
         },
         "after_the_hooks_us": {
             **medians_us({"log records": pieces[LATER_LOG_RECORDS]}),
-            "log records per flow": per_flow(pieces[LATER_LOG_RECORD_COUNT]),
+            "log records per flow": warm_median(pieces[LATER_LOG_RECORD_COUNT]),
         },
     }
     print(json.dumps(report, indent=1))

@@ -94,6 +94,8 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
 from benchlib.load.bodies import Bodies, build_bodies  # noqa: E402
 from benchlib.load.cases import (  # noqa: E402
     GATEWAY_SERVERS,
@@ -183,9 +185,9 @@ def gc_collections(port: int) -> dict[str, int]:
     except (OSError, ValueError) as e:
         progress(f"obsmask: no garbage collection figures ({e})")
         return {}
-    prefix = 'python_gc_collections_total{generation="'
-    return {line[len(prefix):].split('"', 1)[0]: int(float(line.rsplit(" ", 1)[1]))
-            for line in text.splitlines() if line.startswith(prefix)}
+    return {sample.labels["generation"]: int(sample.value)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == "python_gc_collections_total"}
 
 
 def _own_cpu_seconds() -> float:

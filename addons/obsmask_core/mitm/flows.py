@@ -41,10 +41,10 @@ def after_this_turn(flow: http.HTTPFlow, work: Callable[[*Ts], object], *args: *
     again on the turn after the hook returned, and writes then. When the
     hook's flow still has to open its server connection, or a later addon's
     hook waits, the work may still come before the write, as it did when
-    it was done in the hook. A flow nobody waits for (read from a file: ``mitmdump -nr``), or a
-    call off the loop, has the work done at once: a replay would otherwise
-    keep every flow of the file until its end, and print their lines after
-    all of them. The arguments are passed along rather than closed over:
+    it was done in the hook. A flow nobody waits for (read from a file:
+    ``mitmdump -nr``), or a call off the loop, has the work done at once: a
+    replay would otherwise keep every flow of the file until its end, and
+    print their lines after all of them. The arguments are passed along rather than closed over:
     fewer objects per flow for the collector to count."""
     if flow.live:
         try:
