@@ -112,6 +112,38 @@ def to_anthropic(events: list[Event]) -> list[object]:
     return out
 
 
+def marked_as_claude_code(items: list[object]) -> list[object]:
+    """Anthropic items as Claude Code sends them: a breakpoint
+    (``cache_control``) on the last block of the last message (a string
+    content becomes one text block for it). The input is not modified."""
+    if not items or not isinstance(items[-1], dict):
+        return list(items)
+    last = dict(items[-1])
+    content = last.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) \
+        else list(content) if isinstance(content, list) else []
+    if not blocks or not isinstance(blocks[-1], dict):
+        return list(items)
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    last["content"] = blocks
+    return [*items[:-1], last]
+
+
+CLAUDE_CODE_SYSTEM = [
+    {"type": "text", "text": "You are a coding agent.",
+     "cache_control": {"type": "ephemeral"}},
+    {"type": "text", "text": "Use the tools to inspect and change the repository. " * 40,
+     "cache_control": {"type": "ephemeral"}},
+]
+
+
+def claude_code_body(items: list[object], model: str = "claude-sonnet-4-5") -> dict[str, object]:
+    """The members of an Anthropic request as Claude Code sends it: its two
+    marked system blocks, then ``items`` (``marked_as_claude_code``)."""
+    return {"model": model, "max_tokens": 1024, "system": CLAUDE_CODE_SYSTEM,
+            "messages": marked_as_claude_code(items)}
+
+
 def to_responses(events: list[Event]) -> list[object]:
     out: list[object] = []
     for event in events:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from obsmask_core.conversation.cache_billing import Forwarded
 from obsmask_core.conversation.ledger import BillSoFar, Ledger, prefix_tokens
 from obsmask_core.conversation.price_models import PRICE_MODELS
 
@@ -37,7 +38,7 @@ def test_affordable_counts_the_bill_so_far_on_both_sides(allowance):
     """What was spent before weighs in: a ledger behind by its savings can
     afford a dearer request, one ahead of the allowance a cheaper one only."""
     ledger = Ledger(ANTHROPIC, allowance)
-    ledger.record(plain_tokens=2000, plain_cost=1_000_000, masked_tokens=1500,
+    ledger.record(plain_tokens=2000, plain_cost=1_000_000, forwarded=Forwarded(0, 1500),
                   masked_cost=800_000)
     plain = 1_000_000
     limit = (ledger.without_masking + plain) * (100 + allowance) // 100 - ledger.with_masking
@@ -47,7 +48,8 @@ def test_affordable_counts_the_bill_so_far_on_both_sides(allowance):
     # And the other way round: a bill so far already over the allowance can
     # only afford a request cheaper than the original.
     over = Ledger(ANTHROPIC, allowance)
-    over.record(2000, 1_000_000, 2000, 1_000_000 * (100 + allowance) // 100 + 200_000)
+    over.record(2000, 1_000_000, Forwarded(0, 2000),
+                1_000_000 * (100 + allowance) // 100 + 200_000)
     limit = (over.without_masking + plain) * (100 + allowance) // 100 - over.with_masking
     assert limit < plain
     assert not over.affordable(plain, plain)  # not even a request costing the same
@@ -72,28 +74,32 @@ def test_record_accumulates_both_bills_and_remembers_the_previous_requests():
     # The first request shares nothing: every token is written at 1.25.
     first = ledger.plain_cost(3000)
     assert first == 3000 * 1250
-    ledger.record(3000, first, 2500, ledger.masked_cost(2500, 0))
+    ledger.record(3000, first, Forwarded(0, 2500), ledger.masked_cost(Forwarded(0, 2500)))
     assert (ledger.requests, ledger.with_masking, ledger.without_masking) == (
         1, 2500 * 1250, 3000 * 1250)
-    assert ledger.previous_masked == 2500
-    # The next one as sent begins with the whole previous request as sent.
+    # The next one as sent begins with the whole previous request as sent,
+    # and as forwarded with the whole previous forwarded one.
     second = ledger.plain_cost(3500)
     assert second == 3000 * 100 + 500 * 1250
-    masked = ledger.masked_cost(3000, ledger.previous_masked)
+    masked = ledger.masked_cost(Forwarded(0, 3000))
     assert masked == 2500 * 100 + 500 * 1250
-    ledger.record(3500, second, 3000, masked)
+    # Unless it changed before the end of that one: read up to the change.
+    assert ledger.masked_cost(Forwarded(0, 3000, changed_at=5, tokens_before_change=2000)) \
+        == 2000 * 100 + 1000 * 1250
+    ledger.record(3500, second, Forwarded(0, 3000), masked)
     assert ledger.requests == 2
     assert ledger.without_masking == 3000 * 1250 + second
     assert ledger.with_masking == 2500 * 1250 + masked
-    assert ledger.previous_masked == 3000
+    assert ledger.masked_cost(Forwarded(0, 3500)) == 3000 * 100 + 500 * 1250
     assert ledger.plain_cost(4000) == 3500 * 100 + 500 * 1250
 
 
 def test_so_far_reports_the_bills_in_base_input_tokens():
     ledger = Ledger(ANTHROPIC, 2)
-    ledger.record(3000, 3_750_000, 2000, 2_500_001)
+    ledger.record(3000, 3_750_000, Forwarded(0, 2000), 2_500_001)
     bill = ledger.so_far()
-    assert bill == BillSoFar("anthropic", 1, 2500.001, 3750.0, 2)
+    # The first request reads nothing and writes all it sends.
+    assert bill == BillSoFar("anthropic", 1, 2500.001, 3750.0, 2, "prefix", 0, 2000, 2000)
     assert Ledger(OPENAI, 0).so_far() == BillSoFar("openai", 0, 0.0, 0.0, 0)
 
 
@@ -105,7 +111,8 @@ def test_the_metadata_of_an_empty_bill_has_no_ratio():
     assert meta == {
         "price_model": "anthropic", "requests": 0, "estimated_with_masking": 0.0,
         "estimated_without_masking": 0.0, "ratio": None, "allowance_percent": 2,
-        "allowance_used": 0.0,
+        "allowance_used": 0.0, "cache": "prefix",
+        "predicted": {"input_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0},
     }
 
 

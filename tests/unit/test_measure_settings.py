@@ -125,7 +125,7 @@ NOT_AN_INTEGER = r"(Not an integer|Failed to parse option \S+: not an integer): 
     (["obsmask_keep_errors=maybe"], r'--set obsmask_keep_errors=maybe: .*"true", '
                                     r'"false", or have the value omitted.*'),
     (["obsmask_price_model=cheap"], r"obsmask_price_model: must be one of anthropic, "
-                                    r"openai, openai_50, none, got 'cheap'"),
+                                    r"openai, openai_50, none, auto, got 'cheap'"),
     (["mcpmask_max_chars=many"], rf"--set mcpmask_max_chars=many: {NOT_AN_INTEGER}many"),
 ])
 def test_a_wrong_option_is_refused_with_one_line(toml_file, options, message):

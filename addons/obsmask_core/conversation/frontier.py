@@ -19,7 +19,15 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.breakpoints import CacheLayout, blocks_of, closing_block
+from obsmask_core.conversation.cache_billing import (
+    Billing,
+    BreakpointBilling,
+    Forwarded,
+    PrefixBilling,
+)
 from obsmask_core.conversation.ledger import (
+    CHARS_PER_TOKEN,
     FRAMING_TOKENS,
     BillSoFar,
     Ledger,
@@ -27,7 +35,7 @@ from obsmask_core.conversation.ledger import (
     prefix_tokens,
 )
 from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.price_models import PRICE_MODELS
+from obsmask_core.conversation.price_models import PriceModel, for_format, openai_cache
 from obsmask_core.conversation.turn_model import ToolTurnIndex
 
 
@@ -130,6 +138,11 @@ class Checkpoint:
     pending_first: int | None
     masked_turns: tuple[bool, ...]
     ledger: LedgerState | None
+    # The Anthropic request's breakpoints the replay ran under
+    # (``CacheLayout.key``), and the blocks before each item it measured.
+    layout: tuple[object, ...] | None = None
+    blocks_before: tuple[int, ...] = ()
+    masks_something: bool = False
 
     def same_items(self, items_json: bytes) -> bool:
         """Do ``items_json`` (all of a request's items) begin with this
@@ -161,14 +174,26 @@ class Frontier:
         policy: MaskPolicy,
         maskable: dict[int, str],
         resume: Checkpoint | None = None,
+        layout: CacheLayout | None = None,
     ) -> None:
         self.turn = 0
         self.request_end = 0  # items in the request at the last move
-        model = PRICE_MODELS[policy.price_model]
-        self.ledger: Ledger | None = (
-            Ledger(model, policy.allowance_percent) if model.has_cache else None
-        )
+        self._layout = layout
+        # blocks_before[i]: the blocks of the items before item i, for the
+        # lookback of Anthropic's cache (measured only under it).
+        self.blocks_before = [0]
+        self.ledger = _ledger(policy, layout, self.blocks_before)
+        # The forwarded requests carry the frontier breakpoint once something
+        # is masked: where the client marks its request's end and leaves a
+        # slot free (``breakpoints``).
+        self._marks_frontier = (policy.frontier_breakpoint and layout is not None
+                                and layout.marks_end and layout.free_slot)
+        self._masks_something = False
+        # This request's first change from the previous forwarded one, while
+        # the replay judges it: (item, estimated tokens before it).
+        self._changed: tuple[int, int] | None = None
         self._index = index
+        self._item_list = items
         self._items = len(items)
         self._policy = policy
         self._savings = TurnSavings.of(index, maskable)
@@ -201,6 +226,14 @@ class Frontier:
             for item in items[len(self.chars_before) - 1:]:
                 total += _item_chars(item)
                 self.chars_before.append(total)
+        if self.ledger is not None and isinstance(self.ledger.billing, BreakpointBilling):
+            if self._replayed_to:
+                assert resume is not None
+                self.blocks_before[:] = resume.blocks_before
+            blocks = self.blocks_before[-1]
+            for item in items[len(self.blocks_before) - 1:]:
+                blocks += blocks_of(item)
+                self.blocks_before.append(blocks)
         self._replay()
 
     def _may_resume(self, resume: Checkpoint) -> bool:
@@ -210,6 +243,8 @@ class Frontier:
         must have the same savings here."""
         index, end, judged = self._index, resume.items, resume.judged_turns
         if not 0 < end <= self._items or judged > len(index.turns):
+            return False
+        if resume.layout != (self._layout.key() if self._layout is not None else None):
             return False
         at = bisect.bisect_left(index.answer_starts, end)
         if end < self._items and (at == len(index.answer_starts)
@@ -241,6 +276,7 @@ class Frontier:
         if self.ledger is not None and resume.ledger is not None:
             self.ledger.restore(resume.ledger)
         self._judged, self._replayed_to = resume.judged_turns, resume.items
+        self._masks_something = resume.masks_something
 
     def checkpoint(self, items_json: bytes, *, closed: bool = True) -> Checkpoint:
         """Where this replay stands now that it has replayed the whole
@@ -262,6 +298,9 @@ class Frontier:
             # passes the turns judged.
             masked_turns=tuple(self._masked_turns[:judged]),
             ledger=self.ledger.state() if self.ledger is not None else None,
+            layout=self._layout.key() if self._layout is not None else None,
+            blocks_before=tuple(self.blocks_before) if len(self.blocks_before) > 1 else (),
+            masks_something=self._masks_something,
         )
 
     def bill(self) -> BillSoFar | None:
@@ -277,31 +316,59 @@ class Frontier:
         result of a request, without a call for each); not to be changed."""
         return self._masked_turns
 
+    def breakpoint_item(self) -> int | None:
+        """The item whose last block takes the frontier breakpoint in this
+        request (None: none)."""
+        mark = self._mark(self.turn, self._masks_something, self._items)
+        return mark - 1 if mark is not None else None
+
+    def _mark(self, turn: int, masks_something: bool, end: int) -> int | None:
+        """The item boundary the frontier breakpoint closes in a forwarded
+        request of ``end`` items whose frontier is at ``turn``: just before
+        that turn's results, after its call (everything before is decided).
+        None: no breakpoint (nothing masked yet, or no block to put it on)."""
+        if not self._marks_frontier or not masks_something or turn >= len(self._index.turns):
+            return None
+        item = self._index.turns[turn].last
+        if item + 1 >= end or closing_block(self._item_list[item]) is None:
+            return None
+        return item + 1
+
+    def _forwarded(self, end: int, counted: int, changed: tuple[int, int] | None,
+                   turn: int, masks_something: bool) -> Forwarded:
+        """The request of ``end`` items as forwarded with ``counted`` freed
+        before the frontier at ``turn``, changed first at ``changed``."""
+        chars = self.chars_before
+        changed_at, before = changed if changed is not None else (None, 0)
+        mark = self._mark(turn, masks_something, end)
+        return Forwarded(
+            end, prefix_tokens(chars[end] - counted, end), changed_at, before, mark,
+            prefix_tokens(chars[mark] - counted, mark) if mark is not None else 0)
+
     def _replay(self) -> None:
-        index, turns = self._index, len(self._index.turns)
+        index, turns, ledger = self._index, len(self._index.turns), self.ledger
         number = self._judged
         for end in _request_ends(index, self._items):
             if end <= self._replayed_to:
                 continue  # replayed by the request this one resumes from
-            plain_tokens = plain_cost = common = 0
-            if self.ledger is not None:
+            plain_tokens = plain_cost = 0
+            self._changed = None
+            if ledger is not None:
                 plain_tokens = prefix_tokens(self.chars_before[end], end)
-                plain_cost = self.ledger.plain_cost(plain_tokens)
-                common = self.ledger.previous_masked
+                plain_cost = ledger.plain_cost(plain_tokens, end)
             # Each turn is judged in the first request that holds it and its
             # results: a prefix of every later request, which all judge it alike.
             while number < turns and index.request_end_after(number, self._items) <= end:
-                if self.ledger is None:
+                if ledger is None:
                     self._judge(number, end)
                 else:
-                    common = self._judge_with_ledger(self.ledger, number, end,
-                                                     (plain_tokens, plain_cost), common)
+                    self._judge_with_ledger(ledger, number, end, plain_cost)
                 number += 1
-            if self.ledger is not None:
-                masked_tokens = prefix_tokens(
-                    self.chars_before[end] - self._counted_before_frontier, end)
-                self.ledger.record(plain_tokens, plain_cost, masked_tokens,
-                                   self.ledger.masked_cost(masked_tokens, common))
+            if ledger is not None:
+                forwarded = self._forwarded(end, self._counted_before_frontier, self._changed,
+                                            self.turn, self._masks_something)
+                ledger.record(plain_tokens, plain_cost, forwarded,
+                              ledger.masked_cost(forwarded), end)
         self._judged, self._replayed_to = number, self._items
 
     def _target(self, number: int, end: int) -> int | None:
@@ -322,6 +389,8 @@ class Frontier:
         """Mask turns [start, target), keep [self.turn, start) for good."""
         for turn in range(start, target):
             self._masked_turns[turn] = True
+            if self._savings.first[turn] is not None:
+                self._masks_something = True
         self.turn, self.request_end = target, end
         self._counted_before_frontier += counted
 
@@ -351,27 +420,29 @@ class Frontier:
         self._pending, self._first = 0, None
 
     def _judge_with_ledger(self, ledger: Ledger, number: int, end: int,
-                           plain: tuple[int, int], common: int) -> int:
+                           plain_cost: int) -> None:
         """With a price model: mask the longest run of the undecided turns
         that ends at the target and that the ledger can pay for (and that
         ``min_free_percent`` allows); the undecided turns before that run
         are kept for good, and so are those more than ``LOOKBACK_TURNS``
         behind the target (a result that was not worth masking when it left
         the window is worth less every turn: what masking it re-bills only
-        grows). Returns the prefix this request shares with the previous one."""
+        grows)."""
         if (target := self._target(number, end)) is None:
-            return common
-        _, plain_cost = plain
+            return
         # A masked request shorter than the provider's smallest cached prompt
         # is read from no cache at all, this time and until it grows again,
         # while the original soon is (if it is not already): no move may
         # take a request there.
-        floor = ledger.model.minimum_cached
+        floor = ledger.minimum
+        # And none may free so little that a stepped cache could bill a
+        # later request more than the original (``Billing.smallest_saving``).
+        smallest = ledger.billing.smallest_saving * CHARS_PER_TOKEN
         low = max(self.turn, target - LOOKBACK_TURNS)
-        masked_before = self.chars_before[end] - self._counted_before_frontier
+        before = self._counted_before_frontier
         freed = counted = 0
         first: int | None = None
-        chosen: tuple[int, int, int] | None = None  # start, counted, shared prefix
+        chosen: tuple[int, int, tuple[int, int] | None] | None = None  # start, counted, change
         for start in range(target - 1, low - 1, -1):
             freed += self._savings.freed[start]
             counted += self._savings.counted[start]
@@ -379,22 +450,44 @@ class Frontier:
             if turn_first is not None:
                 first = turn_first if first is None else min(first, turn_first)
             if first is None:
-                chosen = (start, 0, common)  # nothing to mask: free
+                chosen = (start, 0, self._changed)  # nothing to mask: free
                 continue
             if not self._frees_enough(freed, first, end):
                 continue
             # The forwarded history changes at the first newly masked result.
-            shared = min(common, prefix_tokens(
-                self.chars_before[first] - self._counted_before_frontier, first))
-            masked_tokens = prefix_tokens(masked_before - counted, end)
-            if masked_tokens < floor:
+            changed = self._changed
+            if changed is None or first < changed[0]:
+                changed = (first, prefix_tokens(self.chars_before[first] - before, first))
+            if prefix_tokens(self.chars_before[end] - before - counted, end) < floor \
+                    or before + counted < smallest:
                 continue
-            cost = ledger.masked_cost(masked_tokens, shared)
+            cost = ledger.masked_cost(self._forwarded(end, before + counted, changed, target,
+                                                      True))
             if ledger.affordable(cost, plain_cost):
-                chosen = (start, counted, shared)
+                chosen = (start, counted, changed)
         if chosen is None:
             self.turn = low
-            return common
-        start, counted, shared = chosen
+            return
+        start, counted, self._changed = chosen
         self._move(start, target, end, counted)
-        return shared
+
+
+def _ledger(policy: MaskPolicy, layout: CacheLayout | None,
+            blocks_before: Sequence[int]) -> Ledger | None:
+    """The ledger of ``policy``'s price model under the provider's cache:
+    Anthropic's breakpoints when the request is an Anthropic one whose
+    client marks its end (or marks no message at all: nothing among the
+    messages is cached then), else OpenAI's automatic prefix cache (Chat
+    Completions and Responses). An Anthropic client whose breakpoints stay
+    fixed among the messages is billed under the longest common prefix."""
+    model: PriceModel = for_format(policy.price_model, layout is not None)
+    if not model.has_cache:
+        return None
+    billing: Billing
+    if layout is None:
+        billing = PrefixBilling(openai_cache(model))
+    elif layout.marks_end or not layout.in_messages:
+        billing = BreakpointBilling(model, layout, blocks_before)
+    else:
+        billing = PrefixBilling(model)
+    return Ledger(model, policy.allowance_percent, billing)

@@ -29,8 +29,8 @@ from typing import TypeAlias, overload
 import orjson
 
 from obsmask_core.conversation.request_body import (
+    Edit,
     QuickBody,
-    Replacement,
     grown_items,
 )
 
@@ -132,7 +132,7 @@ class GrownBody:
         """The body as orjson read it, if something asked for it."""
         return self.items.document
 
-    def replaced(self, replacements: Sequence[Replacement]) -> bytes | None:
+    def replaced(self, replacements: Sequence[Edit]) -> bytes | None:
         return QuickBody.replace_in(self.body, replacements)
 
     @staticmethod

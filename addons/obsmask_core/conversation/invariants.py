@@ -1,17 +1,20 @@
 """The rules a rewritten conversation must keep, checked after every rewrite.
 
 No item is added, removed or reordered, and nothing changes but the planned
-results' values: no id, no call, no block, no other field. A body that
-breaks one of them is never sent; the original goes instead.
+results' values: no id, no call, no block, no other field. The one addition
+allowed is the frontier breakpoint the plan names (``MaskPlan.breakpoint``):
+exactly that ``cache_control`` on exactly that block, which had none. A
+body that breaks one of them is never sent; the original goes instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from obsmask_core.conversation.breakpoints import CACHE_CONTROL, AddedBreakpoint
 from obsmask_core.conversation.planner import MaskPlan
 from obsmask_core.conversation.turn_model import Location
-from obsmask_core.conversation.wire_formats import WireFormat, set_at
+from obsmask_core.conversation.wire_formats import WireFormat, set_at, value_at
 
 
 def check_only_planned_changes(
@@ -26,7 +29,13 @@ def check_only_planned_changes(
     for decision in plan.decisions:
         planned.setdefault(decision.location[0], []).append(decision.location)
     problems = []
+    added = plan.breakpoint
     for position, (old, new) in enumerate(zip(before, after, strict=True)):
+        if added is not None and position == added.item:
+            problem = _breakpoint_problem(old, new, added)
+            if problem is not None:
+                problems.append(problem)
+            continue
         if position not in planned:
             if old != new:
                 problems.append(f"item {position} changed but was not planned to")
@@ -43,3 +52,25 @@ def check_only_planned_changes(
         if old_rest != new_rest:
             problems.append(f"item {position}: something besides the masked result changed")
     return problems
+
+
+def _breakpoint_problem(old: object, new: object, added: AddedBreakpoint) -> str | None:
+    """The item of the frontier breakpoint: the same but for that one
+    ``cache_control``, on a block that had none."""
+    where = f"item {added.item}"
+    try:
+        old_block = value_at([old], 0, ("content", added.block))
+        new_block = value_at([new], 0, ("content", added.block))
+    except (TypeError, KeyError, IndexError):
+        return f"{where} changed shape"
+    if not isinstance(old_block, dict) or not isinstance(new_block, dict) \
+            or CACHE_CONTROL in old_block:
+        return f"{where}: the breakpoint's block is not one without a breakpoint"
+    if new_block.get(CACHE_CONTROL) != added.control:
+        return f"{where}: the breakpoint added is not the one planned"
+    rest = [new]
+    set_at(rest, 0, ("content", added.block),
+           {key: value for key, value in new_block.items() if key != CACHE_CONTROL})
+    if rest[0] != old:
+        return f"{where}: something besides the breakpoint changed"
+    return None

@@ -3,26 +3,31 @@ none, replayed from the request's own history.
 
 Every request of a conversation holds the earlier ones as prefixes, so the
 frontier replays them in order and bills each twice under the configured
-price model: as the client sent it (its prefix shared with the previous
-request is the whole previous request), and as obsmask forwarded it (shared
-up to the first result newly masked in it, or whole when nothing new was
-masked). A move of the frontier re-bills what follows its first newly masked
-result; the ledger allows it only when the bill so far with masking, this
-request included, stays within ``allowance_percent`` of the bill without.
+price model and the provider's cache as it runs it (``cache_billing``): as
+the client sent it, and as obsmask forwarded it. A move of the frontier
+changes the forwarded history at its first newly masked result, and the
+provider bills again what it can no longer read from its cache; the ledger
+allows a move only when the bill so far with masking, this request
+included, stays within ``allowance_percent`` of the bill without.
 
 Between moves a masked request costs at most what the unmasked one does (it
-shares a shorter prefix, but it is shorter by as much: the same new tokens
-at the same price), so checking at every move keeps the bill so far within
-the allowance at every request. Tokens are estimated (characters / 4 and a
-few per item), never counted with an encoding, so the decision is the same
-whether or not one has loaded.
+reads what it read before, and is shorter by what it no longer sends), so
+checking at every move keeps the bill so far within the allowance at every
+request. Tokens are estimated (characters / 4 and a few per item), never
+counted with an encoding, so the decision is the same whether or not one
+has loaded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
+from obsmask_core.conversation.cache_billing import (
+    Billing,
+    BillingState,
+    Forwarded,
+    PrefixBilling,
+)
 from obsmask_core.conversation.price_models import PRICE_UNIT, PriceModel
 
 # The estimate: about 4 characters a token, and the framing of each item
@@ -40,13 +45,21 @@ def prefix_tokens(chars: int, items: int) -> int:
 class BillSoFar:
     """The ledger at a request, for the flow's metadata. Bills are in input
     tokens at the base price (a cached token counts as its price, 0.1 for
-    Anthropic's reads): estimates, not the provider's figures."""
+    Anthropic's reads): estimates, not the provider's figures. ``cache``
+    names the provider's cache as the ledger ran it, and ``predicted`` what
+    it expects the provider to report for this request (read from and
+    written to the cache, in estimated tokens), beside the provider's own
+    report (``provider_usage``)."""
 
     price_model: str
     requests: int
     with_masking: float
     without_masking: float
     allowance_percent: int
+    cache: str = "prefix"
+    predicted_read: int = 0
+    predicted_written: int = 0
+    predicted_input: int = 0
 
     @property
     def ratio(self) -> float | None:
@@ -64,38 +77,47 @@ class BillSoFar:
             # How much of the allowance the bill so far uses (0 while
             # masking has saved more than it re-billed).
             "allowance_used": round(max(0.0, self.with_masking - self.without_masking), 1),
+            "cache": self.cache,
+            "predicted": {"input_tokens": self.predicted_input,
+                          "cache_read_tokens": self.predicted_read,
+                          "cache_write_tokens": self.predicted_written},
         }
 
 
-class LedgerState(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class LedgerState:
     """A ledger's running figures, to resume a replay from (``Checkpoint``)."""
 
     requests: int
     with_masking: int
     without_masking: int
-    previous_plain: int
-    previous_masked: int
+    billing: BillingState
 
 
 class Ledger:
     """The two bills of a conversation, one request at a time."""
 
-    def __init__(self, model: PriceModel, allowance_percent: int) -> None:
+    def __init__(self, model: PriceModel, allowance_percent: int,
+                 billing: Billing | None = None) -> None:
         self.model = model
         self.allowance_percent = allowance_percent
+        self.billing: Billing = billing if billing is not None else PrefixBilling(model)
         self.requests = 0
         self.with_masking = 0  # in thousandths of the base price
         self.without_masking = 0
-        self._previous_plain = 0  # tokens of the previous request, as sent
-        self.previous_masked = 0  # and as forwarded
 
-    def plain_cost(self, tokens: int) -> int:
-        """The next request as the client sent it: it begins with the whole
-        previous one."""
-        return self.model.cost(tokens, self._previous_plain)
+    @property
+    def minimum(self) -> int:
+        """No masked request may be shorter than this (``Billing.minimum``)."""
+        return self.billing.minimum
 
-    def masked_cost(self, tokens: int, common_prefix: int) -> int:
-        return self.model.cost(tokens, common_prefix)
+    def plain_cost(self, tokens: int, end: int = 0) -> int:
+        """The next request as the client sent it (``end`` items, ``tokens``
+        estimated tokens): it begins with the whole previous one."""
+        return self.billing.plain_cost(end, tokens)
+
+    def masked_cost(self, forwarded: Forwarded) -> int:
+        return self.billing.masked_cost(forwarded)
 
     def affordable(self, masked_cost: int, plain_cost: int) -> bool:
         """Would the bill so far with masking stay within the allowance if
@@ -104,22 +126,24 @@ class Ledger:
         budget = self.without_masking + plain_cost
         return spent * 100 <= budget * (100 + self.allowance_percent)
 
-    def record(self, plain_tokens: int, plain_cost: int, masked_tokens: int,
-               masked_cost: int) -> None:
+    def record(self, plain_tokens: int, plain_cost: int, forwarded: Forwarded,
+               masked_cost: int, end: int = 0) -> None:
         self.requests += 1
         self.with_masking += masked_cost
         self.without_masking += plain_cost
-        self._previous_plain = plain_tokens
-        self.previous_masked = masked_tokens
+        self.billing.record(end, plain_tokens, forwarded)
 
     def state(self) -> LedgerState:
         return LedgerState(self.requests, self.with_masking, self.without_masking,
-                           self._previous_plain, self.previous_masked)
+                           self.billing.state())
 
     def restore(self, state: LedgerState) -> None:
-        (self.requests, self.with_masking, self.without_masking, self._previous_plain,
-         self.previous_masked) = state
+        self.requests, self.with_masking, self.without_masking = (
+            state.requests, state.with_masking, state.without_masking)
+        self.billing.restore(state.billing)
 
     def so_far(self) -> BillSoFar:
+        read, written, total = self.billing.predicted()
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
-                         self.without_masking / PRICE_UNIT, self.allowance_percent)
+                         self.without_masking / PRICE_UNIT, self.allowance_percent,
+                         self.billing.name, read, written, total)

@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 from weakref import WeakKeyDictionary
 
+from obsmask_core.conversation.breakpoints import (
+    AddedBreakpoint,
+    CacheLayout,
+    closing_block,
+    marked,
+)
 from obsmask_core.conversation.checkpoints import Checkpoints, items_json
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
@@ -83,6 +89,8 @@ class MaskPlan:
     # judged): the next request of the conversation starts from these.
     judgements: list[Judgement | None] = field(default_factory=list, repr=False,
                                                compare=False)
+    # The frontier breakpoint the request goes out with (Anthropic), if any.
+    breakpoint: AddedBreakpoint | None = None
 
     @property
     def masked(self) -> int:
@@ -133,6 +141,7 @@ def plan_masking(
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
     written_open: bytes | None = None, name: ConversationName | None = None,
     judged_before: Sequence[Judgement | None] = (),
+    layout: CacheLayout | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -149,7 +158,10 @@ def plan_masking(
     bucket (``holdout.conversation_name``), when it knows them. ``judged_before``
     are the judgements of the first results (``MaskPlan.judgements`` of the
     conversation's previous request under the same policy, whose results
-    these are, with no recall to change what an id names).
+    these are, with no recall to change what an id names). ``layout`` is an
+    Anthropic request's cache breakpoints (``breakpoints.read_layout``):
+    the ledger then bills under Anthropic's cache, and the plan may add the
+    frontier breakpoint (``MaskPlan.breakpoint``); without one, OpenAI's.
     """
     if name is None:
         name = conversation_name(items)
@@ -163,7 +175,7 @@ def plan_masking(
         # Never masked, but billed like the others, so the two groups' bills
         # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True
-        plan.bill = Frontier(index, items, policy, {}).bill()
+        plan.bill = Frontier(index, items, policy, {}, layout=layout).bill()
         return plan
 
     # Only results older than the window can ever be masked; for them the
@@ -199,7 +211,8 @@ def plan_masking(
         else:
             maskable[number] = judgement[1]
 
-    frontier = _frontier(index, items, policy, maskable, plan.conversation, written_open)
+    frontier = _frontier(index, items, policy, maskable, plan.conversation, written_open,
+                         layout)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
@@ -252,6 +265,8 @@ def plan_masking(
         plan.stage = "masking"
     if policy.max_input_tokens and items:
         _clip(plan, index, items, policy, frontier, recallable, recalled)
+    if plan.masked:
+        plan.breakpoint = _added_breakpoint(frontier, items, layout, plan)
     return plan
 
 
@@ -286,24 +301,39 @@ def forget_checkpoints() -> None:
 
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
-              written_open: bytes | None = None) -> Frontier:
+              written_open: bytes | None = None,
+              layout: CacheLayout | None = None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits."""
     try:
         checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
     except TypeError:  # a policy built with lists, not tuples: replayed in full
-        return Frontier(index, items, policy, maskable)
+        return Frontier(index, items, policy, maskable, layout=layout)
     written = written_open
     if conversation is not None and written is None:
         written = items_json(items)
     if conversation is None or written is None:
-        return Frontier(index, items, policy, maskable)
+        return Frontier(index, items, policy, maskable, layout=layout)
     frontier = Frontier(index, items, policy, maskable,
-                        resume=checkpoints.find(conversation, written))
+                        resume=checkpoints.find(conversation, written), layout=layout)
     checkpoint = frontier.checkpoint(written, closed=written_open is None)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json
     return frontier
+
+
+def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: CacheLayout | None,
+                      plan: MaskPlan) -> AddedBreakpoint | None:
+    """The frontier breakpoint, unless its block carries one already (the
+    client's) or a result planned for rewriting sits in its item."""
+    item = frontier.breakpoint_item()
+    if item is None or layout is None or layout.control is None:
+        return None
+    block = closing_block(items[item])
+    if block is None or marked(items[item], block) \
+            or any(d.location[0] == item for d in plan.decisions):
+        return None
+    return AddedBreakpoint(item, block, layout.control)
 
 
 def _judge(result: ToolResult, policy: MaskPolicy, recallable: bool) -> Judgement:

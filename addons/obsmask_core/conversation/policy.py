@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from obsmask_core.conversation.price_models import PRICE_MODELS
+from obsmask_core.conversation.price_models import PRICE_MODEL_NAMES
 from obsmask_core.shared.config_file import ConfigFile
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.recall_text import hint
@@ -59,8 +59,9 @@ def check_placeholder_template(key: str, value: object) -> None:
 
 
 def check_price_model(key: str, value: object) -> None:
-    if isinstance(value, str) and value not in PRICE_MODELS:
-        raise SettingError(key, f"must be one of {', '.join(PRICE_MODELS)}, got {value!r}")
+    if isinstance(value, str) and value not in PRICE_MODEL_NAMES:
+        raise SettingError(key, f"must be one of {', '.join(PRICE_MODEL_NAMES)}, "
+                                f"got {value!r}")
 
 
 def _any_text(part: TemplatePart) -> str:
@@ -155,12 +156,25 @@ class MaskPolicy:
         after the first newly masked result). 0: always.""", minimum=0)
     price_model: str = setting("none", """
         The provider's prices, for the bill the frontier keeps: "anthropic"
-        (cache reads 0.1, writes 1.25), "openai" (cached input 0.1), "openai_50"
-        (cached input 0.5) or "none" (no cache). With a cache, the frontier
-        moves only when the bill of the conversation so far, replayed from the
-        request with obsmask's past decisions, stays within allowance_percent
-        of the bill without masking. "none": every move is free (the plain
-        window).""", check=check_price_model)
+        (cache reads 0.1, writes 1.25, or 2.0 for an hour's lifetime), "openai"
+        (cached input 0.1), "openai_50" (cached input 0.5), "auto" (Anthropic's
+        for Anthropic Messages requests, OpenAI's 0.1 for the others) or "none"
+        (no cache). Each request is billed under its provider's cache as it
+        runs it: Anthropic's breakpoints for Anthropic Messages, OpenAI's
+        automatic prefix cache (from 1,024 tokens, in steps of 128) for Chat
+        Completions and Responses. With a cache, the frontier moves only when
+        the bill of the conversation so far, replayed from the request with
+        obsmask's past decisions, stays within allowance_percent of the bill
+        without masking. "none": every move is free (the plain window).""", check=check_price_model)
+    frontier_breakpoint: bool = setting(False, """
+        Anthropic Messages: once results are masked, put a cache breakpoint
+        (cache_control, a copy of the client's own) on the last block of
+        the assistant message of the frontier's turn, when the client marks
+        the end of its request and uses fewer than four breakpoints. The
+        next move then reads the history up to there from the prompt cache
+        instead of writing it all again. The one change obsmask makes
+        outside tool results; false leaves every other byte as the client
+        sent it.""")
     allowance_percent: int = setting(0, """
         How far above the bill without masking the bill so far may go when
         the frontier moves (price_model with a cache), in percent of the bill

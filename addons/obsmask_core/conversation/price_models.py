@@ -11,11 +11,19 @@ every proxy computes the same decision from the same request.
   at 1.0; cached in steps of 128 tokens from 1024.
 - ``openai_50``: the same with a 50% discount (the GPT-4o family).
 - ``none``: no cache, every token at 1.0: masking never costs anything.
+- ``auto`` (not a model of its own: ``for_format``): each request under its
+  provider's, ``anthropic`` for Anthropic Messages requests, ``openai`` for
+  Chat Completions and Responses requests.
+
+The prices are the provider's; how much of a request its cache serves is
+the provider's cache's rule: OpenAI's automatic prefix cache for Chat
+Completions and Responses requests (``openai_cache``), Anthropic's
+breakpoints for Messages requests (``cache_billing.BreakpointBilling``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PRICE_UNIT = 1000  # the base input price of one token
 
@@ -57,3 +65,31 @@ PRICE_MODELS: dict[str, PriceModel] = {
         PriceModel("none", 1000, 1000, 0, 1),
     )
 }
+
+
+# OpenAI's automatic cache: nothing under 1,024 tokens, then in steps of 128.
+OPENAI_MINIMUM_CACHED = 1024
+OPENAI_CACHE_STEP = 128
+
+
+def openai_cache(model: PriceModel) -> PriceModel:
+    """``model``'s prices under OpenAI's automatic prefix cache."""
+    return replace(model, minimum_cached=OPENAI_MINIMUM_CACHED, cache_step=OPENAI_CACHE_STEP)
+
+
+AUTO = "auto"
+PRICE_MODEL_NAMES = (*PRICE_MODELS, AUTO)
+
+
+def for_format(name: str, anthropic: bool) -> PriceModel:
+    """The price model a setting names, for an Anthropic Messages request or
+    another (``auto`` picks the provider's own)."""
+    if name == AUTO:
+        return PRICE_MODELS["anthropic" if anthropic else "openai"]
+    return PRICE_MODELS[name]
+
+
+def has_cache(name: str) -> bool:
+    """Can a change in the history cost more than it saves, under the price
+    model a setting names, for some request?"""
+    return name == AUTO or PRICE_MODELS[name].has_cache

@@ -58,6 +58,42 @@ class Replacement:
         return json.dumps(self.new, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class MemberAdded:
+    """The object ``items[index][path...]``, as found (``old``), gains the
+    member ``name``: ``value``, written after its last member; every byte of
+    the object stays the client's."""
+
+    index: int
+    path: tuple[PathStep, ...]
+    old: object
+    name: str
+    value: object
+
+    @property
+    def new(self) -> object:
+        assert isinstance(self.old, dict)
+        return {**self.old, self.name: self.value}
+
+    def encoded(self) -> str:
+        return "," + json.dumps(self.name) + ":" + json.dumps(
+            self.value, ensure_ascii=False, separators=(",", ":"))
+
+
+Edit = Replacement | MemberAdded
+
+
+def _placed(span: Span, edit: Edit, closing: int | str) -> tuple[Span, str] | None:
+    """Where ``edit`` goes in the text whose value ``edit.old`` spans
+    ``span``, ``closing`` being that value's last character (a member is
+    added before an object's closing brace)."""
+    if isinstance(edit, Replacement):
+        return span, edit.encoded()
+    if closing not in ("}", ord("}")):
+        return None
+    return (span[1] - 1, span[1] - 1), edit.encoded()
+
+
 # Where a body's list closes is proven by the parse itself: a marker
 # inserted just before the ``]`` comes out as the list's last element only
 # if that ``]`` closes the list (the one the parse keeps, should a client
@@ -226,19 +262,24 @@ class QuickBody:
                 return end
         return None
 
-    def replaced(self, replacements: Sequence[Replacement]) -> bytes | None:
+    def replaced(self, replacements: Sequence[Edit]) -> bytes | None:
         """The body with the values replaced, or None if one is not found."""
         return self.replace_in(self.body, replacements)
 
     @staticmethod
-    def replace_in(body: bytes, replacements: Sequence[Replacement]) -> bytes | None:
+    def replace_in(body: bytes, replacements: Sequence[Edit]) -> bytes | None:
         """``body`` with the values replaced, found by their bytes."""
         ordered = sorted(replacements, key=lambda r: (r.index, r.path))
         spans = find_values(body, [(r.old, isinstance(r.path[-1], int)) for r in ordered])
         if spans is None:
             return None
-        return splice(body, [(span, replacement.encoded().encode("utf-8"))
-                             for span, replacement in zip(spans, ordered, strict=True)])
+        edits: list[tuple[Span, bytes]] = []
+        for span, replacement in zip(spans, ordered, strict=True):
+            placed = _placed(span, replacement, body[span[1] - 1])
+            if placed is None:
+                return None
+            edits.append((placed[0], placed[1].encode("utf-8")))
+        return splice(body, edits)
 
     @staticmethod
     def parse_again(body: bytes, list_member: str, end: int | None = None) -> tuple[object, bool]:
@@ -269,13 +310,15 @@ class ExactBody:
     def items(self) -> list[object]:
         return self.request.items
 
-    def replaced(self, replacements: Sequence[Replacement]) -> bytes | None:
+    def replaced(self, replacements: Sequence[Edit]) -> bytes | None:
         edits: list[tuple[Span, str]] = []
         for replacement in replacements:
             span = self.request.span_at(replacement.index, replacement.path)
-            if span is None:
+            placed = _placed(span, replacement, self.request.text[span[1] - 1]) \
+                if span is not None else None
+            if placed is None:
                 return None
-            edits.append((span, replacement.encoded()))
+            edits.append(placed)
         return splice(self.request.text, edits).encode("utf-8")
 
     @staticmethod

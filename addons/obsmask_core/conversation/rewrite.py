@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from obsmask_core.conversation.breakpoints import CACHE_CONTROL, CacheLayout, read_layout
 from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.grown_body import GrownBody
 from obsmask_core.conversation.holdout import ConversationName, named_by_user_message
@@ -36,9 +37,12 @@ from obsmask_core.conversation.previous_requests import (
     Signature,
     previous_requests,
 )
+from obsmask_core.conversation.price_models import has_cache
 from obsmask_core.conversation.recall import Recall, find_recalls, with_recalls
 from obsmask_core.conversation.request_body import (
+    Edit,
     ExactBody,
+    MemberAdded,
     QuickBody,
     Replacement,
     RequestBody,
@@ -46,7 +50,7 @@ from obsmask_core.conversation.request_body import (
 )
 from obsmask_core.conversation.request_text import UnsupportedBody
 from obsmask_core.conversation.tool_turns import IndexedItems
-from obsmask_core.conversation.wire_formats import CHAT, WireFormat, value_at
+from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat, value_at
 
 DISABLED = "masking is disabled"
 HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
@@ -135,7 +139,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                         written_open=_written_open(grown, added),
                         name=grown.previous.conversation if grown is not None else None,
                         judged_before=grown.judgements
-                        if grown is not None and resume is not None and not recall else ())
+                        if grown is not None and resume is not None and not recall else (),
+                        layout=_layout(request, items, policy, fmt))
     end = _list_end(request, fmt) if keeping else None
     masked_end: int | None = None
     if plan.held_out and not recalls:
@@ -153,6 +158,16 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
             _end_proven(request, masked_end), _settled_name(plan, grown, items)),
             grew_from, _document_of(request), indexed, plan.judgements if not recall else ())
     return outcome
+
+
+def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
+            fmt: WireFormat) -> CacheLayout | None:
+    """An Anthropic request's breakpoints, when the ledger or the frontier
+    breakpoint needs them."""
+    if fmt is not ANTHROPIC or not (policy.frontier_breakpoint
+                                    or has_cache(policy.price_model)):
+        return None
+    return read_layout(request.members, items)
 
 
 def _end_proven(request: QuickRead, masked_end: int | None) -> bool:
@@ -206,10 +221,15 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
         return (Masked(grown_body, plan, chars, chars_after, reused=True),
                 previous.masked_end + grown.end - grown.start)
 
-    replacements = [
+    replacements: list[Edit] = [
         Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
                     fmt.replacement(d.original_value, d.new_text))
         for d in plan.decisions]
+    if (added := plan.breakpoint) is not None:
+        replacements.append(MemberAdded(
+            added.item, ("content", added.block),
+            value_at([request.items[added.item]], 0, ("content", added.block)),
+            CACHE_CONTROL, dict(added.control)))
     new_body = request.replaced(replacements)
     if new_body is None:
         return Refused("a planned value could not be located", plan), None
@@ -278,7 +298,11 @@ def _list_end(request: ReadBody, fmt: WireFormat) -> int | None:
 
 
 def _signature(plan: MaskPlan) -> Signature:
-    return tuple((d.location, d.new_text, d.kind) for d in plan.decisions)
+    signature: Signature = tuple((d.location, d.new_text, d.kind) for d in plan.decisions)
+    if (added := plan.breakpoint) is not None:
+        signature += (((added.item, added.block), repr(sorted(added.control.items())),
+                       "breakpoint"),)
+    return signature
 
 
 def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
@@ -295,7 +319,7 @@ def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
 def _verify(
     request: ReadBody,
     new_body: bytes,
-    replacements: list[Replacement],
+    replacements: list[Edit],
     plan: MaskPlan,
     fmt: WireFormat,
     end: int | None = None,
@@ -317,7 +341,7 @@ def _verify(
     return violation, proven and violation is None
 
 
-def _violation(request: ReadBody, after: object, replacements: list[Replacement],
+def _violation(request: ReadBody, after: object, replacements: list[Edit],
                plan: MaskPlan, fmt: WireFormat) -> str | None:
     members = request.members
     if not isinstance(after, dict) or after.keys() != members.keys():

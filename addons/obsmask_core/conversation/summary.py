@@ -52,6 +52,9 @@ class MaskSummary:
     # The body is the previous request's masked body with this one's new
     # items (``previous_requests``): not searched, spliced or parsed again.
     reused_previous_body: bool = False
+    # The cache breakpoint obsmask added (Anthropic): which message and
+    # block, and the cache_control copied from the client's.
+    frontier_breakpoint: dict[str, object] | None = None
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
@@ -85,6 +88,8 @@ class MaskSummary:
             mask_ms=mask_ms,
             tokens_estimated=any(c is not None and c.estimated for c in (before, after)),
             reused_previous_body=outcome.reused,
+            frontier_breakpoint=plan.breakpoint.as_metadata()
+            if plan.breakpoint is not None else None,
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -97,7 +102,7 @@ class MaskSummary:
             del out["tokens_estimated"]
         if not self.reused_previous_body:
             del out["reused_previous_body"]
-        return _without_none(out, "conversation", "mask_ms")
+        return _without_none(out, "conversation", "mask_ms", "frontier_breakpoint")
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results

@@ -1,0 +1,190 @@
+"""What an Anthropic Messages request says about its prompt cache, and where
+obsmask may add a breakpoint of its own.
+
+Anthropic writes a cache entry only at a block that carries ``cache_control``
+(a breakpoint; at most four a request, counted over tools, system and
+messages, and a top-level ``cache_control`` puts one on the request's last
+block), and a later request reads an entry only if it equals one of its own
+prefixes ending at most ``LOOKBACK_BLOCKS`` block boundaries before one of
+its breakpoints. Masking changes the history in the middle, so without an
+entry just before the first newly masked result the next request writes
+everything after the system again.
+
+The frontier breakpoint: the block that closes the part of the history the
+frontier has decided (the last block of the assistant message of the
+frontier's turn) carries one, so the next move reads up to there. It is
+decided from the request alone, and only where it adds no write the client's
+own breakpoints would not make: the client marks the end of its request (as
+Claude Code and the SDKs' caching recipes do), so the prefix up to the
+frontier is written anyway, and one of the four slots is free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+CACHE_CONTROL = "cache_control"
+MAX_BREAKPOINTS = 4
+# A breakpoint reads an entry at its own boundary or at one of the 19 before
+# it: 20 boundaries.
+LOOKBACK_BLOCKS = 20
+# Blocks the API refuses a breakpoint on.
+NO_BREAKPOINT_TYPES = frozenset({"thinking", "redacted_thinking"})
+# What the tools and system weigh in the estimate the ledger makes of every
+# prefix (characters / 4): they come before the messages in the cache.
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """An Anthropic request's breakpoints, as far as the ledger and the
+    frontier breakpoint need them.
+
+    ``marks_end``: the client's last breakpoint closes its request (on the
+    last block of its last message, or a top-level ``cache_control``), so
+    every earlier request of the conversation is taken to have closed with
+    one too (the client moves it as the conversation grows).
+    ``control``: the ``cache_control`` of the client's last breakpoint,
+    copied onto the frontier's (the same lifetime, so the order of lifetimes
+    the API requires holds). ``minimum_tokens``: the model's smallest
+    cacheable prompt; ``preamble_tokens``: the estimated tokens of the tools
+    and system, which come before the messages in the cache."""
+
+    outside_messages: int
+    in_messages: int
+    marks_end: bool
+    control: Mapping[str, object] | None
+    preamble_tokens: int
+    minimum_tokens: int = 1024
+
+    @property
+    def breakpoints(self) -> int:
+        return self.outside_messages + self.in_messages
+
+    @property
+    def free_slot(self) -> bool:
+        return self.breakpoints < MAX_BREAKPOINTS
+
+    @property
+    def long_lived(self) -> bool:
+        """Do the client's entries live an hour (written at a higher price)?"""
+        return self.control is not None and self.control.get("ttl") == "1h"
+
+    def key(self) -> tuple[object, ...]:
+        """What a replay under this layout depends on (checkpoints compare it)."""
+        control = tuple(sorted((k, repr(v)) for k, v in self.control.items())) \
+            if self.control is not None else None
+        return (self.outside_messages, self.in_messages, self.marks_end, control,
+                self.preamble_tokens, self.minimum_tokens)
+
+
+# The smallest prompt each model caches, by the start of its name, as
+# Anthropic documents it; 1,024 tokens for the others.
+MINIMUM_CACHEABLE_TOKENS = (
+    ("claude-3-haiku", 2048), ("claude-3-5-haiku", 2048),
+    ("claude-haiku-4-5", 4096), ("claude-opus-4-5", 4096),
+)
+DEFAULT_MINIMUM_TOKENS = 1024
+
+
+def minimum_tokens(model: object) -> int:
+    if isinstance(model, str):
+        for prefix, tokens in MINIMUM_CACHEABLE_TOKENS:
+            if model.startswith(prefix):
+                return tokens
+    return DEFAULT_MINIMUM_TOKENS
+
+
+def _controls(value: object) -> list[Mapping[str, object]]:
+    """The ``cache_control`` objects of a list of blocks (or one block)."""
+    blocks = value if isinstance(value, list) else [value]
+    return [block[CACHE_CONTROL] for block in blocks
+            if isinstance(block, dict) and isinstance(block.get(CACHE_CONTROL), dict)]
+
+
+def _string_chars(value: object) -> int:
+    total = 0
+    pending: list[object] = [value]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, str):
+            total += len(current)
+        elif isinstance(current, dict):
+            pending.extend(current.values())
+        elif isinstance(current, list):
+            pending.extend(current)
+    return total
+
+
+def read_layout(members: Mapping[str, object], items: Sequence[object]) -> CacheLayout:
+    """The breakpoints of an Anthropic request body (``members``, whose
+    ``messages`` are ``items``)."""
+    outside = _controls(members.get("tools")) + _controls(members.get("system"))
+    top_level = members.get(CACHE_CONTROL)
+    inside: list[Mapping[str, object]] = []
+    last_marked = False
+    for position, item in enumerate(items):
+        content = item.get("content") if isinstance(item, dict) else None
+        if not isinstance(content, list):
+            continue
+        found = _controls(content)
+        inside.extend(found)
+        if position == len(items) - 1 and content and isinstance(content[-1], dict) \
+                and isinstance(content[-1].get(CACHE_CONTROL), dict):
+            last_marked = True
+    automatic = isinstance(top_level, dict)
+    control: Mapping[str, object] | None = inside[-1] if inside else None
+    if automatic and isinstance(top_level, dict):
+        control = top_level
+    preamble = (_string_chars(members.get("tools")) + _string_chars(members.get("system"))) \
+        // _CHARS_PER_TOKEN
+    return CacheLayout(
+        outside_messages=len(outside),
+        in_messages=len(inside) + (1 if automatic else 0),
+        marks_end=last_marked or automatic,
+        control=control,
+        preamble_tokens=preamble,
+        minimum_tokens=minimum_tokens(members.get("model")),
+    )
+
+
+def blocks_of(item: object) -> int:
+    """How many blocks an item counts for in the cache's lookback: each
+    block of a list content, one for a string content."""
+    content = item.get("content") if isinstance(item, dict) else None
+    return len(content) if isinstance(content, list) else 1
+
+
+def closing_block(item: object) -> int | None:
+    """The block a breakpoint closing ``item`` goes on: its last block,
+    when the API accepts one there (a typed block, not a thinking one)."""
+    content = item.get("content") if isinstance(item, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    last = content[-1]
+    if not isinstance(last, dict) or not isinstance(last.get("type"), str) \
+            or last["type"] in NO_BREAKPOINT_TYPES:
+        return None
+    return len(content) - 1
+
+
+def marked(item: object, block: int) -> bool:
+    """Does block ``block`` of ``item`` carry a breakpoint already?"""
+    content = item.get("content") if isinstance(item, dict) else None
+    return isinstance(content, list) and isinstance(content[block], dict) \
+        and CACHE_CONTROL in content[block]
+
+
+@dataclass(frozen=True)
+class AddedBreakpoint:
+    """The frontier breakpoint a request goes out with: ``cache_control``
+    (the client's own object, ``control``) added as the last member of
+    block ``block`` of item ``item``."""
+
+    item: int
+    block: int
+    control: Mapping[str, object]
+
+    def as_metadata(self) -> dict[str, object]:
+        return {"message": self.item, "block": self.block, CACHE_CONTROL: dict(self.control)}
