@@ -47,6 +47,7 @@ from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import ANTHROPIC, RESPONSES, WireFormat
 from support.agents import CLIENTS, needs_clients, run_agent
+from support.caching_provider import AnthropicPromptCache, InvalidRequest, OpenAIPromptCache
 from support.json_values import as_list, as_object, as_str
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, Recorded, recording_server
@@ -289,6 +290,10 @@ class StubProvider:
     ``GET /release/<turn>`` or ``release_wait`` seconds pass; ``released``
     records which happened, i.e. whether the first event reached the client
     while the rest was still unwritten.
+
+    The usage it reports is the body's length / 4, nothing cached, unless
+    the subclass is given a ``cache`` (tests/support/caching_provider.py):
+    then the usage is that prompt cache's, its figures in ``cache.bills``.
     """
 
     path = ""
@@ -315,8 +320,12 @@ class StubProvider:
             return Answer(status=404, body=b'{"error": {"message": "not found"}}')
         request = as_object(json.loads(recorded.body))
         turn = self.turn_of(as_list(request[self.list_member]))
+        try:
+            usage = self.usage(request, len(recorded.body))
+        except InvalidRequest as refused:
+            return Answer(status=400, body=json.dumps(refused.body()).encode())
         if request.get("stream"):
-            events = self.events(turn, request, len(recorded.body))
+            events = self.events(turn, request, usage)
             encoded = [
                 f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
             ]
@@ -331,7 +340,7 @@ class StubProvider:
                 headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
                 body=[encoded[0], hold, *encoded[1:]],
             )
-        body = json.dumps(self.answer(turn, request, len(recorded.body))).encode()
+        body = json.dumps(self.answer(turn, request, usage)).encode()
         with self._lock:
             self.sent.append(SentAnswer(turn, False, body))
         return Answer(body=body)
@@ -339,10 +348,14 @@ class StubProvider:
     def turn_of(self, items: list[object]) -> int:
         raise NotImplementedError
 
-    def answer(self, turn: int, request: Json, body_bytes: int) -> Json:
+    def usage(self, request: Json, body_bytes: int) -> Json:
+        """The usage of the answer to ``request``, a body of ``body_bytes``."""
         raise NotImplementedError
 
-    def events(self, turn: int, request: Json, body_bytes: int) -> list[tuple[str, Json]]:
+    def answer(self, turn: int, request: Json, usage: Json) -> Json:
+        raise NotImplementedError
+
+    def events(self, turn: int, request: Json, usage: Json) -> list[tuple[str, Json]]:
         raise NotImplementedError
 
     def final_text(self, turn: int) -> str:
@@ -370,6 +383,21 @@ class AnthropicStub(StubProvider):
     path = "/v1/messages"
     list_member = "messages"
 
+    def __init__(self, tool_turns: int, release_wait: float,
+                 cache: AnthropicPromptCache | None = None) -> None:
+        super().__init__(tool_turns, release_wait)
+        self.cache = cache
+
+    def usage(self, request: Json, body_bytes: int) -> Json:
+        if self.cache is not None:
+            return self.cache.bill(request).usage(17)
+        return {
+            "input_tokens": body_bytes // 4,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 17,
+        }
+
     def turn_of(self, items: list[object]) -> int:
         return len({turn for turn, _ in _anthropic_calls(items).values()})
 
@@ -391,7 +419,7 @@ class AnthropicStub(StubProvider):
         ]
         return blocks
 
-    def _message(self, turn: int, request: Json, body_bytes: int) -> Json:
+    def _message(self, turn: int, request: Json, usage: Json) -> Json:
         return {
             "id": f"msg_stub_{turn}",
             "type": "message",
@@ -400,19 +428,14 @@ class AnthropicStub(StubProvider):
             "content": self.content(turn),
             "stop_reason": "tool_use" if turn < self.tool_turns else "end_turn",
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": body_bytes // 4,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": 17,
-            },
+            "usage": usage,
         }
 
-    def answer(self, turn: int, request: Json, body_bytes: int) -> Json:
-        return self._message(turn, request, body_bytes)
+    def answer(self, turn: int, request: Json, usage: Json) -> Json:
+        return self._message(turn, request, usage)
 
-    def events(self, turn: int, request: Json, body_bytes: int) -> list[tuple[str, Json]]:
-        message = self._message(turn, request, body_bytes)
+    def events(self, turn: int, request: Json, usage: Json) -> list[tuple[str, Json]]:
+        message = self._message(turn, request, usage)
         start = {
             **message,
             "content": [],
@@ -450,7 +473,8 @@ class AnthropicStub(StubProvider):
         add(
             "message_delta",
             delta={"stop_reason": message["stop_reason"], "stop_sequence": None},
-            usage={"output_tokens": 17},
+            # With a cache, cumulative figures, as the API sends them now.
+            usage=usage if self.cache is not None else {"output_tokens": 17},
         )
         add("message_stop")
         return out
@@ -465,6 +489,22 @@ class ResponsesStub(StubProvider):
 
     path = "/v1/responses"
     list_member = "input"
+
+    def __init__(self, tool_turns: int, release_wait: float,
+                 cache: OpenAIPromptCache | None = None) -> None:
+        super().__init__(tool_turns, release_wait)
+        self.cache = cache
+
+    def usage(self, request: Json, body_bytes: int) -> Json:
+        if self.cache is not None:
+            return self.cache.bill(request).responses_usage(17)
+        return {
+            "input_tokens": body_bytes // 4,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 17,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": body_bytes // 4 + 17,
+        }
 
     def turn_of(self, items: list[object]) -> int:
         return len({turn for turn, _ in _responses_calls(items).values()})
@@ -500,16 +540,9 @@ class ResponsesStub(StubProvider):
         ]
 
     def _response(
-        self, turn: int, request: Json, body_bytes: int, output: list[Json] | None
+        self, turn: int, request: Json, usage: Json, output: list[Json] | None
     ) -> Json:
         """The Response object: complete with ``output``, in progress without."""
-        usage = {
-            "input_tokens": body_bytes // 4,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 17,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": body_bytes // 4 + 17,
-        }
         return {
             "id": f"resp_stub_{turn}",
             "object": "response",
@@ -537,16 +570,16 @@ class ResponsesStub(StubProvider):
             "metadata": {},
         }
 
-    def answer(self, turn: int, request: Json, body_bytes: int) -> Json:
-        return self._response(turn, request, body_bytes, self.output(turn))
+    def answer(self, turn: int, request: Json, usage: Json) -> Json:
+        return self._response(turn, request, usage, self.output(turn))
 
-    def events(self, turn: int, request: Json, body_bytes: int) -> list[tuple[str, Json]]:
+    def events(self, turn: int, request: Json, usage: Json) -> list[tuple[str, Json]]:
         out: list[tuple[str, Json]] = []
 
         def add(kind: str, **fields: object) -> None:
             out.append((kind, {"type": kind, "sequence_number": len(out), **fields}))
 
-        pending = self._response(turn, request, body_bytes, None)
+        pending = self._response(turn, request, usage, None)
         add("response.created", response=pending)
         add("response.in_progress", response=pending)
         output = self.output(turn)
@@ -583,7 +616,7 @@ class ResponsesStub(StubProvider):
                 add("response.output_text.done", **where, text=text, logprobs=[])
                 add("response.content_part.done", **where, part=part)
             add("response.output_item.done", output_index=index, item=item)
-        add("response.completed", response=self._response(turn, request, body_bytes, output))
+        add("response.completed", response=self._response(turn, request, usage, output))
         return out
 
 
@@ -913,3 +946,48 @@ def test_stream_check_fails_when_mitmproxy_buffers_the_answer(tmp_path: Path, ap
             )
             _assert_answers_unchanged(stub, report, skipped={"ping"})
             assert "internal error" not in proxy.output()
+
+
+def _stub_answer(stub: StubProvider, request: Json) -> list[Json]:
+    """The JSON answer, or the data of each SSE event, of ``stub`` to
+    ``request``, called in process."""
+    answer = stub(Recorded("POST", stub.path, {}, json.dumps(request).encode()))
+    assert answer.status == 200
+    if isinstance(answer.body, bytes):
+        return [as_object(json.loads(answer.body))]
+    raw = b"".join(c for c in answer.body if isinstance(c, bytes))
+    return [as_object(json.loads(line[6:])) for line in raw.split(b"\n")
+            if line.startswith(b"data: ")]
+
+
+def test_the_stubs_given_a_prompt_cache_report_its_usage() -> None:
+    """With a cache (tests/support/caching_provider.py): the Responses stub
+    reports the input it shares with the request before as cached tokens;
+    the Anthropic stub reports the cache's read and write, in its stream's
+    message_start and (cumulative) message_delta too, and refuses a fifth
+    breakpoint with HTTP 400."""
+    responses_cache = OpenAIPromptCache("input")
+    responses = ResponsesStub(1, 0.0, cache=responses_cache)
+    items: list[object] = [{"role": "user", "content": "x" * 6000}]
+    _stub_answer(responses, {"model": "m", "input": items})
+    second = _stub_answer(responses, {"model": "m", "input": [*items, {"role": "user",
+                                                                       "content": "more"}]})
+    usage = as_object(second[0]["usage"])
+    assert usage == responses_cache.bills[1].responses_usage(17)
+    assert as_object(usage["input_tokens_details"])["cached_tokens"] == 1408
+
+    anthropic_cache = AnthropicPromptCache()
+    anthropic = AnthropicStub(1, 0.0, cache=anthropic_cache)
+    block: Json = {"type": "text", "text": "x" * 6000, "cache_control": {"type": "ephemeral"}}
+    first = {"model": "m", "messages": [{"role": "user", "content": [block]}]}
+    _stub_answer(anthropic, first)
+    events = _stub_answer(anthropic, {**first, "stream": True})
+    bill = anthropic_cache.bills[1]
+    assert bill.cache_read_input_tokens == anthropic_cache.bills[0].total_tokens > 0
+    start = as_object(as_object(events[0]["message"])["usage"])
+    delta = next(as_object(e["usage"]) for e in events if e["type"] == "message_delta")
+    assert (start, delta) == ({**bill.usage(17), "output_tokens": 1}, bill.usage(17))
+    five = {"model": "m", "messages": [{"role": "user", "content": [block] * 5}]}
+    refused = anthropic(Recorded("POST", anthropic.path, {}, json.dumps(five).encode()))
+    assert refused.status == 400 and isinstance(refused.body, bytes)
+    assert b"Found 5." in refused.body

@@ -30,6 +30,14 @@ of the task is read from the cache, the rest but a few tokens is written to
 it. A masked body therefore costs fewer tokens, and a prefix that changes
 shows up as cache writes. Each answer carries a ``request-id`` header
 (``Served.request_id``), which names it in mitmproxy's flows.
+
+With ``cache`` (an ``AnthropicPromptCache`` of tests/support/caching_provider.py,
+the prompt cache as Anthropic documents it: breakpoints, 20-block lookback,
+minimum, lifetimes) the usage of every message request, of the task or not,
+comes from that cache instead, and ``Served.bill`` keeps what it read, wrote
+and cost (``cache.bills`` has them all, in order). A request the API would
+refuse (a fifth breakpoint, a ``cache_control`` on a thinking block) gets
+the API's HTTP 400 and is served as ``"invalid"``.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from support.caching_provider import AnthropicBill, AnthropicPromptCache, InvalidRequest
 from support.recording_server import Answer, Recorded, RecordingServer, common_prefix_length
 
 Json = dict[str, object]
@@ -48,6 +57,7 @@ Json = dict[str, object]
 BYTES_PER_TOKEN = 4
 # Tokens after the last cache breakpoint that a provider bills as plain input.
 UNCACHED_TAIL_TOKENS = 3
+OUTPUT_TOKENS = 25
 OTHER_TEXT = "Scripted side answer."
 
 
@@ -126,19 +136,22 @@ class Step:
 class Served:
     """What the server made of one request."""
 
-    kind: str  # "task", "other", "count_tokens", "unknown"
+    kind: str  # "task", "other", "count_tokens", "unknown", "invalid" (refused by the cache)
     recorded: Recorded
     stream: bool
     step: int | None  # the script's step answered, for "task"
     usage: Json | None  # the usage it reported, for a message
     request_id: str = ""  # its ``request-id`` header: req_01Scripted + 10 digits
+    bill: AnthropicBill | None = None  # with a cache: what it read, wrote and cost
 
 
 class ScriptedAnthropic:
     """The responder (and its recording server): see the module docstring."""
 
-    def __init__(self, prompt_marker: str, commands: Sequence[str], final_text: str) -> None:
+    def __init__(self, prompt_marker: str, commands: Sequence[str], final_text: str,
+                 *, cache: AnthropicPromptCache | None = None) -> None:
         self.prompt_marker = prompt_marker
+        self.cache = cache
         self.commands = list(commands)
         self.final_text = final_text
         self.served: list[Served] = []
@@ -203,17 +216,30 @@ class ScriptedAnthropic:
         stream = request.get("stream") is True
         tool = shell_tool(request.get("tools"))
         is_task = tool is not None and self.prompt_marker in _first_user_text(messages)
-        usage = self._usage(_prompt_bytes(request), is_task)
+        bill = None
+        if self.cache is not None:
+            try:
+                bill = self.cache.bill(request)
+            except InvalidRequest as refused:
+                request_id = self._add(Served("invalid", recorded, stream, None, None))
+                return Answer(status=400,
+                              headers={"content-type": "application/json",
+                                       "request-id": request_id},
+                              body=_compact(refused.body()).encode())
+            usage = bill.usage(OUTPUT_TOKENS)
+        else:
+            usage = self._usage(_prompt_bytes(request), is_task)
         if is_task:
             assert tool is not None
             step = self.steps()[self.step_of(messages)]
             content = self._content(step, tool)
             stop = "end_turn" if step.command is None else "tool_use"
-            request_id = self._add(Served("task", recorded, stream, step.number, usage))
+            request_id = self._add(Served("task", recorded, stream, step.number, usage,
+                                          bill=bill))
         else:
             content = [{"type": "text", "text": OTHER_TEXT}]
             stop = "end_turn"
-            request_id = self._add(Served("other", recorded, stream, None, usage))
+            request_id = self._add(Served("other", recorded, stream, None, usage, bill=bill))
         message: Json = {
             "id": request_id.replace("req_", "msg_"),
             "type": "message",
@@ -255,7 +281,7 @@ class ScriptedAnthropic:
             "input_tokens": plain,
             "cache_creation_input_tokens": total - read - plain,
             "cache_read_input_tokens": read,
-            "output_tokens": 25,
+            "output_tokens": OUTPUT_TOKENS,
             "service_tier": "standard",
         }
 
@@ -333,10 +359,12 @@ class ScriptedAnthropic:
 
 @contextmanager
 def scripted_anthropic(
-    prompt_marker: str, commands: Sequence[str], final_text: str
+    prompt_marker: str, commands: Sequence[str], final_text: str,
+    *, cache: AnthropicPromptCache | None = None,
 ) -> Iterator[ScriptedAnthropic]:
-    """A running scripted server; stopped on exit, whatever happened."""
-    scripted = ScriptedAnthropic(prompt_marker, commands, final_text)
+    """A running scripted server (its usage from ``cache``, when given);
+    stopped on exit, whatever happened."""
+    scripted = ScriptedAnthropic(prompt_marker, commands, final_text, cache=cache)
     scripted.server.start()
     try:
         yield scripted

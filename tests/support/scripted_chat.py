@@ -25,6 +25,12 @@ with a prompt cache: ``prompt_tokens`` is the body's length / 4, and
 with an earlier request, / 4, rounded down to OpenAI's 128-token steps
 (nothing under 1,024 tokens). A masked body therefore costs fewer tokens,
 and a prefix that changes shows up as fewer cached tokens.
+
+With ``cache`` (an ``OpenAIPromptCache("messages")`` of
+tests/support/caching_provider.py) the usage comes from that cache instead:
+its token estimate, the longest prefix of whole messages shared with an
+earlier request to the same model, and ``SentAnswer.bill`` keeps the figures
+(``cache.bills`` has them all, in order).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from support.caching_provider import OpenAIBill, OpenAIPromptCache
 from support.recording_server import Answer, Recorded, RecordingServer, common_prefix_length
 
 Json = dict[str, object]
@@ -64,6 +71,7 @@ class SentAnswer:
     stream: bool
     usage: Json | None
     body: bytes = b""  # the JSON answer, or the whole SSE stream as written
+    bill: OpenAIBill | None = None  # with a cache: what it shared and had cached
 
 
 def _pieces(text: str, count: int) -> list[str]:
@@ -87,9 +95,11 @@ def _tool_name(request: Json) -> str:
 class ScriptedChat:
     """The responder of a ``RecordingServer``: plays ``steps``."""
 
-    def __init__(self, steps: Sequence[Step], *, id_prefix: str = "call_scripted") -> None:
+    def __init__(self, steps: Sequence[Step], *, id_prefix: str = "call_scripted",
+                 cache: OpenAIPromptCache | None = None) -> None:
         self.steps = list(steps)
         self.id_prefix = id_prefix
+        self.cache = cache
         self.sent: list[SentAnswer] = []
         self._bodies: list[bytes] = []
         self._lock = threading.Lock()
@@ -112,13 +122,15 @@ class ScriptedChat:
             for m in request["messages"]
             if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
         )
-        usage = self._usage(recorded.body)
+        bill = self.cache.bill(request) if self.cache is not None else None
+        usage = (bill.chat_usage(COMPLETION_TOKENS) if bill is not None
+                 else self._usage(recorded.body))
         if request.get("stream"):
             with_usage = bool((request.get("stream_options") or {}).get("include_usage"))
             reported = usage if with_usage else None
             events: list[bytes] = list(self._events(turn, request, reported))
             with self._lock:
-                self.sent.append(SentAnswer(turn, True, reported, b"".join(events)))
+                self.sent.append(SentAnswer(turn, True, reported, b"".join(events), bill))
             return Answer(
                 headers={"content-type": "text/event-stream; charset=utf-8",
                          "cache-control": "no-cache"},
@@ -126,7 +138,7 @@ class ScriptedChat:
             )
         body = json.dumps(self._completion(turn, request, usage)).encode()
         with self._lock:
-            self.sent.append(SentAnswer(turn, False, usage, body))
+            self.sent.append(SentAnswer(turn, False, usage, body, bill))
         return Answer(body=body)
 
     # The answers ------------------------------------------------------------
@@ -238,8 +250,11 @@ class ScriptedChatServer:
 
 
 @contextmanager
-def scripted_chat_server(steps: Sequence[Step], **options: str) -> Iterator[ScriptedChatServer]:
-    script = ScriptedChat(steps, **options)
+def scripted_chat_server(steps: Sequence[Step], *, cache: OpenAIPromptCache | None = None,
+                         **options: str) -> Iterator[ScriptedChatServer]:
+    """A running scripted server (its usage from ``cache``, when given);
+    stopped on exit, whatever happened."""
+    script = ScriptedChat(steps, cache=cache, **options)
     server = RecordingServer(script)
     server.start()
     try:
