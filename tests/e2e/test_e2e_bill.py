@@ -38,6 +38,7 @@ import pytest
 from mitmproxy import http
 
 from obsmask_core.conversation.apply import mask_items
+from obsmask_core.conversation.breakpoints import read_layout
 from obsmask_core.conversation.holdout import conversation_bucket
 from obsmask_core.conversation.planner import plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
@@ -186,7 +187,7 @@ def _masked_as_the_model_says(exchange: Exchange, policy: MaskPolicy) -> None:
     applied (the addon's own model), everything else as sent."""
     sent = as_object(json.loads(exchange.sent))
     received = as_object(json.loads(exchange.received))
-    expected = mask_items(exchange.items, policy, ANTHROPIC)
+    expected = mask_items(exchange.items, policy, ANTHROPIC, read_layout(sent, exchange.items))
     assert received == {**sent, "messages": expected}, f"request {exchange.number}"
     assert (exchange.meta["action"] == "masked") == (expected != exchange.items)
 
@@ -270,7 +271,8 @@ def test_every_flow_carries_the_bill_so_far_within_the_allowance_next_to_the_pro
         previous = bill
         # The same bill, from the pure function, on the body the client sent.
         items = exchange.items
-        plan = plan_masking(ANTHROPIC.index(items), LEDGER, items)
+        layout = read_layout(as_object(json.loads(exchange.sent)), items)
+        plan = plan_masking(ANTHROPIC.index(items), LEDGER, items, layout=layout)
         assert plan.bill is not None and plan.bill.as_metadata() == bill, where
         # The provider's own figures, from the same answer, next to it.
         assert meta["provider_usage"] == _expected_usage(exchange.served), where

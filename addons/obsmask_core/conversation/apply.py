@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from obsmask_core.conversation.breakpoints import CACHE_CONTROL, CacheLayout
 from obsmask_core.conversation.planner import MaskPlan, plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.turn_model import Location
-from obsmask_core.conversation.wire_formats import WireFormat, set_at
+from obsmask_core.conversation.wire_formats import WireFormat, set_at, value_at
 
 
 def replace_results(items: Sequence[object], fmt: WireFormat,
@@ -28,12 +29,22 @@ def replace_results(items: Sequence[object], fmt: WireFormat,
 
 
 def apply_plan(items: list[object], plan: MaskPlan, fmt: WireFormat) -> list[object]:
-    """A new list with the planned results replaced; the input is not modified."""
-    return replace_results(items, fmt, ((d.location, d.original_value, d.new_text)
-                                        for d in plan.decisions))
+    """A new list with the planned results replaced, and the frontier
+    breakpoint added if the plan has one; the input is not modified."""
+    out = replace_results(items, fmt, ((d.location, d.original_value, d.new_text)
+                                       for d in plan.decisions))
+    if (added := plan.breakpoint) is not None:
+        path = ("content", added.block)
+        block = value_at(out, added.item, path)
+        assert isinstance(block, dict)
+        set_at(out, added.item, path, {**block, CACHE_CONTROL: dict(added.control)})
+    return out
 
 
-def mask_items(items: list[object], policy: MaskPolicy, fmt: WireFormat) -> list[object]:
+def mask_items(items: list[object], policy: MaskPolicy, fmt: WireFormat,
+               layout: CacheLayout | None = None) -> list[object]:
     """The conversation list of any format (``messages``, ``input``) with its
-    old tool results masked; the input is not modified."""
-    return apply_plan(items, plan_masking(fmt.index(items), policy, items), fmt)
+    old tool results masked; the input is not modified. ``layout``: an
+    Anthropic request's breakpoints (``breakpoints.read_layout``), which the
+    rewrite of a whole body reads from it."""
+    return apply_plan(items, plan_masking(fmt.index(items), policy, items, layout=layout), fmt)

@@ -111,7 +111,7 @@ def _string_chars(value: object) -> int:
         if isinstance(current, str):
             total += len(current)
         elif isinstance(current, dict):
-            pending.extend(current.values())
+            pending.extend(v for k, v in current.items() if k != CACHE_CONTROL)
         elif isinstance(current, list):
             pending.extend(current)
     return total

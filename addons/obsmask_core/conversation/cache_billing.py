@@ -58,6 +58,7 @@ class BreakpointState(NamedTuple):
     previous_end: int | None
     previous_tokens: int
     predicted: tuple[int, int, int]
+    points: tuple[int | None, int | None]
 
 
 BillingState = PrefixState | BreakpointState
@@ -175,10 +176,26 @@ class BreakpointBilling:
         self._previous_end: int | None = None  # as sent
         self._previous_tokens = 0
         self._predicted = (0, 0, 0)
+        self._points: tuple[int | None, int | None] = (None, None)
 
     @property
     def minimum(self) -> int:
         return self._layout.minimum_tokens
+
+    @property
+    def preamble_tokens(self) -> int:
+        return self._preamble
+
+    @property
+    def system_entry(self) -> bool:
+        """Do the tools and system make an entry of their own?"""
+        return self._system_entry
+
+    def prediction_points(self) -> tuple[int | None, int | None]:
+        """For the last forwarded request recorded: the item boundaries the
+        provider should read it up to and write it up to (0: the tools and
+        system alone; None: nothing)."""
+        return self._points
 
     @property
     def smallest_saving(self) -> int:
@@ -198,9 +215,17 @@ class BreakpointBilling:
         return self._read * read + self._write * (last_mark - read) \
             + PRICE_UNIT * (total - last_mark)
 
+    def _written(self, marks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The breakpoints that write an entry: none under the minimum (the
+        provider bills such a prompt as plain input)."""
+        return [(mark, tokens) for mark, tokens in marks if tokens >= self.minimum]
+
     def _last_mark(self, marks: list[tuple[int, int]]) -> int:
-        if marks:
-            return marks[-1][1]
+        """The tokens up to the last breakpoint that writes (the system's,
+        or none, when no message breakpoint does)."""
+        written = self._written(marks)
+        if written:
+            return written[-1][1]
         return self._preamble if self._system_entry else 0
 
     def plain_cost(self, end: int, tokens: int) -> int:
@@ -221,50 +246,58 @@ class BreakpointBilling:
             marks.append((forwarded.end, self._preamble + forwarded.tokens))
         return marks
 
-    def _read_tokens(self, forwarded: Forwarded, marks: list[tuple[int, int]]) -> int:
-        read = self._floor()
+    def _reading(self, forwarded: Forwarded,
+                 marks: list[tuple[int, int]]) -> tuple[int, int | None]:
+        """The tokens read from the cache, and the item boundary where the
+        entry read ends (0: the tools and system; None: nothing read)."""
+        floor = self._floor()
+        read, at = floor, (0 if floor else None)
         changed = forwarded.changed_at
         for entry, tokens in self._entries:
             if tokens > read and (changed is None or entry <= changed) \
                     and any(self._reaches(entry, mark) for mark, _ in marks):
-                read = tokens
-        return read
+                read, at = tokens, entry
+        return read, at
 
     def masked_cost(self, forwarded: Forwarded) -> int:
         marks = self._marks(forwarded)
         total = self._preamble + forwarded.tokens
-        return self._cost(total, self._read_tokens(forwarded, marks), self._last_mark(marks))
+        return self._cost(total, self._reading(forwarded, marks)[0], self._last_mark(marks))
 
     def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None:
         marks = self._marks(forwarded)
         total = self._preamble + forwarded.tokens
-        read = self._read_tokens(forwarded, marks)
+        read, read_at = self._reading(forwarded, marks)
         last = self._last_mark(marks)
         self._predicted = (read, last - read, total)
+        written = self._written(marks)
+        written_to = written[-1][0] if written else (0 if self._system_entry else None)
+        self._points = (read_at, written_to if last > read else read_at)
         changed = forwarded.changed_at
         entries = [(entry, tokens) for entry, tokens in self._entries
                    if changed is None or entry <= changed]
         known = {entry for entry, _ in entries}
-        entries += [(mark, tokens) for mark, tokens in marks
-                    if tokens >= self.minimum and mark not in known]
-        # Breakpoints only move forward: an entry too far behind the first
-        # of this request's is never read again.
-        if marks:
-            lowest = self._blocks_before[marks[0][0]]
-            entries = [(entry, tokens) for entry, tokens in entries
-                       if lowest - self._blocks_before[entry] < LOOKBACK_BLOCKS]
+        entries += [(mark, tokens) for mark, tokens in self._written(marks) if mark not in known]
         self._entries = entries
         self._previous_end, self._previous_tokens = end, plain_tokens
+
+    def forget_before(self, lowest_mark: int) -> None:
+        """No later breakpoint closes an item boundary before ``lowest_mark``
+        (ends grow, the frontier only moves forward): an entry too far
+        behind it is never read again."""
+        lowest = self._blocks_before[lowest_mark]
+        self._entries = [(entry, tokens) for entry, tokens in self._entries
+                         if lowest - self._blocks_before[entry] < LOOKBACK_BLOCKS]
 
     def predicted(self) -> tuple[int, int, int]:
         return self._predicted
 
     def state(self) -> BreakpointState:
         return BreakpointState(tuple(self._entries), self._previous_end, self._previous_tokens,
-                               self._predicted)
+                               self._predicted, self._points)
 
     def restore(self, state: BillingState) -> None:
         assert isinstance(state, BreakpointState)
         self._entries = list(state.entries)
         self._previous_end, self._previous_tokens = state.previous_end, state.previous_tokens
-        self._predicted = state.predicted
+        self._predicted, self._points = state.predicted, state.points

@@ -19,7 +19,12 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.breakpoints import CacheLayout, blocks_of, closing_block
+from obsmask_core.conversation.breakpoints import (
+    CACHE_CONTROL,
+    CacheLayout,
+    blocks_of,
+    closing_block,
+)
 from obsmask_core.conversation.cache_billing import (
     Billing,
     BreakpointBilling,
@@ -48,7 +53,9 @@ def estimate_tokens(chars: int, items: int) -> int:
 def _item_chars(item: object) -> int:
     """The characters of every string value in ``item`` (what
     ``message_strings`` lists, summed), without building the list: every
-    item of every request is measured, so this is on the hot path."""
+    item of every request is measured, so this is on the hot path. A
+    ``cache_control`` is not prompt text (clients move it from request to
+    request): it is not counted."""
     total = 0
     pending: list[object] = [item]
     while pending:
@@ -56,7 +63,10 @@ def _item_chars(item: object) -> int:
         if isinstance(value, str):
             total += len(value)
         elif isinstance(value, dict):
-            pending.extend(value.values())
+            if CACHE_CONTROL in value:
+                pending.extend(v for k, v in value.items() if k != CACHE_CONTROL)
+            else:
+                pending.extend(value.values())
         elif isinstance(value, list):
             pending.extend(value)
     return total
@@ -316,6 +326,14 @@ class Frontier:
         result of a request, without a call for each); not to be changed."""
         return self._masked_turns
 
+    def prediction_points(self) -> tuple[int | None, int | None] | None:
+        """Where the provider should read this request up to, and write it
+        up to, in item boundaries (0: the tools and system alone; None:
+        nothing), under Anthropic's cache; None under another."""
+        if self.ledger is None or not isinstance(self.ledger.billing, BreakpointBilling):
+            return None
+        return self.ledger.billing.prediction_points()
+
     def breakpoint_item(self) -> int | None:
         """The item whose last block takes the frontier breakpoint in this
         request (None: none)."""
@@ -369,7 +387,17 @@ class Frontier:
                                             self.turn, self._masks_something)
                 ledger.record(plain_tokens, plain_cost, forwarded,
                               ledger.masked_cost(forwarded), end)
+                if isinstance(ledger.billing, BreakpointBilling):
+                    ledger.billing.forget_before(self._lowest_mark(end))
         self._judged, self._replayed_to = number, self._items
+
+    def _lowest_mark(self, end: int) -> int:
+        """The earliest item boundary a later request's breakpoint may
+        close: its end, or the frontier's (which only moves forward)."""
+        turns = self._index.turns
+        if self._marks_frontier and self.turn < len(turns):
+            return min(end, turns[self.turn].last + 1)
+        return end
 
     def _target(self, number: int, end: int) -> int | None:
         """Where turn ``number`` would move the frontier; None when it stays."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 from weakref import WeakKeyDictionary
 
@@ -21,12 +21,13 @@ from obsmask_core.conversation.breakpoints import (
     closing_block,
     marked,
 )
+from obsmask_core.conversation.cache_billing import BreakpointBilling
 from obsmask_core.conversation.checkpoints import Checkpoints, items_json
 from obsmask_core.conversation.error_heuristic import looks_like_error
 from obsmask_core.conversation.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.holdout import ConversationName, conversation_name
 from obsmask_core.conversation.judgements import Judgement, KeptReason
-from obsmask_core.conversation.ledger import BillSoFar
+from obsmask_core.conversation.ledger import BillSoFar, prefix_tokens
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.previous_requests import forget_previous_requests
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
@@ -267,7 +268,44 @@ def plan_masking(
         _clip(plan, index, items, policy, frontier, recallable, recalled)
     if plan.masked:
         plan.breakpoint = _added_breakpoint(frontier, items, layout, plan)
+    if plan.bill is not None:
+        plan.bill = _with_prediction(plan.bill, frontier, plan)
     return plan
+
+
+def _with_prediction(bill: BillSoFar, frontier: Frontier, plan: MaskPlan) -> BillSoFar:
+    """The bill with what the provider should report for this request,
+    counted on the request as it goes out: the ledger's entries are the
+    boundaries of this request (nothing before them changed since they
+    were written), and the tokens up to each are its characters, the
+    planned texts in place, by the same estimate (under Anthropic's cache;
+    under another, the ledger's own estimate stays)."""
+    points = frontier.prediction_points()
+    billing = frontier.ledger.billing if frontier.ledger is not None else None
+    if points is None or not isinstance(billing, BreakpointBilling):
+        return bill
+    chars = frontier.chars_before
+    changes = sorted((d.location[0], len(d.new_text) - len(d.original)) for d in plan.decisions)
+
+    def tokens(boundary: int | None) -> int:
+        if boundary is None:
+            return 0
+        changed = sum(change for item, change in changes if item < boundary)
+        return billing.preamble_tokens + prefix_tokens(chars[boundary] + changed, boundary)
+
+    # An entry exists only where its prefix reached the minimum when it was
+    # written: its prefix then is this request's, so the count is exact here.
+    minimum, preamble = billing.minimum, billing.preamble_tokens
+    floor = preamble if billing.system_entry else 0
+    read_at, written_to = points
+    read = tokens(read_at)
+    if read_at is not None and read < minimum:
+        read = floor
+    written = tokens(written_to)
+    if written < minimum:
+        written = read
+    return replace(bill, predicted_read=read, predicted_written=max(0, written - read),
+                   predicted_input=tokens(len(chars) - 1))
 
 
 # An agent sends the same old results again every turn: they are judged once
