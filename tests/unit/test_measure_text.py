@@ -43,9 +43,9 @@ def test_the_bill_comes_first_and_the_tokens_second(toml_file):
 
 
 def test_a_bill_above_the_one_without_obsmask_is_said_in_words(toml_file):
-    text = _report(toml_file, "obsmask_window_turns=1")
+    text = _report(toml_file, "obsmask_window_turns=2")
     assert ("With these settings obsmask costs more than it saves under "
-            "anthropic_breakpoints:") in text
+            "openai, anthropic_prefix:") in text
     off = _report(toml_file, "obsmask_enabled=false")
     assert "costs more than it saves" not in off
     assert "Masking is off: the bill with obsmask is the bill without it." in off
@@ -67,10 +67,11 @@ def test_the_providers_figures_sit_next_to_the_estimate(toml_file, tmp_path):
     assert "    request by request (" not in _report(toml_file, paths=(path,))
 
 
-def test_how_says_anthropic_bills_as_a_cache_write_every_token_not_read_from_the_cache():
+def test_how_says_anthropic_bills_as_a_cache_write_the_tokens_up_to_the_last_breakpoint():
     """Not "every other token", which reads as every second one."""
     assert "every other" not in HOW
-    assert "Anthropic's bills every token not read from the cache as a cache write" in HOW
+    assert ("bills the tokens from there to the request's last breakpoint as a cache write"
+            in HOW)
 
 
 def test_held_out_conversations_are_named_and_counted_in_the_headline_beside_the_others_bill(

@@ -11,6 +11,7 @@ from itertools import accumulate
 
 import pytest
 
+from benchlib.cache.clients import CLAUDE_CODE_FIRST_BLOCK
 from benchlib.cache.formats import request_ends
 from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.errors import BenchError
@@ -28,10 +29,12 @@ from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.formats import FORMAT_IDS, FORMATS, convert, session
 
+ENCODE = load_encoder()
+
 
 @pytest.fixture(scope="module")
 def tokens() -> MessageTokens:
-    return MessageTokens(load_encoder())
+    return MessageTokens(ENCODE)
 
 
 def body_of(fmt: WireFormat, items: list[object]) -> bytes:
@@ -256,7 +259,7 @@ NOT_AN_INTEGER = r"(Not an integer|Failed to parse option \S+: not an integer): 
     ("obsmask_window_turns=ten", rf"--set obsmask_window_turns=ten: {NOT_AN_INTEGER}ten"),
     ("obsmask_window_turns=-1", r"obsmask_window_turns: must be 0 or more, got -1"),
     ("obsmask_price_model=cheap", r"obsmask_price_model: must be one of anthropic, openai, "
-                                  r"openai_50, none, got 'cheap'"),
+                                  r"openai_50, none, auto, got 'cheap'"),
     ("window_turns=2", r"unknown option window_turns \(did you mean obsmask_window_turns\?\)"),
     ("obsmask_window_turn=2",
      r"unknown option obsmask_window_turn \(did you mean obsmask_window_turns\?\)"),
@@ -308,20 +311,36 @@ def test_a_moved_cache_breakpoint_does_not_start_a_new_run():
     assert [[n for n, _ in run] for run in runs] == [list(range(1, len(marked) + 1))]
 
 
+def sent_tokens(body: ParsedBody, fmt: WireFormat, tokens: MessageTokens) -> int:
+    """A request's input tokens as the bill counts them: the report's
+    estimate (``prompt_tokens``), and for Anthropic what Claude Code's way
+    of sending it changes: the short first system block it adds, and a plain
+    text block counted as its text (its type is no token)."""
+    counted = prompt_tokens(body, tokens)
+    if fmt is not ANTHROPIC:
+        return counted
+    plain_text_blocks = sum(
+        1 for item in body.items for block in item["content"]
+        if isinstance(block, dict) and block.keys() == {"type", "text"})
+    return (counted + len(ENCODE(CLAUDE_CODE_FIRST_BLOCK))
+            - plain_text_blocks * len(ENCODE("text")))
+
+
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
 def test_without_a_cache_the_bill_so_far_adds_up_the_input_tokens_of_each_request(fmt, tokens):
     """Under the price model "none" a request costs its input tokens: the
     bill without masking adds up the original requests' tokens, the bill
-    with masking those of the requests as the policy masks them."""
+    with masking those of the requests as the policy masks them (an
+    Anthropic request as Claude Code sends it)."""
     policy = MaskPolicy(window_turns=1)
     bodies = numbered(fmt, requests_of(fmt, 10))
     bill = bill_conversation(bodies, fmt, policy, tokens)
     none = next(model for model in bill.models if model.name == "none")
     assert none.without_masking == tuple(accumulate(
-        float(prompt_tokens(body, tokens)) for _, body in bodies))
+        float(sent_tokens(body, fmt, tokens)) for _, body in bodies))
     assert none.with_masking == tuple(accumulate(
-        float(prompt_tokens(ParsedBody(mask_items(body.items, policy, fmt), body.preamble),
-                            tokens)) for _, body in bodies))
+        float(sent_tokens(ParsedBody(mask_items(body.items, policy, fmt), body.preamble), fmt,
+                          tokens)) for _, body in bodies))
     assert none.with_masking[-1] < none.without_masking[-1]
     assert [model.name for model in bill.models] == ["anthropic", "openai", "openai_50", "none"]
     assert bill.request_numbers == tuple(range(1, len(bodies) + 1)) and bill.restarts == ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from benchlib.cache.policies import BASELINE
-from benchlib.cache.replay import PolicyRun, replay
+from benchlib.cache.replay import PolicyRun, replay_policies
 from benchlib.cache.sessions import Session
 from benchlib.cache.so_far import ratio_so_far, worst_so_far
 from benchlib.cache.tokens import MessageTokens
@@ -18,7 +18,8 @@ class PolicyFigures(TypedDict):
 
     input_tokens: int
     common_prefix_tokens: int
-    cached_tokens: dict[str, int]
+    cached_tokens: dict[str, int]  # per cache rule: read from the cache
+    cache_written_tokens: dict[str, int]  # Anthropic's writes: "5m" and "1h"
     cost: dict[str, float]
     ratio: dict[str, float | None]  # to the baseline's cost, per price model
     # The highest ratio of the bill so far, from request FIRST_JUDGED_REQUEST
@@ -31,6 +32,11 @@ class PolicyFigures(TypedDict):
     masked_results_last_request: int
     tool_results_last_request: int
     input_tokens_last_request: int
+    # The rewrite's outcomes: masked, unchanged, refused, unreadable.
+    outcomes: dict[str, int]
+    # Forwarded bodies with more than four breakpoints, and those with a
+    # client's breakpoint moved or removed.
+    protocol_errors: dict[str, int]
 
 
 class SessionFigures(TypedDict):
@@ -57,6 +63,7 @@ def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> Po
         "input_tokens": bill.input_tokens,
         "common_prefix_tokens": bill.common_prefix_tokens,
         "cached_tokens": dict(bill.cached),
+        "cache_written_tokens": dict(bill.written),
         "cost": {model: round(cost, 1) for model, cost in bill.cost.items()},
         "ratio": {model: round_ratio(ratio(cost, base.cost[model]))
                   for model, cost in bill.cost.items()},
@@ -67,6 +74,12 @@ def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> Po
         "masked_results_last_request": run.masked_last_request,
         "tool_results_last_request": run.tool_results_last_request,
         "input_tokens_last_request": run.input_tokens_last_request,
+        "outcomes": dict(run.outcomes),
+        "protocol_errors": {
+            "over_four_breakpoints": run.protocol_errors.over_four_breakpoints,
+            "client_breakpoint_moved_or_removed":
+                run.protocol_errors.client_breakpoint_moved_or_removed,
+        },
     }
     if session.checkpoints:
         # Every answer of these sessions is one tool turn and the first
@@ -83,8 +96,7 @@ def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> Po
 def session_figures(session: Session, policies: dict[str, MaskPolicy],
                     tokens: MessageTokens) -> SessionFigures:
     """Every policy's bill on ``session``, and its ratios to the baseline's."""
-    originals = [tokens.segment(message) for message in session.messages]
-    runs = {name: replay(session, policy, tokens, originals) for name, policy in policies.items()}
+    runs = replay_policies(session, policies, tokens)
     return {"name": session.name, "kind": session.kind, "format": session.fmt.name,
             "requests": len(session.request_ends), "messages": len(session.messages),
             "policies": {name: _policy_figures(session, run, runs[BASELINE])

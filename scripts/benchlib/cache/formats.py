@@ -11,9 +11,9 @@ the last request:
   ``function_call``); a request ends before the first item of each run.
 
 Anthropic's top-level ``system`` and Responses' ``instructions`` are not in
-the list but are sent with every request: the replay counts them as one
-message in front of it (Chat Completions has its system prompt in the list),
-so the three formats of a session are billed alike.
+the list but are sent with every request, in front of it (Chat Completions
+has its system prompt in the list); the body's other members (model, tool
+definitions...) too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, FORMATS, RES
 
 FORMAT_NAMES = tuple(FORMATS)  # chat, anthropic, responses
 # The top-level member sent in front of the list, per format.
-_PREAMBLE_MEMBERS = {ANTHROPIC.name: "system", RESPONSES.name: "instructions"}
+PREAMBLE_MEMBERS = {ANTHROPIC.name: "system", RESPONSES.name: "instructions"}
 _ANTHROPIC_TOOL_BLOCKS = ("tool_use", "tool_result")
 
 
@@ -85,5 +85,14 @@ def conversation(document: object, fmt: WireFormat) -> tuple[list[object], objec
     items = document.get(fmt.list_member)
     if not isinstance(items, list):
         raise ValueError(f"no {fmt.list_member!r} list")
-    member = _PREAMBLE_MEMBERS.get(fmt.name)
+    member = PREAMBLE_MEMBERS.get(fmt.name)
     return items, document.get(member) if member is not None else None
+
+
+def other_members(document: object, fmt: WireFormat) -> dict[str, object]:
+    """A body's top-level members but its list and what ``conversation``
+    reads in front of it, in their order."""
+    if not isinstance(document, dict):
+        return {}
+    left_out = {fmt.list_member, PREAMBLE_MEMBERS.get(fmt.name)}
+    return {key: value for key, value in document.items() if key not in left_out}

@@ -1,28 +1,53 @@
-"""The prompt-cache and billing model of scripts/bench_cache.py.
+"""The prompt caches and prices of scripts/bench_cache.py.
 
-Pure functions on token sequences: no obsmask, no tiktoken, so the rules can
-be read (and tested) on their own.
+Pure code on prompts already cut into blocks: no obsmask, no tiktoken, no
+JSON, so the rules can be read (and tested) on their own.
 
-A prompt is a list of segments, one per message: ``(key, tokens)``, where
-``key`` is a digest of the message's JSON (equal keys mean equal tokens) and
-``tokens`` its framing and text tokens. A provider serves from its cache the
-longest common prefix (in tokens) with the previous request of the same
-conversation, subject to its rules:
+A prompt (``Prompt``) is a sequence of content blocks in the provider's cache
+order: each tool definition, then the system blocks, then each message's
+content blocks. A block has a key (a digest of its content without
+``cache_control``: moving a breakpoint does not change the cached bytes) and
+its tokens. A prompt also has its model, its breakpoints (``Breakpoint``:
+the blocks that carry ``cache_control``, and the last block when the body
+has a top-level ``cache_control``), a few tokens after its last block that
+are never cached (``tail``, the reply priming) and the time it is sent, in
+seconds. ``chain[n]`` is a digest of the model and of the first n keys: two
+prompts begin with the same n blocks exactly when their ``chain[n]`` are
+equal. Each replay (one session under one policy) has caches of its own.
 
-- OpenAI: nothing under 1024 tokens, then in steps of 128 tokens
-  (1024, 1152, 1280, ...), rounded down;
-- Anthropic: nothing under 1024 tokens (the minimum cacheable prompt of
-  Sonnet/Opus; Haiku's is 2048), then the whole common prefix. The client
-  puts its cache breakpoint at the end of every request (as Claude Code
-  does), so every input token not read from the cache is written to it.
+Anthropic's cache as documented (``AnthropicCache``, the price model
+"anthropic"):
 
-The "anthropic" rule (the one the targets are checked under) is
-optimistic: Anthropic's cache only hits at a block where an earlier request
-put a breakpoint (looking back at most 20 blocks from the new breakpoint),
-not at any token. A request whose
-history changed in the middle (a newly masked result) finds no such entry,
-and pays a write for its whole prompt. ``BreakpointCache`` models that, as the
-sensitivity model "anthropic_breakpoints" (no target is checked under it).
+- more than ``MAX_BREAKPOINTS`` (4) breakpoints: the API answers 400; the
+  request is counted as such (``over_limit``) and billed as plain input
+  (nothing read, nothing written);
+- a request reads the longest cache entry equal to one of its own prefixes
+  that ends at a block boundary at most ``LOOKBACK_BLOCKS`` (20) blocks
+  before one of its breakpoints: for a breakpoint on block b (from 0), the
+  boundaries after blocks b, b-1, ..., b-19;
+- then it writes an entry at each of its breakpoints whose prefix has at
+  least ``minimum_tokens`` (1024 by default);
+- billing: the tokens read at 0.1; from the read boundary up to its last
+  breakpoint (the last one written), cache writes at 1.25, or 2.0 for the
+  tokens up to a breakpoint whose ``cache_control`` has ``"ttl": "1h"``;
+  after that breakpoint (and the tail), plain input at 1.0;
+- an entry lives 5 minutes (1 hour for ``"ttl": "1h"``) after it was last
+  written or read: a read refreshes it.
+
+OpenAI's automatic prefix cache (``OpenAICache``, "openai_90" and
+"openai_50"): a request reads the longest token prefix it shares with any
+earlier request of the same replay that is still alive, nothing under 1,024
+tokens, then rounded down to 1,024 + k * 128. A prefix stays alive one hour
+(``OPENAI_LIFETIME``) after the last request that held it: OpenAI keeps its
+entries from minutes up to an hour and says no more, so this is the simple
+end of that range. Reads at 0.1 ("openai_90") or 0.5 ("openai_50"), every
+other token at 1.0.
+
+``PrefixCache`` is the former reading of Anthropic's cache, kept as the
+sensitivity line "anthropic_prefix" (no target is checked under it): the
+longest common token prefix with the previous request, whatever the
+breakpoints and the time, all of it once it reaches 1,024 tokens, and every
+other token a write at 1.25.
 
 Prices are in units of the base input price of the model (1.0 = one
 uncached input token under OpenAI or without a cache).
@@ -33,11 +58,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
-Segment = tuple[bytes, Sequence[int]]
+Segment = tuple[bytes, Sequence[int]]  # (key, tokens) of one block or message
 
 MIN_CACHED_TOKENS = 1024
 OPENAI_CACHE_STEP = 128
+LOOKBACK_BLOCKS = 20
+MAX_BREAKPOINTS = 4
+FIVE_MINUTES = 300.0
+ONE_HOUR = 3600.0
+OPENAI_LIFETIME = ONE_HOUR
+_DIGEST_BYTES = 16
 
 
 def openai_cached(common_prefix: int) -> int:
@@ -49,52 +81,15 @@ def openai_cached(common_prefix: int) -> int:
 
 
 def anthropic_cached(common_prefix: int) -> int:
-    """Anthropic's: the whole common prefix, once it reaches 1024 tokens."""
+    """The longest-common-prefix reading of Anthropic's cache: the whole
+    common prefix, once it reaches 1024 tokens."""
     return common_prefix if common_prefix >= MIN_CACHED_TOKENS else 0
 
 
-@dataclass(frozen=True)
-class PriceModel:
-    """What a cached and an uncached input token cost, relative to the base
-    input price, and which cache rule decides how many tokens are cached."""
-
-    name: str
-    read: float  # a token served from the cache
-    uncached: float  # a token not served from it (a cache write for Anthropic)
-    rule: str  # "openai", "anthropic", "anthropic_breakpoints" or "none"
-    description: str
-
-    def cost(self, input_tokens: int, cached: int) -> float:
-        return self.read * cached + self.uncached * (input_tokens - cached)
-
-
-PRICE_MODELS: tuple[PriceModel, ...] = (
-    PriceModel("anthropic", 0.1, 1.25, "anthropic",
-               "Anthropic: cache reads 0.1x, every uncached token a cache write at 1.25x"),
-    PriceModel("openai_90", 0.1, 1.0, "openai",
-               "OpenAI-style cache with a 90% discount (reads 0.1x), 1024 + 128k rule"),
-    PriceModel("openai_50", 0.5, 1.0, "openai",
-               "OpenAI-style cache with a 50% discount (reads 0.5x), 1024 + 128k rule"),
-    PriceModel("no_cache", 1.0, 1.0, "none",
-               "no prompt cache: every input token at the base price"),
-)
-PRICE_MODEL_NAMES = tuple(model.name for model in PRICE_MODELS)
-# Not one of the four models the targets use: Anthropic's prices with its
-# cache as it works (hits only at earlier breakpoints), to show how
-# optimistic "anthropic" is.
-SENSITIVITY_MODELS: tuple[PriceModel, ...] = (
-    PriceModel("anthropic_breakpoints", 0.1, 1.25, "anthropic_breakpoints",
-               "Anthropic's prices, reads only at an earlier request's breakpoint "
-               "(its end) found within 20 messages of the end; not a target"),
-)
-ALL_MODELS = PRICE_MODELS + SENSITIVITY_MODELS
-ALL_MODEL_NAMES = tuple(model.name for model in ALL_MODELS)
-
-
-def common_token_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
+def common_length(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading elements two sequences of the same type share."""
     limit = min(len(a), len(b))
-    # Whole chunks first (slice comparison runs in C), then token by token.
+    # Whole chunks first (slice comparison runs in C), then one by one.
     chunk = 256
     start = 0
     while start + chunk <= limit and a[start:start + chunk] == b[start:start + chunk]:
@@ -104,10 +99,15 @@ def common_token_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return start
 
 
+def common_token_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    return common_length(a, b)
+
+
 def common_prefix(previous: Sequence[Segment], current: Sequence[Segment]) -> int:
     """Tokens at the start of ``current`` that ``previous`` also starts with:
-    whole messages while their keys are equal, then token by token inside
-    the first message that differs."""
+    whole segments while their keys are equal, then token by token inside
+    the first segment that differs."""
     total = 0
     for (old_key, old_tokens), (new_key, new_tokens) in zip(previous, current, strict=False):
         if old_key == new_key:
@@ -117,81 +117,326 @@ def common_prefix(previous: Sequence[Segment], current: Sequence[Segment]) -> in
     return total
 
 
-LOOKBACK_BLOCKS = 20
+@dataclass(frozen=True)
+class Breakpoint:
+    """A ``cache_control`` on block ``block`` (from 0), and the lifetime of
+    the entry it writes."""
+
+    block: int
+    ttl: float = FIVE_MINUTES
 
 
-class BreakpointCache:
-    """Anthropic's cache as documented: a request writes one entry, the
-    prompt up to its breakpoint (its end, as Claude Code puts it); a later
-    request reads the longest entry that equals one of its own prefixes
-    ending at a block boundary at most 20 blocks before its breakpoint.
-    Messages stand for blocks here (an Anthropic assistant turn is two or
-    more blocks, so this looks back a little further than the API)."""
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST_BYTES).digest()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request as a provider's cache sees it (see the module's docstring)."""
+
+    model: str
+    keys: tuple[bytes, ...]
+    tokens: tuple[tuple[int, ...], ...]  # per block
+    breakpoints: tuple[Breakpoint, ...]
+    chain: tuple[bytes, ...]  # len(keys) + 1 digests
+    time: float = 0.0
+    tail: int = 0  # tokens after the last block, never cached
+
+    @cached_property
+    def ends(self) -> tuple[int, ...]:
+        """``ends[n]``: the tokens of the first n blocks."""
+        total = 0
+        out = [0]
+        for tokens in self.tokens:
+            total += len(tokens)
+            out.append(total)
+        return tuple(out)
+
+    @property
+    def total(self) -> int:
+        return self.ends[-1] + self.tail
+
+
+def make_prompt(model: str, blocks: Sequence[tuple[bytes, tuple[int, ...]]],
+                breakpoints: Sequence[Breakpoint] = (), time: float = 0.0, tail: int = 0,
+                reuse: Prompt | None = None) -> Prompt:
+    """A prompt of ``blocks`` (key, tokens); its chain of digests is taken
+    from ``reuse`` (an earlier prompt, usually the previous request) as far
+    as the two share their model and keys, so a request that adds a few
+    blocks to the previous one costs a few digests."""
+    keys = tuple(key for key, _ in blocks)
+    same = 0
+    if reuse is not None and reuse.model == model:
+        same = common_length(reuse.keys, keys)
+        chain = list(reuse.chain[:same + 1])
+    else:
+        chain = [_digest(model.encode("utf-8", "surrogatepass"))]
+    for key in keys[same:]:
+        chain.append(_digest(chain[-1] + key))
+    return Prompt(model, keys, tuple(tokens for _, tokens in blocks), tuple(breakpoints),
+                  tuple(chain), time, tail)
+
+
+@dataclass
+class _Entry:
+    expires: float
+    ttl: float
+
+
+@dataclass(frozen=True)
+class AnthropicRequest:
+    """What Anthropic's cache did with one request, in tokens."""
+
+    read: int
+    written: int  # 5-minute writes
+    written_1h: int
+    plain: int  # neither read nor written
+    over_limit: bool = False  # more than MAX_BREAKPOINTS: the API answers 400
+
+    @property
+    def input_tokens(self) -> int:
+        return self.read + self.written + self.written_1h + self.plain
+
+
+class AnthropicCache:
+    """Anthropic's prompt cache as documented (see the module's docstring),
+    for the requests of one replay, in the order they are sent."""
+
+    def __init__(self, minimum_tokens: int = MIN_CACHED_TOKENS) -> None:
+        self.minimum_tokens = minimum_tokens
+        self._entries: dict[bytes, _Entry] = {}
+
+    def _alive(self, digest: bytes, now: float) -> _Entry | None:
+        entry = self._entries.get(digest)
+        return entry if entry is not None and now < entry.expires else None
+
+    def _keep(self, digest: bytes, now: float, ttl: float) -> None:
+        entry = self._entries.get(digest)
+        if entry is None or entry.expires <= now:
+            self._entries[digest] = _Entry(now + ttl, ttl)
+        elif now + ttl > entry.expires:
+            entry.expires, entry.ttl = now + ttl, ttl
+
+    def read_boundary(self, prompt: Prompt) -> int:
+        """The blocks of the longest live entry among the boundaries each
+        breakpoint looks back to (0: none)."""
+        found = 0
+        for point in prompt.breakpoints:
+            last = min(point.block + 1, len(prompt.keys))
+            for boundary in range(last, max(0, last - LOOKBACK_BLOCKS), -1):
+                if boundary <= found:
+                    break
+                if self._alive(prompt.chain[boundary], prompt.time) is not None:
+                    found = boundary
+                    break
+        return found
+
+    def request(self, prompt: Prompt) -> AnthropicRequest:
+        """Read, then write; what each token of ``prompt`` is billed as."""
+        if len(prompt.breakpoints) > MAX_BREAKPOINTS:
+            return AnthropicRequest(0, 0, 0, prompt.total, over_limit=True)
+        now, ends = prompt.time, prompt.ends
+        read = self.read_boundary(prompt)
+        if read:
+            entry = self._entries[prompt.chain[read]]
+            self._keep(prompt.chain[read], now, entry.ttl)
+        written = written_1h = 0
+        billed_to = read  # the boundary up to which tokens are accounted for
+        for point in sorted(prompt.breakpoints, key=lambda p: (p.block, -p.ttl)):
+            boundary = min(point.block + 1, len(prompt.keys))
+            if ends[boundary] < self.minimum_tokens:
+                continue
+            self._keep(prompt.chain[boundary], now, point.ttl)
+            if boundary > billed_to:
+                if point.ttl >= ONE_HOUR:
+                    written_1h += ends[boundary] - ends[billed_to]
+                else:
+                    written += ends[boundary] - ends[billed_to]
+                billed_to = boundary
+        return AnthropicRequest(ends[read], written, written_1h, prompt.total - ends[billed_to])
+
+
+class OpenAICache:
+    """OpenAI's automatic prefix cache (see the module's docstring), for the
+    requests of one replay, in the order they are sent."""
+
+    def __init__(self, lifetime: float = OPENAI_LIFETIME) -> None:
+        self.lifetime = lifetime
+        # chain digest -> the last time a request held that prefix
+        self._seen: dict[bytes, float] = {}
+        # chain[n] -> key of block n -> (chain[n + 1], its tokens)
+        self._next: dict[bytes, dict[bytes, tuple[bytes, tuple[int, ...]]]] = {}
+
+    def _alive(self, digest: bytes, now: float) -> bool:
+        seen = self._seen.get(digest)
+        return seen is not None and now - seen < self.lifetime
+
+    def shared(self, prompt: Prompt) -> int:
+        """Tokens of the longest prefix ``prompt`` shares with a live earlier request."""
+        now, chain = prompt.time, prompt.chain
+        # Every request stamps all its prefixes at once, so the live ones
+        # are closed under prefixes: the longest is found by bisection.
+        low, high = 0, len(prompt.keys)
+        if not self._alive(chain[0], now):
+            return 0
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self._alive(chain[middle], now):
+                low = middle
+            else:
+                high = middle - 1
+        shared = prompt.ends[low]
+        if low < len(prompt.keys):
+            inside = max((common_token_prefix(tokens, prompt.tokens[low])
+                          for following, tokens in self._next.get(chain[low], {}).values()
+                          if self._alive(following, now)), default=0)
+            shared += inside
+        return shared
+
+    def request(self, prompt: Prompt) -> int:
+        """Tokens read from the cache; then the prompt is remembered."""
+        cached = openai_cached(self.shared(prompt))
+        now, chain = prompt.time, prompt.chain
+        for digest in chain:
+            self._seen[digest] = now
+        for position, key in enumerate(prompt.keys):
+            self._next.setdefault(chain[position], {})[key] = (chain[position + 1],
+                                                               prompt.tokens[position])
+        return cached
+
+
+class PrefixCache:
+    """The longest common prefix with the previous request ("anthropic_prefix")."""
 
     def __init__(self) -> None:
-        self._entries: set[bytes] = set()
-        self._keys: list[bytes] = []
-        self._chain: list[bytes] = [b""]
+        self._previous: Prompt | None = None
 
-    def read_then_write(self, segments: Sequence[Segment]) -> int:
-        """Tokens read from the cache by this request; then write its entry."""
-        keys = [key for key, _ in segments]
-        same = 0
-        for old, new in zip(self._keys, keys, strict=False):
-            if old != new:
-                break
-            same += 1
-        chain = self._chain[: same + 1]
-        for key in keys[same:]:
-            chain.append(hashlib.blake2b(chain[-1] + key, digest_size=16).digest())
-        read = 0
-        for end in range(len(keys), max(0, len(keys) - LOOKBACK_BLOCKS) - 1, -1):
-            if end and chain[end] in self._entries:
-                read = sum(len(tokens) for _, tokens in segments[:end])
-                break
-        self._entries.add(chain[-1])
-        self._keys, self._chain = keys, chain
-        return read
+    def request(self, prompt: Prompt) -> int:
+        """Tokens ``prompt`` shares with the previous request; then it is the previous one."""
+        previous, self._previous = self._previous, prompt
+        if previous is None:
+            return 0
+        same = common_length(previous.keys, prompt.keys)
+        common = previous.ends[same]
+        if same < len(previous.keys) and same < len(prompt.keys):
+            common += common_token_prefix(previous.tokens[same], prompt.tokens[same])
+        return common
 
 
-CACHE_RULES = ("openai", "anthropic", "anthropic_breakpoints")
+ANTHROPIC_RULE = "anthropic"
+OPENAI_RULE = "openai"
+PREFIX_RULE = "anthropic_prefix"
+NO_CACHE_RULE = "none"
+CACHE_RULES = (ANTHROPIC_RULE, OPENAI_RULE, PREFIX_RULE)
 
 
-def cached_tokens(rule: str, common: int, breakpoint_read: int) -> int:
-    if rule == "openai":
-        return openai_cached(common)
-    if rule == "anthropic":
-        return anthropic_cached(common)
-    if rule == "anthropic_breakpoints":
-        return anthropic_cached(breakpoint_read)
-    return 0
+@dataclass(frozen=True)
+class RequestBill:
+    """One request's tokens under each cache rule."""
+
+    input_tokens: int
+    common_prefix: int  # with the previous request
+    cached: dict[str, int]  # cache rule -> tokens read
+    anthropic: AnthropicRequest
+
+
+@dataclass(frozen=True)
+class PriceModel:
+    """What a token costs under a cache rule, relative to the base input
+    price: ``read`` from the cache, ``uncached`` otherwise (for Anthropic's
+    rules: a cache write of 5 minutes); under "anthropic", ``write_1h`` a
+    write of one hour and ``plain`` a token after the last breakpoint."""
+
+    name: str
+    read: float
+    uncached: float
+    rule: str  # one of CACHE_RULES, or NO_CACHE_RULE
+    description: str
+    write_1h: float = 2.0
+    plain: float = 1.0
+
+    def cost(self, request: RequestBill) -> float:
+        if self.rule == NO_CACHE_RULE:
+            return self.uncached * request.input_tokens
+        if self.rule == ANTHROPIC_RULE:
+            spent = request.anthropic
+            return (self.read * spent.read + self.uncached * spent.written
+                    + self.write_1h * spent.written_1h + self.plain * spent.plain)
+        cached = request.cached[self.rule]
+        return self.read * cached + self.uncached * (request.input_tokens - cached)
+
+
+PRICE_MODELS: tuple[PriceModel, ...] = (
+    PriceModel("anthropic", 0.1, 1.25, ANTHROPIC_RULE,
+               "Anthropic's cache as documented: reads at its breakpoints (20 blocks back) "
+               "0.1x, writes 1.25x (2.0x for a 1-hour ttl), after the last breakpoint 1.0x"),
+    PriceModel("openai_90", 0.1, 1.0, OPENAI_RULE,
+               "OpenAI's prefix cache, reads 0.1x: the longest prefix of a live earlier "
+               "request, 1024 + 128k"),
+    PriceModel("openai_50", 0.5, 1.0, OPENAI_RULE,
+               "OpenAI's prefix cache, reads 0.5x: the longest prefix of a live earlier "
+               "request, 1024 + 128k"),
+    PriceModel("no_cache", 1.0, 1.0, NO_CACHE_RULE,
+               "no prompt cache: every input token at the base price"),
+)
+PRICE_MODEL_NAMES = tuple(model.name for model in PRICE_MODELS)
+# Not one of the models the targets use: the former reading of Anthropic's
+# cache, to show how much the faithful one changes.
+SENSITIVITY_MODELS: tuple[PriceModel, ...] = (
+    PriceModel("anthropic_prefix", 0.1, 1.25, PREFIX_RULE,
+               "Anthropic's prices, the longest common prefix with the previous request "
+               "read (from 1024 tokens), every other token a write; not a target"),
+)
+ALL_MODELS = PRICE_MODELS + SENSITIVITY_MODELS
+ALL_MODEL_NAMES = tuple(model.name for model in ALL_MODELS)
+
+
+class PromptCaches:
+    """Every cache rule's cache, for the requests of one replay."""
+
+    def __init__(self, minimum_tokens: int = MIN_CACHED_TOKENS) -> None:
+        self.anthropic = AnthropicCache(minimum_tokens)
+        self.openai = OpenAICache()
+        self.prefix = PrefixCache()
+
+    def bill(self, prompt: Prompt) -> RequestBill:
+        common = self.prefix.request(prompt)
+        spent = self.anthropic.request(prompt)
+        cached = {ANTHROPIC_RULE: spent.read, OPENAI_RULE: self.openai.request(prompt),
+                  PREFIX_RULE: anthropic_cached(common)}
+        return RequestBill(prompt.total, common, cached, spent)
 
 
 @dataclass
 class SessionBill:
-    """The sums over the requests of one session, for one policy, and the
-    cost after each request."""
+    """The sums over the requests of one session, for one policy, the cost
+    after each request, and each request's own figures."""
 
     requests: int = 0
     input_tokens: int = 0
     common_prefix_tokens: int = 0
     cached: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CACHE_RULES, 0))
+    # Anthropic's writes: "5m" and "1h" tokens.
+    written: dict[str, int] = field(default_factory=lambda: {"5m": 0, "1h": 0})
+    # Requests with more than MAX_BREAKPOINTS breakpoints (the API answers 400).
+    over_limit: int = 0
     cost: dict[str, float] = field(
         default_factory=lambda: {model.name: 0.0 for model in ALL_MODELS})
     # The cost so far after each request, per price model (the last is ``cost``).
     so_far: dict[str, list[float]] = field(
         default_factory=lambda: {model.name: [] for model in ALL_MODELS})
+    per_request: list[RequestBill] = field(default_factory=list)
 
-    def add(self, input_tokens: int, common: int, breakpoint_read: int) -> None:
-        """One request: ``input_tokens`` in all, ``common`` of them shared
-        with the previous request, ``breakpoint_read`` of them found at an
-        earlier breakpoint."""
+    def add(self, request: RequestBill) -> None:
         self.requests += 1
-        self.input_tokens += input_tokens
-        self.common_prefix_tokens += common
-        for rule in CACHE_RULES:
-            self.cached[rule] += cached_tokens(rule, common, breakpoint_read)
+        self.input_tokens += request.input_tokens
+        self.common_prefix_tokens += request.common_prefix
+        for rule, tokens in request.cached.items():
+            self.cached[rule] += tokens
+        self.written["5m"] += request.anthropic.written
+        self.written["1h"] += request.anthropic.written_1h
+        self.over_limit += request.anthropic.over_limit
         for model in ALL_MODELS:
-            cached = cached_tokens(model.rule, common, breakpoint_read)
-            self.cost[model.name] += model.cost(input_tokens, cached)
+            self.cost[model.name] += model.cost(request)
             self.so_far[model.name].append(self.cost[model.name])
+        self.per_request.append(request)

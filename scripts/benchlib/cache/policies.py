@@ -20,6 +20,15 @@ BASELINE = "none"  # ratios are to this policy's cost on the same session
 # tool result older than the last 8 tool turns is masked, with no pay-off
 # rule and no batching (the rule obsmask started from).
 SLIDING_WINDOW_TURNS = 8
+# The setting by which obsmask adds a cache breakpoint of its own to
+# Anthropic requests. Until MaskPolicy has it, the policy without it is not
+# listed, and "spec" is built without it.
+FRONTIER_BREAKPOINT = "frontier_breakpoint"
+NO_FRONTIER_BREAKPOINT = "recommended_no_frontier_breakpoint"
+
+
+def has_setting(name: str) -> bool:
+    return any(f.name == name for f in fields(MaskPolicy) if f.init)
 
 
 @dataclass(frozen=True)
@@ -30,33 +39,43 @@ class ComparedPolicy:
 
 def compared_policies(config_path: Path) -> dict[str, ComparedPolicy]:
     """name -> policy. "recommended" is what the settings file (mitm.toml)
-    gives the addon, and "no_cache_profile" the same with its no_cache
-    profile: read by the addon's own loader, so the benchmark measures
-    exactly the settings that ship.
+    gives the addon, "recommended_no_frontier_breakpoint" the same with
+    ``frontier_breakpoint = false`` (only once MaskPolicy has that setting:
+    the rule without obsmask's own breakpoint, beside it), and
+    "no_cache_profile" the same with its no_cache profile: read by the
+    addon's own loader, so the benchmark measures exactly the settings that
+    ship.
 
     "spec" must stay a plain sliding window (its name is the one the reports
     have always used): if MaskPolicy gains a field whose default is not
-    neutral, set it to neutral here."""
+    neutral, set it to neutral here (no breakpoint of obsmask's own)."""
     label = str(
         config_path.relative_to(REPO) if config_path.resolve().is_relative_to(REPO) else config_path
     )
+    frontier = has_setting(FRONTIER_BREAKPOINT)
+    off: dict[str, object] = {FRONTIER_BREAKPOINT: False} if frontier else {}
     try:
         config = load_config(str(config_path))
-        recommended = build(MaskPolicy, policy_values(config, ""))
+        values = policy_values(config, "")
+        recommended = build(MaskPolicy, values)
+        without_breakpoint = build(MaskPolicy, {**values, **off})
         no_cache = build(MaskPolicy, policy_values(config, "no_cache"))
+        spec = build(MaskPolicy, {"window_turns": SLIDING_WINDOW_TURNS, **off})
     except (ConfigError, SettingError) as e:
         raise BenchError(str(e)) from e
-    return {
+    section = f"{label} [observation_masking.schema1]"
+    compared = {
         BASELINE: ComparedPolicy(MaskPolicy(enabled=False), "built in: masking off"),
         # (This source text is printed in the JSON output.)
-        "spec": ComparedPolicy(MaskPolicy(window_turns=SLIDING_WINDOW_TURNS),
-                               "built in: the plain sliding window of 8 tool turns"),
-        "recommended": ComparedPolicy(recommended, f"{label} [observation_masking.schema1]"),
-        "no_cache_profile": ComparedPolicy(
-            no_cache,
-            f"{label} [observation_masking.schema1] + [observation_masking.profiles.no_cache]",
-        ),
+        "spec": ComparedPolicy(spec, "built in: the plain sliding window of 8 tool turns"),
+        "recommended": ComparedPolicy(recommended, section),
     }
+    if frontier:
+        compared[NO_FRONTIER_BREAKPOINT] = ComparedPolicy(
+            without_breakpoint, f"{section} with frontier_breakpoint = false")
+    compared["no_cache_profile"] = ComparedPolicy(
+        no_cache, f"{section} + [observation_masking.profiles.no_cache]")
+    return compared
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -1,28 +1,75 @@
 """One session replayed request by request under one policy, and billed.
 
-Per request, the request's list is masked as the proxy would forward it
-(masking is a pure function of the request), in the session's own wire
-format; the cached tokens are the longest common prefix with the previous
-request of the same policy, under the rules of ``benchlib.cache.model``.
+Per request, in the order and at the times of the session:
+
+1. the body the client sends (``benchlib.cache.clients``: JSON bytes;
+   Anthropic's as Claude Code sends them, with its breakpoints);
+2. what obsmask forwards: ``mask_request_body(body, policy, fmt)``, the
+   proxy's own rewrite, bytes in and bytes out; a ``Masked`` outcome's body
+   goes, any other outcome (unchanged, refused, unreadable) sends the
+   client's body;
+3. the forwarded bytes parsed, read as a prompt (``benchlib.cache.prompts``)
+   and billed under every cache rule of ``benchlib.cache.model``, each rule
+   with its own cache for this replay.
+
+The replay also counts the outcomes of the rewrite, and the forwarded
+bodies that break Anthropic's breakpoint rules (more than four, or a
+client's breakpoint moved or removed): protocol errors, which masking must
+never cause.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from benchlib.cache.model import BreakpointCache, Segment, SessionBill, common_prefix
+import orjson
+
+from benchlib.cache.clients import ClientRequests, Request
+from benchlib.cache.model import Prompt, PromptCaches, Segment, SessionBill
+from benchlib.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
 from benchlib.cache.sessions import Session
 from benchlib.cache.tokens import MessageTokens
-from obsmask_core.conversation.apply import mask_items
+from benchlib.errors import BenchError
+from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import WireFormat
-from obsmask_core.shared.tokens import TOKENS_REPLY_PRIMING
+
+OUTCOMES = ("masked", "unchanged", "refused", "unreadable")
 
 
-def mask_messages(items: list[object], policy: MaskPolicy, fmt: WireFormat) -> list[object]:
-    """One request as the proxy would forward it (the single call into the
+def forward(body: bytes, policy: MaskPolicy, fmt: WireFormat) -> RewriteOutcome:
+    """What the proxy does with one request body (the single call into the
     masking code, to adapt if its signature changes)."""
-    return mask_items(items, policy, fmt)
+    return mask_request_body(body, policy, fmt)
+
+
+def outcome_name(outcome: RewriteOutcome) -> str:
+    return type(outcome).__name__.lower()
+
+
+def forwarded_request(body: bytes, fmt: WireFormat) -> Request:
+    """A forwarded body read back: its members and its list."""
+    document = orjson.loads(body)
+    items = document.get(fmt.list_member) if isinstance(document, dict) else None
+    if not isinstance(document, dict) or not isinstance(items, list):
+        raise BenchError(f"a forwarded body has no {fmt.list_member!r} list")
+    head = {key: value for key, value in document.items() if key != fmt.list_member}
+    return Request(head, items)
+
+
+@dataclass
+class ProtocolErrors:
+    """Forwarded bodies that break Anthropic's breakpoint rules."""
+
+    over_four_breakpoints: int = 0
+    client_breakpoint_moved_or_removed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.over_four_breakpoints + self.client_breakpoint_moved_or_removed
 
 
 @dataclass
@@ -31,38 +78,72 @@ class PolicyRun:
     masked_last_request: int
     tool_results_last_request: int
     input_tokens_last_request: int
+    outcomes: dict[str, int] = field(default_factory=dict)
+    protocol_errors: ProtocolErrors = field(default_factory=ProtocolErrors)
+
+
+@dataclass
+class _Replay:
+    """One policy's replay of a session, request after request."""
+
+    policy: MaskPolicy
+    reader: PromptReader
+    caches: PromptCaches = field(default_factory=PromptCaches)
+    bill: SessionBill = field(default_factory=SessionBill)
+    outcomes: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(OUTCOMES, 0)))
+    errors: ProtocolErrors = field(default_factory=ProtocolErrors)
+    previous: Prompt | None = None
+    last: Request | None = None  # the last request forwarded
+
+
+def replay_policies(session: Session, policies: dict[str, MaskPolicy],
+                    tokens: MessageTokens) -> dict[str, PolicyRun]:
+    """Bill every request of ``session`` as obsmask forwards it under each
+    of ``policies``. The policies take each request in turn, so the
+    client's body is made once for all of them."""
+    client = ClientRequests(session)
+    items = ItemReadings(session.fmt, tokens, client.items)
+    replays = {name: _Replay(policy, PromptReader(items)) for name, policy in policies.items()}
+    sent_reader = PromptReader(items)
+    last_sent: Request | None = None
+    for end, time in zip(session.request_ends, session.times, strict=True):
+        sent = client.request(end)
+        as_sent = sent_reader.read(sent.request)
+        for run in replays.values():
+            outcome = forward(sent.body, run.policy, session.fmt)
+            run.outcomes[outcome_name(outcome)] += 1
+            if isinstance(outcome, Masked):
+                forwarded = forwarded_request(outcome.body, session.fmt)
+                reading = run.reader.read(forwarded)
+            else:
+                forwarded, reading = sent.request, as_sent
+            wrong = breakpoint_errors(as_sent.breakpoints, reading.breakpoints)
+            run.errors.over_four_breakpoints += wrong.over_limit
+            run.errors.client_breakpoint_moved_or_removed += wrong.client_moved_or_removed
+            run.previous = reading.prompt(time, run.previous)
+            run.bill.add(run.caches.bill(run.previous))
+            run.last = forwarded
+        last_sent = sent.request
+    results = tool_results(session)
+    return {name: PolicyRun(run.bill, _changed(last_sent, run.last), results,
+                            run.previous.total if run.previous is not None else 0,
+                            dict(run.outcomes), run.errors)
+            for name, run in replays.items()}
+
+
+def _changed(sent: Request | None, forwarded: Request | None) -> int:
+    """Items of the last request that obsmask changed."""
+    if sent is None or forwarded is None:
+        return 0
+    return sum(1 for old, new in zip(sent.items, forwarded.items, strict=False) if old != new)
 
 
 def replay(session: Session, policy: MaskPolicy, tokens: MessageTokens,
-           originals: list[Segment]) -> PolicyRun:
-    """Bill every request of ``session`` masked with ``policy``, each against
-    the previous request of the same policy. ``originals`` are the segments
-    of the session's items, unmasked."""
-    bill = SessionBill()
-    breakpoints = BreakpointCache()
-    # What is sent in front of the list (Anthropic's system, Responses'
-    # instructions): the same in every request, never masked.
-    front = [tokens.segment(session.preamble)] if session.preamble is not None else []
-    previous: list[Segment] = []
-    masked_count = input_tokens = 0
-    for end in session.request_ends:
-        prefix = session.messages[:end]
-        masked = mask_messages(prefix, policy, session.fmt)
-        segments: list[Segment] = list(front)
-        masked_count = 0
-        for position, message in enumerate(masked):
-            # Unchanged items are the request's own objects: no JSON, no digest.
-            if position < end and message is prefix[position]:
-                segments.append(originals[position])
-            else:
-                segments.append(tokens.segment(message))
-                if position >= end or message != prefix[position]:
-                    masked_count += 1
-        input_tokens = sum(len(tokens_of) for _, tokens_of in segments) + TOKENS_REPLY_PRIMING
-        bill.add(input_tokens, common_prefix(previous, segments),
-                 breakpoints.read_then_write(segments))
-        previous = segments
-    return PolicyRun(bill, masked_count, tool_results(session), input_tokens)
+           originals: Sequence[Segment] | None = None) -> PolicyRun:
+    """``replay_policies`` for one policy. ``originals`` is not read (the
+    blocks are read from each forwarded body); it stays for the callers
+    that pass it."""
+    return replay_policies(session, {"policy": policy}, tokens)["policy"]
 
 
 def tool_results(session: Session) -> int:

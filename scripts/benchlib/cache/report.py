@@ -3,24 +3,81 @@
 from __future__ import annotations
 
 from benchlib.cache.adversarial import ADVERSARIAL_FAMILIES
-from benchlib.cache.model import ALL_MODEL_NAMES, ALL_MODELS, PRICE_MODEL_NAMES
+from benchlib.cache.cache_edges import CACHE_EDGE_FAMILIES
+from benchlib.cache.clients import CLAUDE_CODE_FIRST_BLOCK
+from benchlib.cache.model import (
+    ALL_MODEL_NAMES,
+    ALL_MODELS,
+    FIVE_MINUTES,
+    LOOKBACK_BLOCKS,
+    MAX_BREAKPOINTS,
+    MIN_CACHED_TOKENS,
+    ONE_HOUR,
+    OPENAI_CACHE_STEP,
+    OPENAI_LIFETIME,
+    PRICE_MODEL_NAMES,
+)
 from benchlib.cache.policies import BASELINE, policy_settings
 from benchlib.cache.run import CacheRun
+from benchlib.cache.sessions import PACE_SECONDS
 from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
 from benchlib.cache.summary import ALL, SESSION_KINDS, summary_json
 from benchlib.cache.synthetic import SYNTHETIC_DISTRIBUTION
-from benchlib.cache.targets import CACHED_MODELS, NOT_IN_RUN, TargetResult, targets_json
+from benchlib.cache.targets import (
+    CACHED_MODELS,
+    NOT_IN_RUN,
+    PROTOCOL_TARGET,
+    ProtocolResult,
+    TargetResult,
+    targets_json,
+)
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 
 MODEL_DESCRIPTION: dict[str, object] = {
-    "tokens": f"cl100k_base; {TOKENS_PER_MESSAGE} framing tokens per message (and for "
-              "Anthropic's system or Responses' instructions, counted as one message in "
-              f"front), {TOKENS_REPLY_PRIMING} reply-priming tokens (never cached); "
-              "tool definitions left out",
-    "cache": "longest common token prefix with the previous request of the same "
-             "policy; openai: 0 under 1024, else 1024 + 128 * floor((lcp - 1024) / "
-             "128); anthropic: 0 under 1024, else lcp, every uncached token a write",
+    "requests": "each request body built as the client sends it (JSON bytes; Anthropic "
+                "Messages as Claude Code sends them: system as two text blocks, "
+                f"{CLAUDE_CODE_FIRST_BLOCK!r} and the session's system text, both with "
+                "cache_control ephemeral, and cache_control ephemeral on the last content "
+                "block of the last message; Chat Completions and Responses as they are), "
+                "passed through obsmask's mask_request_body, and the forwarded bytes parsed "
+                "and billed; requests every "
+                f"{PACE_SECONDS:g} s unless a session says otherwise",
+    "tokens": "blocks in cache order: each tool definition, the system blocks (Anthropic's "
+              "system, Responses' instructions), each item's content blocks (one for a "
+              f"string content); per block the cl100k_base tokens of its string values "
+              f"(cache_control left out, a plain text block as its text), "
+              f"{TOKENS_PER_MESSAGE} framing tokens on the first block of each item and of "
+              f"the system; {TOKENS_REPLY_PRIMING} reply-priming tokens after the last "
+              "block, never cached",
+    "cache": {
+        "anthropic": f"breakpoints: the blocks with cache_control, and the last block for a "
+                     f"top-level cache_control; more than {MAX_BREAKPOINTS}: the API's 400, "
+                     "a protocol error, billed as plain input; a request reads the longest "
+                     "live entry equal to one of its prefixes ending at the boundaries after "
+                     f"blocks b, b-1, ..., b-{LOOKBACK_BLOCKS - 1} of each breakpoint b "
+                     "(content compared without cache_control, same model), then writes an "
+                     "entry at each breakpoint whose prefix has at least "
+                     f"{MIN_CACHED_TOKENS} tokens; read 0.1, from the read boundary to the "
+                     "last breakpoint written 1.25 (2.0 up to a breakpoint with ttl 1h), "
+                     f"after it 1.0; an entry lives {FIVE_MINUTES:g} s ({ONE_HOUR:g} s with "
+                     "ttl 1h) after it was last written or read",
+        "openai": "the longest token prefix shared with any earlier request of the replay "
+                  f"sent less than {OPENAI_LIFETIME:g} s before (a request keeps every "
+                  f"prefix it holds alive); 0 under {MIN_CACHED_TOKENS}, else "
+                  f"{MIN_CACHED_TOKENS} + {OPENAI_CACHE_STEP} * floor((shared - "
+                  f"{MIN_CACHED_TOKENS}) / {OPENAI_CACHE_STEP})",
+        "anthropic_prefix": "the longest common token prefix with the previous request of "
+                            f"the replay, 0 under {MIN_CACHED_TOKENS}, else all of it; every "
+                            "other token a write at 1.25",
+        "scope": "each session replayed under each policy has caches of its own",
+    },
     "price_models": {model.name: model.description for model in ALL_MODELS},
+    "protocol_errors": "per policy and session: forwarded bodies with more than "
+                       f"{MAX_BREAKPOINTS} breakpoints (over_four_breakpoints), and those "
+                       "where a breakpoint of the client's body is not on the same block "
+                       "with the same ttl (client_breakpoint_moved_or_removed)",
+    "outcomes": "per policy and session: mask_request_body's outcomes (masked, unchanged, "
+                "refused, unreadable; all but masked send the client's body)",
     "ratios": f"a policy's cost over {BASELINE!r}'s on the same session; mean and "
               "max over sessions; total = sum of costs over sum of baseline costs",
     "worst_prefix_ratio": f"per session: the highest ratio of the cost so far (requests 1 "
@@ -47,10 +104,11 @@ def json_report(run: CacheRun, elapsed_seconds: float) -> dict[str, object]:
                     for fmt in dict.fromkeys(s["format"] for s in run.figures)},
         "synthetic_distribution": SYNTHETIC_DISTRIBUTION,
         "adversarial_families": ADVERSARIAL_FAMILIES,
+        "cache_edge_families": CACHE_EDGE_FAMILIES,
         "first_judged_request": FIRST_JUDGED_REQUEST,
         "sessions": run.figures,
         "summary": summary_json(run.summary),
-        "targets": targets_json(run.targets),
+        "targets": targets_json(run.targets, run.protocol),
         "information_checks": targets_json(run.information),
         "elapsed_seconds": round(elapsed_seconds, 1),
     }
@@ -110,6 +168,14 @@ def _subgroups(result: TargetResult, by_group: dict[str, float | None]) -> str:
     return f" [{', '.join(parts)}]" if len(parts) > 1 else ""
 
 
+def _protocol_line(protocol: ProtocolResult) -> str:
+    counts = ", ".join(f"{policy} {sum(errors.values())}"
+                       for policy, errors in protocol.by_policy.items())
+    return (f"- {'PASS' if protocol.passed else 'FAIL'} {PROTOCOL_TARGET} (threshold 0): "
+            f"forwarded bodies with more than four breakpoints or a client breakpoint moved "
+            f"or removed: {counts}")
+
+
 def _target_lines(results: list[TargetResult]) -> list[str]:
     lines = []
     for result in results:
@@ -143,17 +209,21 @@ def markdown(run: CacheRun) -> str:
         "",
         *_summary_table(run),
         "",
-        "(anthropic_breakpoints): Anthropic's prices with reads only at an earlier "
-        "request's breakpoint; a sensitivity check, not a target.",
+        "(anthropic_prefix): Anthropic's prices with the former reading of its cache (the "
+        "longest common prefix with the previous request, whatever the breakpoints); a "
+        "sensitivity check, not a target.",
     ]
     checkpoints = _checkpoint_table(run, "recommended")
     if checkpoints:
         lines += ["", *checkpoints]
-    lines += ["", "Targets:", *_target_lines(run.targets)]
+    lines += ["", "Targets:", *_target_lines(run.targets), _protocol_line(run.protocol)]
     if run.information:
         lines += ["", "For information, not a target:", *_target_lines(run.information)]
     lines += ["", "Policies:"]
-    lines += [f"- {name}: {choice.source}" for name, choice in run.policies.items()]
+    for name, choice in run.policies.items():
+        outcomes = run.summary[name][ALL].outcomes if name in run.summary else {}
+        counted = ", ".join(f"{outcome} {count}" for outcome, count in outcomes.items())
+        lines.append(f"- {name}: {choice.source}" + (f" (requests: {counted})" if counted else ""))
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchlib.cache.adversarial import adversarial_sessions
+from benchlib.cache.cache_edges import cache_edge_sessions
 from benchlib.cache.figures import SessionFigures
 from benchlib.cache.formats import FORMAT_NAMES
 from benchlib.cache.parallel import all_figures
@@ -14,7 +15,13 @@ from benchlib.cache.policies import ComparedPolicy, compared_policies, parse_pol
 from benchlib.cache.sessions import Session, load_input, load_real_sessions
 from benchlib.cache.summary import Summary, aggregates
 from benchlib.cache.synthetic import synthetic_session
-from benchlib.cache.targets import INFORMATION, TargetResult, evaluate
+from benchlib.cache.targets import (
+    INFORMATION,
+    ProtocolResult,
+    TargetResult,
+    evaluate,
+    evaluate_protocol,
+)
 from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.errors import BenchError
 
@@ -29,6 +36,7 @@ class RunOptions:
     formats: tuple[str, ...] = FORMAT_NAMES  # of the real sessions
     synthetic: int = 10
     adversarial: bool = True
+    cache_edge: bool = True
     jobs: int = 1  # worker processes for the replay
     inputs: list[Path] = field(default_factory=list)
     policy_options: list[str] = field(default_factory=list)
@@ -41,6 +49,7 @@ class CacheRun:
     figures: list[SessionFigures]  # one per session, in the same order
     summary: Summary
     targets: list[TargetResult]
+    protocol: ProtocolResult  # a target too: no protocol error in any policy
     information: list[TargetResult]  # checks shown that are not targets
 
     @property
@@ -59,7 +68,8 @@ def choose_policies(options: RunOptions) -> dict[str, ComparedPolicy]:
 
 
 def load_sessions(options: RunOptions) -> list[Session]:
-    """Real sessions, then synthetic, adversarial, and those of ``--input`` files."""
+    """Real sessions, then synthetic, adversarial, cache_edge, and those of
+    ``--input`` files."""
     unknown = [name for name in options.formats if name not in FORMAT_NAMES]
     if unknown:
         raise BenchError(f"--formats: unknown {', '.join(unknown)} "
@@ -69,6 +79,8 @@ def load_sessions(options: RunOptions) -> list[Session]:
     sessions += [synthetic_session(number) for number in range(options.synthetic)]
     if options.adversarial:
         sessions += adversarial_sessions()
+    if options.cache_edge:
+        sessions += cache_edge_sessions()
     for path in options.inputs:
         sessions += load_input(path)
     if not sessions:
@@ -84,4 +96,4 @@ def run_cache_benchmark(options: RunOptions) -> CacheRun:
     figures = all_figures(sessions, policies, tokens, options.jobs)
     summary = aggregates(figures, list(policies))
     return CacheRun(compared, sessions, figures, summary, evaluate(summary),
-                    evaluate(summary, INFORMATION))
+                    evaluate_protocol(summary), evaluate(summary, INFORMATION))

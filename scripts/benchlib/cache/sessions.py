@@ -1,7 +1,14 @@
 """The conversations bench_cache replays: real sessions from a folder, and
 ``--input`` files (a request body, or the conversations of a .mitm file, read
 as the client sent them), in any of the three wire formats
-(``benchlib.cache.formats``)."""
+(``benchlib.cache.formats``).
+
+A session keeps what its requests are made of (``benchlib.cache.clients``
+makes them): its conversation list, where each request ends, what is sent
+in front of the list (Anthropic's ``system``, Responses' ``instructions``),
+the body's other members (the model, the tool definitions...), sent as they
+are with every request, and the time of each request: one every
+``PACE_SECONDS`` unless the session says otherwise."""
 
 from __future__ import annotations
 
@@ -10,12 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib.cache.formats import FORMAT_NAMES, body_format, conversation, request_ends
+from benchlib.cache.formats import (
+    FORMAT_NAMES,
+    body_format,
+    conversation,
+    other_members,
+    request_ends,
+)
 from benchlib.errors import BenchError
 from benchlib.flows import post_bodies
 from benchlib.one_request.inputs import ROUTE_SUFFIXES
 from obsmask_core.conversation.holdout import IGNORED_KEYS
 from obsmask_core.conversation.wire_formats import CHAT, WireFormat
+
+# Seconds between two requests of a session: an agent's turn (the model's
+# answer and the tool's run) well inside Anthropic's 5-minute lifetime.
+PACE_SECONDS = 20.0
 
 
 @dataclass
@@ -33,17 +50,27 @@ class Session:
     # Tool-turn counts after which the bill so far is also reported (the
     # final bill of the session cut there); empty for most sessions.
     checkpoints: tuple[int, ...] = ()
+    # The body's other top-level members (model, tools, max_tokens...), sent
+    # as they are with every request.
+    members: dict[str, object] = field(default_factory=dict)
+    # When each request is sent, in seconds (one per request end); empty:
+    # one every PACE_SECONDS.
+    times: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.request_ends:
             self.request_ends = request_ends(self.messages, self.fmt)
+        if not self.times:
+            self.times = [PACE_SECONDS * number for number in range(len(self.request_ends))]
+        if len(self.times) != len(self.request_ends):
+            raise BenchError(f"{self.name}: {len(self.times)} times for "
+                             f"{len(self.request_ends)} requests")
 
 
 Body = tuple[list[object], object, WireFormat]  # (list, preamble, format)
 
 
-def read_body(path: Path) -> Body:
-    """The conversation of a request body file, in the format its shape says."""
+def _read_document(path: Path) -> tuple[object, WireFormat]:
     try:
         document = json.loads(path.read_bytes())
     except OSError as e:
@@ -54,8 +81,23 @@ def read_body(path: Path) -> Body:
     if fmt is None:
         raise BenchError(f"{path}: not a Chat Completions, Anthropic Messages or "
                          "Responses request body")
+    return document, fmt
+
+
+def read_body(path: Path) -> Body:
+    """The conversation of a request body file, in the format its shape says."""
+    document, fmt = _read_document(path)
     items, preamble = conversation(document, fmt)
     return items, preamble, fmt
+
+
+def body_session(path: Path, name: str, kind: str) -> Session:
+    """The session of a request body file: its conversation, replayed by its
+    prefixes, with the body's other members (model, tools...)."""
+    document, fmt = _read_document(path)
+    items, preamble = conversation(document, fmt)
+    return Session(name, kind, items, fmt=fmt, preamble=preamble,
+                   members=other_members(document, fmt))
 
 
 def load_real_sessions(folder: Path, formats: Sequence[str] = FORMAT_NAMES) -> list[Session]:
@@ -69,12 +111,13 @@ def load_real_sessions(folder: Path, formats: Sequence[str] = FORMAT_NAMES) -> l
              if by_format else sorted(folder.glob("*.json")))
     sessions = []
     for path in paths:
-        items, preamble, fmt = read_body(path)
+        session = body_session(path, "", "real")
+        fmt = session.fmt
         if by_format and fmt.name != path.parent.name:
             raise BenchError(f"{path}: a {fmt.name} body in the {path.parent.name} folder")
         if fmt.name in formats:
-            sessions.append(Session(f"{fmt.name}/{path.stem}", "real", items, fmt=fmt,
-                                    preamble=preamble))
+            session.name = f"{fmt.name}/{path.stem}"
+            sessions.append(session)
     if not sessions:
         raise BenchError(f"{folder}: no *.json session of the formats {', '.join(formats)}")
     return sessions
@@ -151,10 +194,11 @@ def load_input(path: Path) -> list[Session]:
     ``.../v1/responses``, which give the format), each the client's own
     (the flow's backup when obsmask masked it), where a body whose list
     continues in another body of the same format is one of that body's
-    prefixes and is dropped (``last_bodies``)."""
+    prefixes and is dropped (``last_bodies``). A request body keeps its
+    other members (model, tools); a flow file's conversations keep only
+    their list and what is sent in front of it."""
     if path.suffix != ".mitm":
-        items, preamble, fmt = read_body(path)
-        return [Session(path.name, "input", items, fmt=fmt, preamble=preamble)]
+        return [body_session(path, path.name, "input")]
     bodies = _flow_bodies(path)
     ends = [bodies[position] for position in last_bodies(bodies)]
     if not ends:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 from benchlib.cache.figures import SessionFigures, ratio, round_ratio
 from benchlib.cache.model import ALL_MODEL_NAMES
 from benchlib.cache.policies import BASELINE
 
-SESSION_KINDS = ("real", "synthetic", "adversarial", "input")
+SESSION_KINDS = ("real", "synthetic", "adversarial", "cache_edge", "input")
 ALL = "all"
 
 
@@ -34,14 +35,25 @@ class ModelFigures(TypedDict):
 class GroupFigures:
     sessions: int
     models: dict[str, ModelFigures]  # only the models with a ratio
+    # Forwarded bodies of the group's sessions that break Anthropic's
+    # breakpoint rules, per kind of error (``replay.ProtocolErrors``).
+    protocol_errors: dict[str, int] = field(default_factory=dict)
+    # The rewrite's outcomes summed over the requests (masked, unchanged,
+    # refused, unreadable).
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def protocol_error_count(self) -> int:
+        return sum(self.protocol_errors.values())
 
     def to_json(self) -> dict[str, object]:
-        return {"sessions": self.sessions, **self.models}
+        return {"sessions": self.sessions, "protocol_errors": self.protocol_errors,
+                "outcomes": self.outcomes, **self.models}
 
 
 # policy -> group -> figures. Groups: each kind of session present (real,
-# synthetic, adversarial, input), "real/<format>" for each format of the
-# real sessions, and "all".
+# synthetic, adversarial, cache_edge, input), "real/<format>" for each
+# format of the real sessions, and "all".
 Summary = dict[str, dict[str, GroupFigures]]
 
 
@@ -115,7 +127,13 @@ def aggregates(sessions: list[SessionFigures], policies: Sequence[str]) -> Summa
                 figures = _model_figures(members, policy, model)
                 if figures is not None:
                     per_model[model] = figures
-            per_group[name] = GroupFigures(len(members), per_model)
+            errors: Counter[str] = Counter()
+            outcomes: Counter[str] = Counter()
+            for session in members:
+                errors.update(session["policies"][policy]["protocol_errors"])
+                outcomes.update(session["policies"][policy]["outcomes"])
+            per_group[name] = GroupFigures(len(members), per_model, dict(errors),
+                                           dict(outcomes))
         out[policy] = per_group
     return out
 

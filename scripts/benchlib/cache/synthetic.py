@@ -61,7 +61,9 @@ def _lognormal(rng: random.Random, median: float, sigma: float, low: int, high: 
     return int(min(high, max(low, rng.lognormvariate(math.log(median), sigma))))
 
 
-def _result_size(rng: random.Random) -> int:
+def result_size(rng: random.Random) -> int:
+    """A result's characters: small, medium or large (``_SIZE_CLASSES``),
+    log-uniform inside its class."""
     draw = rng.random()
     for probability, low, high in _SIZE_CLASSES:
         if draw < probability:
@@ -70,14 +72,19 @@ def _result_size(rng: random.Random) -> int:
     return _SIZE_CLASSES[-1][2]
 
 
-def opening_messages(text: TextMaker, task_size: int) -> list[object]:
-    """The system prompt and a task of about ``task_size`` characters (prose
-    and a code block): what every generated session starts with."""
-    task = (
+def task_text(text: TextMaker, task_size: int) -> str:
+    """A task of about ``task_size`` characters: prose and a code block."""
+    return (
         "<pr_description>\n" + text.prose(task_size * 2 // 3) + "\n\n```python\n"
         + text.lines(task_size // 3, text.code_line) + "\n```\n</pr_description>"
     )
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+
+
+def opening_messages(text: TextMaker, task_size: int) -> list[object]:
+    """The system prompt and a task of about ``task_size`` characters (prose
+    and a code block): what every generated session starts with."""
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": task_text(text, task_size)}]
 
 
 def synthetic_session(number: int) -> Session:
@@ -98,7 +105,7 @@ def synthetic_session(number: int) -> Session:
             arguments = text.arguments(tool, _lognormal(rng, 100, 1.0, 20, 6000))
             calls.append({"id": call_id, "type": "function",
                           "function": {"name": tool, "arguments": arguments}})
-            size = _result_size(rng)
+            size = result_size(rng)
             output = text.traceback(size) if rng.random() < 0.05 else text.tool_output(tool, size)
             results.append({"role": "tool", "content": output, "tool_call_id": call_id})
         said = text.prose(_lognormal(rng, 220, 0.8, 20, 4000))

@@ -1,17 +1,20 @@
-"""The targets the shipped settings must meet, checked on a run's summary.
+"""The targets the shipped settings must meet, checked on a run's summary,
+under the faithful cache models (``benchlib.cache.model``).
 
 With the shipped settings ("recommended"):
 
 - the bill so far never goes up: over every session of the run (real in
-  every wire format, synthetic, adversarial, input), after every request
-  from the ``FIRST_JUDGED_REQUEST``-th on, the cost so far is at most 1.03x
-  that of no masking so far, under the three models with a cache
-  (Anthropic's, OpenAI 90% and 50% discounts);
+  every wire format, synthetic, adversarial, cache_edge, input), after
+  every request from the ``FIRST_JUDGED_REQUEST``-th on, the cost so far is
+  at most 1.03x that of no masking so far, under the three models with a
+  cache ("anthropic", "openai_90", "openai_50");
 - on the real sessions (all formats), the final cost is on average at most
-  0.85x that of no masking under Anthropic's prices;
+  0.80x that of no masking under "anthropic" and under "openai_90";
 
-and the no_cache profile averages at most 0.70x when nothing is cached,
-over all the sessions of the run.
+the no_cache profile averages at most 0.70x when nothing is cached, over
+all the sessions of the run; and no policy's forwarded body breaks
+Anthropic's breakpoint rules (``PROTOCOL_TARGET``: more than four
+breakpoints, or a client's breakpoint moved or removed).
 
 ``INFORMATION`` holds checks that are shown but are not targets: the former
 "every session's final cost at most 1.05x under every price model".
@@ -52,8 +55,8 @@ class Target:
 TARGETS = (
     Target(f"recommended_bill_so_far_at_most_1.03x_from_request_{FIRST_JUDGED_REQUEST}",
            "recommended", "worst_prefix", ALL, CACHED_MODELS, 1.03),
-    Target("recommended_real_mean_at_most_0.85x_under_anthropic", "recommended", "mean",
-           "real", ("anthropic",), 0.85),
+    Target("recommended_real_mean_at_most_0.80x_under_anthropic_and_openai_90", "recommended",
+           "mean", "real", ("anthropic", "openai_90"), 0.80),
     Target("no_cache_profile_mean_at_most_0.70x_without_cache", "no_cache_profile", "mean",
            ALL, ("no_cache",), 0.70),
 )
@@ -141,12 +144,42 @@ def evaluate(summary: Summary, targets: tuple[Target, ...] = TARGETS) -> list[Ta
     return results
 
 
-def all_pass(results: list[TargetResult]) -> bool:
+PROTOCOL_TARGET = "no_protocol_errors_in_any_policy"
+PROTOCOL_STATISTIC = ("forwarded bodies with more than four cache breakpoints, or with a "
+                      "client's breakpoint moved or removed, over every session of the run")
+
+
+@dataclass
+class ProtocolResult:
+    """The forwarded bodies that break Anthropic's breakpoint rules, per
+    policy (kind of error -> requests); none is allowed."""
+
+    by_policy: dict[str, dict[str, int]]
+
+    @property
+    def passed(self) -> bool:
+        return not any(sum(errors.values()) for errors in self.by_policy.values())
+
+    def to_json(self) -> dict[str, object]:
+        return {"statistic": PROTOCOL_STATISTIC, "threshold": 0, "pass": self.passed,
+                "policies": self.by_policy}
+
+
+def evaluate_protocol(summary: Summary) -> ProtocolResult:
+    return ProtocolResult({policy: dict(groups[ALL].protocol_errors)
+                           for policy, groups in summary.items() if ALL in groups})
+
+
+def all_pass(results: list[TargetResult], protocol: ProtocolResult | None = None) -> bool:
     """No evaluated target failed (one left out does not count)."""
-    return all(result.passed is not False for result in results)
+    return (all(result.passed is not False for result in results)
+            and (protocol is None or protocol.passed))
 
 
-def targets_json(results: list[TargetResult]) -> dict[str, object]:
+def targets_json(results: list[TargetResult],
+                 protocol: ProtocolResult | None = None) -> dict[str, object]:
     out: dict[str, object] = {result.target.name: result.to_json() for result in results}
-    out["all_pass"] = all_pass(results)
+    if protocol is not None:
+        out[PROTOCOL_TARGET] = protocol.to_json()
+    out["all_pass"] = all_pass(results, protocol)
     return out

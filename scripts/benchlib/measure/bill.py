@@ -3,12 +3,9 @@ the settings in force, by the cache benchmark's replay
 (``benchlib.cache.replay``): the bill of each under every price model, and
 a single request's estimate.
 
-The replay keeps, per price model, the bill so far after every request; a
-request's own cost is the step between two of those sums. Its input tokens
-are its cost under the model without a cache (one token, one unit), and
-the tokens it reads from the cache under a cache rule follow from its cost
-under a model of that rule: ``cost = read * cached + uncached * (tokens -
-cached)``.
+The replay keeps, per price model, the bill so far after every request,
+and each request's own figures: its input tokens and the tokens it reads
+from the cache under each cache rule.
 
 A conversation in the holdout group (``holdout_percent``) is left unmasked
 by the proxy, so its replay with obsmask is too: its two bills are equal,
@@ -19,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.cache.model import ALL_MODELS, CACHE_RULES, PriceModel, SessionBill
+from benchlib.cache.model import PriceModel, SessionBill
 from benchlib.cache.replay import PolicyRun, replay
 from benchlib.cache.sessions import Session
 from benchlib.cache.so_far import worst_so_far
@@ -29,10 +26,6 @@ from obsmask_core.conversation.policy import MaskPolicy
 
 # Masking off: the bill the conversation has without obsmask.
 WITHOUT_OBSMASK = MaskPolicy(enabled=False)
-# The model without a cache, and one model of each cache rule.
-FLAT_MODEL = next(model for model in ALL_MODELS if model.read == model.uncached)
-RULE_MODELS = {rule: next(model for model in ALL_MODELS if model.rule == rule)
-               for rule in CACHE_RULES}
 
 
 @dataclass(frozen=True)
@@ -43,20 +36,10 @@ class RequestEstimate:
     cached: dict[str, int]  # cache rule -> tokens read from the cache
 
 
-def _own_cost(bill: SessionBill, model: PriceModel, index: int) -> float:
-    so_far = bill.so_far[model.name]
-    return so_far[index] - (so_far[index - 1] if index else 0.0)
-
-
 def request_estimate(bill: SessionBill, index: int) -> RequestEstimate:
     """Request ``index`` (from 0) of a replayed bill."""
-    tokens = round(_own_cost(bill, FLAT_MODEL, index))
-    cached = {
-        rule: round((model.uncached * tokens - _own_cost(bill, model, index))
-                    / (model.uncached - model.read))
-        for rule, model in RULE_MODELS.items()
-    }
-    return RequestEstimate(tokens, cached)
+    request = bill.per_request[index]
+    return RequestEstimate(request.input_tokens, dict(request.cached))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ class ReportedModel:
 
     name: str  # as the settings call it; a sensitivity model by its own name
     replay: PriceModel
-    sensitivity: bool  # a harsher reading of a cache, not one of the settings' models
+    sensitivity: bool  # another reading of a cache, not one of the settings' models
 
     @property
     def description(self) -> str:

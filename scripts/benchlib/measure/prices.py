@@ -42,7 +42,7 @@ def _replay_model(name: str) -> PriceModel:
 
 PRICED_MODELS: tuple[PricedModel, ...] = tuple(
     PricedModel(name, _replay_model(name)) for name in SETTINGS_MODELS)
-# Shown besides, marked as such: a harsher reading of a cache, no settings' model.
+# Shown besides, marked as such: another reading of a cache, no settings' model.
 SENSITIVITY: tuple[PriceModel, ...] = SENSITIVITY_MODELS
 
 

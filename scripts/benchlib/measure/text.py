@@ -25,19 +25,24 @@ from benchlib.proxy_settings import ProxySettings
 RULE_TITLES = {ANTHROPIC_RULE: "Anthropic's rule", "openai": "OpenAI's rule"}
 OBSMASK_MARK = "*"
 SENSITIVITY_NOTE = (
-    "Anthropic's prices with a harsher reading of its cache, shown for sensitivity: a "
-    "request reads only up to where an earlier request put its breakpoint (its end), so a "
-    "request whose history changed in the middle reads nothing")
+    "Anthropic's prices with the former reading of its cache, shown for sensitivity: a "
+    "request reads the longest prefix it shares with the previous request (from 1,024 "
+    "tokens), whatever its breakpoints and its time, and the rest is a cache write")
 HOW = (
     "How: each conversation (the client's requests; a masked flow's original from its "
     "backup) is replayed request by request, every prefix that ends just before an answer "
-    "of the model. Each request is masked as the proxy masks it with the settings above "
-    "(masking is a pure function of the request) and billed under each price model: the "
-    "tokens read from the provider's cache are the longest prefix it shares with the "
-    "previous request of the same replay (none under 1,024 tokens; OpenAI's rule counts in "
-    "steps of 128; Anthropic's bills every token not read from the cache as a cache write). "
-    f"Tokens are counted with {TOKEN_ENCODING}, 3 framing tokens a message; tool definitions "
-    "are left out. These are estimates, not your provider's bill."
+    "of the model, one request every 20 seconds. Each request is sent as the client sends "
+    "it (Anthropic's as Claude Code marks it: cache breakpoints on its two system blocks and "
+    "its last block), masked as the proxy masks it with the settings above (masking is a "
+    "pure function of the request) and billed under each price model. Anthropic's cache "
+    "reads, at a breakpoint of the request or up to 20 blocks before it, the longest entry "
+    "an earlier request wrote at one of its breakpoints in the last 5 minutes, and bills the "
+    "tokens from there to the request's last breakpoint as a cache write; OpenAI's reads the "
+    "longest prefix the request shares with an earlier one of the last hour, counted in steps "
+    "of 128; neither reads under 1,024 tokens. "
+    f"Tokens are counted with {TOKEN_ENCODING} per block (each tool definition, the system, "
+    "each message's content blocks), 3 framing tokens a message. These are estimates, not "
+    "your provider's bill."
 )
 
 
