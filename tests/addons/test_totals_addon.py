@@ -225,3 +225,26 @@ def test_a_failure_while_serving_answers_500_and_never_goes_upstream(proxy, monk
     totals.request(flow)
     assert flow.response is not None and flow.response.status_code == 500
     assert any(r.exc_info for r in caplog.records if "answered 500" in r.getMessage())
+
+
+def test_the_ledger_s_prediction_of_the_cache_is_added_beside_the_provider_s_report(proxy,
+                                                                                     caplog):
+    """Under a price model with a cache, each flow carries the ledger's
+    prediction; the totals add it up with the provider's report of the
+    same answer, and log the two side by side."""
+    masking, totals, tctx = proxy
+    tctx.configure(masking, obsmask_price_model="auto")
+    answer = b'{"usage": {"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 0}}}'
+    flow = chat_exchange(turns=3, answer=answer)
+    finish(masking, totals, flow)
+    predicted = flow.metadata["obsmask"]["bill"]["predicted"]
+    figures = totals.totals.requests.cache
+    assert list(figures) == [("chat", "prefix")]
+    only = figures["chat", "prefix"]
+    assert (only.requests, only.predicted.input, only.reported.input, only.reported.read) == (
+        1, predicted["input_tokens"], 900, 0)
+    caplog.clear()
+    totals.done()
+    assert any(r.getMessage().startswith(
+        "obsmask: totals: cache predicted vs reported (chat, prefix; 1 answer(s)): hit rate ")
+        for r in caplog.records)

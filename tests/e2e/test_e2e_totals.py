@@ -150,6 +150,10 @@ class Sums:
     provider: dict[str, int]
     bill: dict[str, tuple[int, float, float]]
     mcp: Json
+    # The ledger's prediction of Anthropic's cache and the provider's
+    # report, of the answers that reported it: (input, read, written).
+    predicted: tuple[int, int, int]
+    reported: tuple[int, int, int]
 
 
 def _sums(flows: list[http.HTTPFlow]) -> Sums:
@@ -177,6 +181,18 @@ def _sums(flows: list[http.HTTPFlow]) -> Sums:
         bill_sums[str(bill["price_model"])] = (
             n + 1, w + float(str(bill["estimated_with_masking"])),
             wo + float(str(bill["estimated_without_masking"])))
+    predicted, reported = [0, 0, 0], [0, 0, 0]
+    for m in conversation:
+        if "bill" in m and "provider_usage" in m:
+            guess = as_object(as_object(m["bill"])["predicted"])
+            usage = {k: int(str(v)) for k, v in as_object(m["provider_usage"]).items()}
+            read, written = usage["cached_input_tokens"], usage["cache_creation_input_tokens"]
+            for sums, figures in ((predicted, [int(str(guess[k])) for k in (
+                    "input_tokens", "cache_read_tokens", "cache_write_tokens")]),
+                                  (reported, [usage["input_tokens"] + read + written, read,
+                                              written])):
+                for n, figure in enumerate(figures):
+                    sums[n] += figure
     mcp = [as_object(f.metadata["obsmask_mcp"]) for f in flows if "obsmask_mcp" in f.metadata]
     cut = [m for m in mcp if m.get("action") == "truncated"]
     return Sums(
@@ -194,6 +210,8 @@ def _sums(flows: list[http.HTTPFlow]) -> Sums:
         provider=provider, bill=bill_sums,
         mcp={"answers": len(mcp), "answers_truncated": len(cut),
              "strings_cut": total(cut, "strings_cut"), "tokens_saved": total(cut, "tokens_saved")},
+        predicted=(predicted[0], predicted[1], predicted[2]),
+        reported=(reported[0], reported[1], reported[2]),
     )
 
 
@@ -251,6 +269,10 @@ def test_the_metrics_route_gives_the_same_sums(run: Run):
     _, with_masking, _ = sums.bill["anthropic"]
     assert m['obsmask_bill_estimated_tokens{masking="on",price_model="anthropic"}'] == (
         pytest.approx(with_masking, abs=0.1))
+    labels = 'cache="breakpoints",format="anthropic"'
+    for side, figures in (("predicted", sums.predicted), ("reported", sums.reported)):
+        assert tuple(m[f'obsmask_cache_{side}_tokens_total{{{labels},kind="{kind}"}}']
+                     for kind in ("input", "cache_read", "cache_write")) == figures, side
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="prometheus-client reads them from /proc")
@@ -279,6 +301,11 @@ def test_the_summary_at_the_end_of_the_run_states_the_same_sums(run: Run):
         f"{r['unchanged']:,} unchanged{passed}; {r['tool_results_masked']:,} tool results "
         f"masked; {r['tokens_saved']:,} input tokens not sent")
     assert any(f"{sums.mcp['strings_cut']:,} string(s))" in line for line in lines)
+    reports = sums.requests["provider_reports"]
+    assert any(line.startswith(f"obsmask: totals: cache predicted vs reported (anthropic, "
+                               f"breakpoints; {reports:,} answer(s)): hit rate ")
+               and f"input {sums.predicted[0]:,} vs {sums.reported[0]:,} tokens" in line
+               for line in lines), lines
 
 
 def test_mitmdump_nr_of_the_saved_flows_logs_the_same_summary(run: Run):

@@ -230,6 +230,34 @@ def test_the_page_without_a_record_or_an_original_says_what_it_has():
     assert "Observation masquée" in page and "---" not in page
 
 
+def test_the_page_shows_the_cache_the_ledger_predicted_beside_the_provider_s_report():
+    """The prediction is an estimate: a reader judges it by the report, in
+    the same terms (Anthropic's input is its three figures added up)."""
+    original, outcome = masked(CHAT, POLICY)
+    explanation = explained(CHAT, original, outcome, POLICY)
+    facts: dict[str, object] = {
+        "format": "anthropic",
+        "bill": {"cache": "breakpoints", "predicted": {
+            "input_tokens": 10_000, "cache_read_tokens": 8_000, "cache_write_tokens": 1_500}},
+        "provider_usage": {"input_tokens": 300, "cached_input_tokens": 7_700,
+                           "cache_creation_input_tokens": 1_800}}
+    page = page_text(masking_page(explanation, MaskingRecord.of(facts), original.decode(),
+                                  outcome.body.decode())).splitlines()
+    assert ("cache (breakpoints) predicted: 8,000 read from the cache, 1,500 written to it, "
+            "of 10,000 input tokens (estimated)") in page
+    assert ("cache reported by the provider: 7,700 read from the cache, 1,800 written to it, "
+            "of 9,800 input tokens") in page
+    del facts["provider_usage"]
+    not_yet = page_text(masking_page(NotExplained("the flow holds no original request"),
+                                     MaskingRecord.of(facts), None, outcome.body.decode()))
+    assert "cache (breakpoints) predicted: 8,000 read from the cache" in not_yet
+    assert ("cache reported by the provider: none (the answer has not reported its cache)"
+            in not_yet.splitlines())
+    unpriced = page_text(masking_page(explanation, MaskingRecord(format="chat"),
+                                      original.decode(), outcome.body.decode()))
+    assert "cache" not in unpriced.split("Masked, clipped or recalled")[0]
+
+
 def test_a_recorded_flow_from_another_version_is_read_as_far_as_it_goes():
     record = MaskingRecord.of({"format": 3, "stage": "masking", "frontier_turn": True,
                                "window_turns": "8"})

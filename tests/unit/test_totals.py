@@ -279,3 +279,136 @@ def test_the_summary_names_requests_passed_through_only_when_there_are_some():
     assert "passed through" not in totals.summary_lines()[0]
     totals.add_flow({"action": "passed_through", "format": "chat", "reason": "bad"}, None)
     assert "1 masked, 0 unchanged, 1 passed through;" in totals.summary_lines()[0]
+
+
+def predicted_and_reported(conversation: str, requests: int, *, fmt: str = "anthropic",
+                           cache: str = "breakpoints", predicted: tuple[int, int, int],
+                           usage: Json | None) -> Json:
+    """A masked request with the ledger's prediction of the provider's
+    cache (all the input, read, written) and, if given, the provider's report."""
+    facts = masked(conversation, requests, usage=usage)
+    facts["format"] = fmt
+    bill = facts["bill"]
+    assert isinstance(bill, dict)
+    total, read, written = predicted
+    bill.update(cache=cache, predicted={"input_tokens": total, "cache_read_tokens": read,
+                                        "cache_write_tokens": written})
+    return facts
+
+
+def anthropic_usage(uncached: int, read: int, written: int) -> Json:
+    return {"input_tokens": uncached, "cached_input_tokens": read,
+            "cache_creation_input_tokens": written, "output_tokens": 3}
+
+
+def cache_figures(totals: Totals) -> dict[tuple[str, str], tuple[int, tuple[int, ...],
+                                                                 tuple[int, ...]]]:
+    return {key: (f.requests, (f.predicted.input, f.predicted.read, f.predicted.written),
+                  (f.reported.input, f.reported.read, f.reported.written))
+            for key, f in totals.requests.cache.items()}
+
+
+def test_the_cache_predicted_and_reported_are_summed_only_over_requests_with_both():
+    totals = Totals()
+    totals.add_flow(predicted_and_reported("c-a", 1, predicted=(1_000, 0, 1_000),
+                                           usage=anthropic_usage(10, 0, 980)), None)
+    totals.add_flow(predicted_and_reported("c-a", 2, predicted=(1_500, 1_000, 500),
+                                           usage=anthropic_usage(20, 990, 450)), None)
+    # The answer reported nothing: the prediction has nothing to be judged by.
+    totals.add_flow(predicted_and_reported("c-a", 3, predicted=(2_000, 1_500, 500),
+                                           usage=None), None)
+    # The answer reported, the ledger predicted nothing (no price model with a cache).
+    unpriced = masked("c-a", 4, usage=anthropic_usage(5, 5, 5))
+    del unpriced["bill"]
+    totals.add_flow(unpriced, None)
+    assert totals.requests.provider_reports == 3
+    assert cache_figures(totals) == {
+        ("anthropic", "breakpoints"): (2, (2_500, 1_000, 1_500), (2_450, 990, 1_430))}
+
+
+def test_each_format_and_cache_is_summed_apart_for_the_run_and_each_conversation():
+    totals = Totals()
+    totals.add_flow(predicted_and_reported("c-a", 1, predicted=(1_000, 800, 200),
+                                           usage=anthropic_usage(0, 700, 300)), None)
+    totals.add_flow(predicted_and_reported("c-b", 1, fmt="chat", cache="prefix",
+                                           predicted=(4_000, 3_072, 0),
+                                           usage={"input_tokens": 3_900,
+                                                  "cached_input_tokens": 2_048}), None)
+    assert cache_figures(totals) == {
+        ("anthropic", "breakpoints"): (1, (1_000, 800, 200), (1_000, 700, 300)),
+        ("chat", "prefix"): (1, (4_000, 3_072, 0), (3_900, 2_048, 0))}
+    document = totals.as_json()
+    run = as_dict(as_dict(document["requests"])["cache_prediction"])
+    assert set(run) == {"anthropic", "chat"}
+    anthropic = as_dict(as_dict(run["anthropic"])["breakpoints"])
+    assert anthropic == {
+        "requests": 1,
+        "predicted": {"input_tokens": 1_000, "cache_read_tokens": 800,
+                      "cache_write_tokens": 200},
+        "reported": {"input_tokens": 1_000, "cache_read_tokens": 700,
+                     "cache_write_tokens": 300},
+        "cache_read_share": {"predicted": 0.8, "reported": 0.7},
+        "cache_write_share": {"predicted": 0.2, "reported": 0.3},
+        "input_ratio": 1.0,
+    }
+    conversations = as_dict(document["conversations"])
+    only_b = as_dict(as_dict(conversations["c-b"])["cache_prediction"])
+    assert list(only_b) == ["chat"]
+    assert as_dict(as_dict(only_b["chat"])["prefix"])["cache_read_share"] == {
+        "predicted": 0.768, "reported": 0.5251}
+
+
+def as_dict(value: object) -> dict[str, object]:
+    assert isinstance(value, dict)
+    return value
+
+
+def test_the_summary_gives_the_hit_rate_and_write_share_predicted_beside_reported():
+    totals = Totals()
+    totals.add_flow(predicted_and_reported("c-a", 1, predicted=(10_000, 8_000, 1_500),
+                                           usage=anthropic_usage(300, 7_700, 1_800)), None)
+    assert ("totals: cache predicted vs reported (anthropic, breakpoints; 1 answer(s)): "
+            "hit rate 80.0% vs 78.6% (+1.4 points), written 15.0% vs 18.4% of input "
+            "(-3.4 points); input 10,000 vs 9,800 tokens (+2.0%)") in totals.summary_lines()
+
+
+def test_the_summary_says_nothing_of_the_cache_without_a_request_to_compare():
+    totals = Totals()
+    totals.add_flow(predicted_and_reported("c-a", 1, predicted=(10_000, 8_000, 1_500),
+                                           usage={"output_tokens": 4}), None)
+    assert not any("cache predicted" in line for line in totals.summary_lines())
+    assert as_dict(totals.as_json()["requests"])["cache_prediction"] == {}
+
+
+def test_a_report_of_no_input_gives_no_share_rather_than_a_division_by_zero():
+    totals = Totals()
+    totals.add_flow(predicted_and_reported("c-a", 1, predicted=(0, 0, 0),
+                                           usage=anthropic_usage(0, 0, 0)), None)
+    (line,) = [line for line in totals.summary_lines() if "cache predicted" in line]
+    assert line.endswith("hit rate n/a vs n/a, written n/a vs n/a of input; input 0 vs 0 tokens")
+    (figures,) = totals.requests.cache.values()
+    assert as_dict(figures.as_json()["cache_read_share"]) == {"predicted": None,
+                                                              "reported": None}
+    assert figures.as_json()["input_ratio"] is None
+
+
+def test_the_metrics_count_the_cache_predicted_and_reported_by_format_cache_and_kind():
+    totals = Totals()
+    metrics = Metrics(totals)
+    assert not any(name.startswith("obsmask_cache_") for name in
+                   exposition_values(metrics.exposition().decode()))
+    totals.add_flow(predicted_and_reported("c-a", 1, predicted=(10_000, 8_000, 1_500),
+                                           usage=anthropic_usage(300, 7_700, 1_800)), None)
+    totals.add_flow(predicted_and_reported("c-b", 1, fmt="responses", cache="prefix",
+                                           predicted=(2_000, 1_024, 0),
+                                           usage={"input_tokens": 2_100,
+                                                  "cached_input_tokens": 1_152}), None)
+    values = exposition_values(metrics.exposition().decode())
+    labels = 'cache="breakpoints",format="anthropic"'
+    assert [values[f'obsmask_cache_{side}_tokens_total{{{labels},kind="{kind}"}}']
+            for side in ("predicted", "reported")
+            for kind in ("input", "cache_read", "cache_write")] == [
+        10_000, 8_000, 1_500, 9_800, 7_700, 1_800]
+    labels = 'cache="prefix",format="responses"'
+    assert values[f'obsmask_cache_predicted_tokens_total{{{labels},kind="cache_read"}}'] == 1_024
+    assert values[f'obsmask_cache_reported_tokens_total{{{labels},kind="input"}}'] == 2_100

@@ -36,6 +36,7 @@ from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.turn_model import Location, ToolResult
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.recall_text import find_stub, is_recall_tool
 from obsmask_core.shared.truncation import DEFAULT_MARKER
@@ -296,6 +297,8 @@ class MaskingRecord:
     body_bytes_after: int | None = None
     tool_chars_before: int | None = None
     tool_chars_after: int | None = None
+    # The ledger's prediction of the provider's cache, and its report.
+    cache: CacheCheck | None = None
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> MaskingRecord:
@@ -306,18 +309,19 @@ class MaskingRecord:
                    figure("frontier_turn"), figure("window_turns"), figure("tool_turns"),
                    figure("tool_results"), figure("body_bytes_before"),
                    figure("body_bytes_after"), figure("tool_chars_before"),
-                   figure("tool_chars_after"))
+                   figure("tool_chars_after"), CacheCheck.read(metadata))
 
 
 def masking_page(
     explanation: MaskingExplanation | NotExplained, record: MaskingRecord,
     original: str | None, masked: str, comment: Sequence[str] = (),
 ) -> list[ViewLine]:
-    """The view of a masked request: a header, each masked, clipped or
-    recalled result, the kept ones by reason, the flow's comment, and the
-    diff of the two bodies pretty-printed: item by item when the
-    explanation lined them up, else whole, when not too large (``original``
-    None: the flow does not hold it; the masked body alone)."""
+    """The view of a masked request: a header, the provider's cache as the
+    ledger predicted it and as the provider reported it, each masked,
+    clipped or recalled result, the kept ones by reason, the flow's
+    comment, and the diff of the two bodies pretty-printed: item by item
+    when the explanation lined them up, else whole, when not too large
+    (``original`` None: the flow does not hold it; the masked body alone)."""
     fmt = record.format or (explanation.format if isinstance(explanation, MaskingExplanation)
                             else None)
     lines = [title(f"obsmask: masked request ({FORMAT_TITLES.get(fmt or '', fmt or '?')})")]
@@ -325,6 +329,9 @@ def masking_page(
         lines.extend(paragraph(f"The results cannot be listed: {explanation.reason}."))
     else:
         lines.extend(_summary(explanation, record, original, masked))
+    if record.cache is not None:
+        lines.extend(_cache(record.cache))
+    if isinstance(explanation, MaskingExplanation):
         lines.extend(_changed(explanation))
         lines.extend(_kept(explanation))
     lines.extend(comment_lines(comment))
@@ -379,6 +386,22 @@ def _summary(explanation: MaskingExplanation, record: MaskingRecord, original: s
         text(f"{_frontier(frontier, record.tool_turns)}{window}"),
         text(f"body {body}; tool result text {tool_text}"),
     ]
+
+
+def _cache_figures(tokens: CacheTokens) -> str:
+    return (f"{tokens.read:,} read from the cache, {tokens.written:,} written to it, of "
+            f"{tokens.input:,} input tokens")
+
+
+def _cache(check: CacheCheck) -> list[ViewLine]:
+    """The ledger's prediction of the provider's cache beside the provider's
+    report, the two in the same terms: the prediction is an estimate, and a
+    reader judges it by the report."""
+    reported = (_cache_figures(check.reported) if check.reported is not None
+                else "none (the answer has not reported its cache)")
+    return [text(f"cache ({check.cache}) predicted: {_cache_figures(check.predicted)} "
+                 "(estimated)"),
+            text(f"cache reported by the provider: {reported}")]
 
 
 def _frontier(frontier: int | None, tool_turns: int | None) -> str:

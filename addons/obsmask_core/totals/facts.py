@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
 
 PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
@@ -39,6 +40,27 @@ class BillFacts:
 
 
 @dataclass(frozen=True)
+class CacheFacts:
+    """The provider's cache at a request whose answer reported it: what the
+    ledger predicted beside what the provider reported, in the same terms
+    (``shared.cache_check``). ``fmt`` and ``cache`` (the wire format, the
+    cache as the ledger ran it) say which model the two figures test."""
+
+    fmt: str
+    cache: str
+    predicted: CacheTokens
+    reported: CacheTokens
+
+    @classmethod
+    def read(cls, facts: Mapping[str, object]) -> CacheFacts | None:
+        """None unless the flow has both the prediction and the report."""
+        check = CacheCheck.read(facts)
+        if check is None or check.reported is None:
+            return None
+        return cls(check.fmt, check.cache, check.predicted, check.reported)
+
+
+@dataclass(frozen=True)
 class RequestFacts:
     """A conversation request (``flow.metadata["obsmask"]``)."""
 
@@ -58,6 +80,7 @@ class RequestFacts:
     bill: BillFacts | None
     # The provider's report, by field; empty when the answer had none.
     provider: dict[str, int]
+    cache: CacheFacts | None = None
 
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
@@ -93,6 +116,7 @@ class RequestFacts:
             mask_ms=amount(facts.get("mask_ms")),
             bill=BillFacts.read(facts.get("bill")),
             provider=provider,
+            cache=CacheFacts.read(facts),
         )
 
 

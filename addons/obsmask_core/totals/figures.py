@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from obsmask_core.totals.facts import PROVIDER_FIELDS, McpFacts, RequestFacts
+from obsmask_core.shared.cache_check import CacheTokens
+from obsmask_core.totals.facts import PROVIDER_FIELDS, CacheFacts, McpFacts, RequestFacts
+
+# Which model a prediction tests: the wire format and the cache as the
+# ledger ran it.
+CacheKey = tuple[str, str]
 
 
 @dataclass
@@ -32,6 +37,67 @@ class TokenSavings:
         return self.saved - self.added
 
 
+def _share(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "n/a"
+
+
+def _points(predicted: float | None, reported: float | None) -> str:
+    """How far the predicted share is from the reported one, in percentage points."""
+    if predicted is None or reported is None:
+        return ""
+    return f" ({(predicted - reported) * 100:+.1f} points)"
+
+
+@dataclass
+class CacheFigures:
+    """The provider's cache as the ledger predicted it and as the provider
+    reported it, added up over the requests whose answers reported it: the
+    shares of the input read from the cache (its hit rate) and written to
+    it, predicted and reported, say how far the ledger's model is from the
+    provider on this traffic."""
+
+    requests: int = 0
+    predicted: CacheTokens = field(default_factory=CacheTokens)
+    reported: CacheTokens = field(default_factory=CacheTokens)
+
+    def add(self, facts: CacheFacts) -> None:
+        self.requests += 1
+        self.predicted += facts.predicted
+        self.reported += facts.reported
+
+    @property
+    def input_ratio(self) -> float | None:
+        """The input the ledger estimated over the input the provider counted."""
+        return self.predicted.input / self.reported.input if self.reported.input else None
+
+    def as_json(self) -> dict[str, object]:
+        p, r = self.predicted, self.reported
+        return {
+            "requests": self.requests,
+            "predicted": p.as_json(),
+            "reported": r.as_json(),
+            "cache_read_share": {"predicted": _share(p.read_share),
+                                 "reported": _share(r.read_share)},
+            "cache_write_share": {"predicted": _share(p.write_share),
+                                  "reported": _share(r.write_share)},
+            "input_ratio": _share(self.input_ratio),
+        }
+
+    def describe(self) -> str:
+        """The prediction beside the report, as a reader compares them."""
+        p, r, ratio = self.predicted, self.reported, self.input_ratio
+        return (
+            f"hit rate {_percent(p.read_share)} vs {_percent(r.read_share)}"
+            f"{_points(p.read_share, r.read_share)}, written "
+            f"{_percent(p.write_share)} vs {_percent(r.write_share)} of input"
+            f"{_points(p.write_share, r.write_share)}; input {p.input:,} vs {r.input:,} tokens"
+            + (f" ({ratio - 1:+.1%})" if ratio is not None else ""))
+
+
 @dataclass
 class RequestFigures:
     """Conversation requests added up (one conversation's, or all)."""
@@ -53,6 +119,8 @@ class RequestFigures:
     # Requests whose answer carried the provider's usage report, and its sums.
     provider_reports: int = 0
     provider: Counter[str] = field(default_factory=Counter)
+    # The cache predicted beside the provider's report, by the model tested.
+    cache: dict[CacheKey, CacheFigures] = field(default_factory=dict)
 
     def add(self, facts: RequestFacts) -> None:
         self.requests += 1
@@ -73,6 +141,8 @@ class RequestFigures:
         if facts.provider:
             self.provider_reports += 1
             self.provider.update(facts.provider)
+        if (cache := facts.cache) is not None:
+            self.cache.setdefault((cache.fmt, cache.cache), CacheFigures()).add(cache)
 
     @property
     def tokens_saved(self) -> int:
@@ -100,7 +170,15 @@ class RequestFigures:
             "mask_ms": round(self.mask_ms, 3),
             "provider_reports": self.provider_reports,
             "provider": {name: self.provider[name] for name in PROVIDER_FIELDS},
+            "cache_prediction": self.cache_json(),
         }
+
+    def cache_json(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The cache's figures by format, then by cache."""
+        out: dict[str, dict[str, dict[str, object]]] = {}
+        for (fmt, cache), figures in sorted(self.cache.items()):
+            out.setdefault(fmt, {})[cache] = figures.as_json()
+        return out
 
 
 @dataclass

@@ -81,6 +81,27 @@ class TotalsCollector(Collector):
         for name in PROVIDER_FIELDS:
             provider.add_metric([name.removesuffix("_tokens")], r.provider[name])
         yield provider
+        # The ledger's prediction and the provider's report of the same
+        # requests (those whose answer reported the cache), in the same
+        # terms: the error of the model is one counter over the other.
+        predicted = CounterMetricFamily(
+            "obsmask_cache_predicted_tokens", "Input tokens the ledger predicted the "
+            "provider would report (estimated), by kind: all the input, read from the "
+            "cache, written to it; over the requests whose answer reported the cache.",
+            labels=["format", "cache", "kind"])
+        reported = CounterMetricFamily(
+            "obsmask_cache_reported_tokens", "Input tokens the provider reported for the "
+            "requests of obsmask_cache_predicted_tokens, in the same terms: all the input "
+            "(cached included), read from the cache, written to it.",
+            labels=["format", "cache", "kind"])
+        for (fmt, cache), figures in sorted(r.cache.items()):
+            for family, tokens in ((predicted, figures.predicted),
+                                   (reported, figures.reported)):
+                for kind, value in (("input", tokens.input), ("cache_read", tokens.read),
+                                    ("cache_write", tokens.written)):
+                    family.add_metric([fmt, cache, kind], value)
+        yield predicted
+        yield reported
         bill = GaugeMetricFamily(
             "obsmask_bill_estimated_tokens", "The bill of all conversations so far, "
             "estimated by the ledger in input tokens at the base price, with and without "

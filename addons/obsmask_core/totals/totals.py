@@ -186,6 +186,10 @@ class Totals:
                 f"{p['input_tokens']:,} input, {p['cached_input_tokens']:,} cached input, "
                 f"{p['cache_creation_input_tokens']:,} written to the cache, "
                 f"{p['output_tokens']:,} output tokens")
+        for (fmt, cache), figures in sorted(r.cache.items()):
+            lines.append(
+                f"totals: cache predicted vs reported ({fmt}, {cache}; {figures.requests:,} "
+                f"answer(s)): {figures.describe()}")
         if m.answers:
             lines.append(
                 f"totals: {m.answers:,} MCP answer(s), {m.answers_truncated:,} cut "
