@@ -41,8 +41,9 @@ formats = st.sampled_from([CHAT, ANTHROPIC, RESPONSES])
 
 def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
                      recall: bool) -> MaskPlan:
-    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None):
-        return Frontier(index, items, policy, maskable, layout=layout)
+    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None,
+              cold_ends=frozenset()):
+        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
 
     with mock.patch.object(planner, "_frontier", fresh):
         return plan_masking(fmt.index(items), policy, items, recall=recall)

@@ -41,8 +41,9 @@ def masked_anew(body: bytes, policy: object, fmt: WireFormat,
                 recall: bool) -> tuple[str, bytes, MaskPlan | None]:
     """The outcome the exact reader gives, with the frontier replayed in
     full: it neither uses nor keeps a previous request or a checkpoint."""
-    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None):
-        return Frontier(index, items, policy, maskable, layout=layout)
+    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None,
+              cold_ends=frozenset()):
+        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
 
     with mock.patch.object(planner, "_frontier", fresh):
         outcome = mask_read_body(ExactBody.read(body, fmt.list_member), policy, fmt, recall)

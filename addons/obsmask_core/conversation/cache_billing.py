@@ -85,6 +85,12 @@ class Billing(Protocol):
 
     def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None: ...
 
+    def expire(self) -> None:
+        """The cache has expired (the conversation came back after its
+        lifetime): the next request, as sent and as forwarded, reads
+        nothing."""
+        ...
+
     def predicted(self) -> tuple[int, int, int]:
         """For the last forwarded request recorded: the tokens the provider
         should read from its cache, write to it, and take in all."""
@@ -140,6 +146,9 @@ class PrefixBilling:
         self._predicted = (read, written, forwarded.tokens)
         self._previous_plain = plain_tokens
         self._previous_masked = forwarded.tokens
+
+    def expire(self) -> None:
+        self._previous_plain = self._previous_masked = 0
 
     def predicted(self) -> tuple[int, int, int]:
         return self._predicted
@@ -280,6 +289,13 @@ class BreakpointBilling:
         entries += [(mark, tokens) for mark, tokens in self._written(marks) if mark not in known]
         self._entries = entries
         self._previous_end, self._previous_tokens = end, plain_tokens
+
+    def expire(self) -> None:
+        # The tools and system's entry goes too. Another conversation with
+        # the same ones may have kept it: both bills count it alike, so no
+        # move depends on it.
+        self._entries = []
+        self._previous_end, self._previous_tokens = None, 0
 
     def forget_before(self, lowest_mark: int) -> None:
         """No later breakpoint closes an item boundary before ``lowest_mark``

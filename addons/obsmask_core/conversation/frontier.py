@@ -10,14 +10,20 @@ proxies agree, with no state.
 
 With a price model that has a cache, the turns the frontier passes are
 either masked or kept for good (a result whose masking the bill could not
-pay for when it left the window); see ``ledger``.
+pay for when it left the window); see ``ledger``. The replay counts the
+cache as warm, except at the conversation's cold ends (``last_seen``): the
+requests it came back to after the cache's lifetime, which the provider
+billed whole. A move there is free, and the frontier catches up. These come
+from outside the request, from a table every request of the conversation
+is planned with, so that they all replay the same decisions; without them
+(a restart) the replay is the warm one.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from obsmask_core.conversation.breakpoints import (
     CACHE_CONTROL,
@@ -153,6 +159,9 @@ class Checkpoint:
     layout: tuple[object, ...] | None = None
     blocks_before: tuple[int, ...] = ()
     masks_something: bool = False
+    # The cold ends among its items the replay billed as cold: a replay
+    # that has others there goes through other states.
+    cold_ends: frozenset[int] = frozenset()
 
     def same_items(self, items_json: bytes) -> bool:
         """Do ``items_json`` (all of a request's items) begin with this
@@ -185,6 +194,7 @@ class Frontier:
         maskable: dict[int, str],
         resume: Checkpoint | None = None,
         layout: CacheLayout | None = None,
+        cold_ends: frozenset[int] = frozenset(),
     ) -> None:
         self.turn = 0
         self.request_end = 0  # items in the request at the last move
@@ -193,6 +203,9 @@ class Frontier:
         # lookback of Anthropic's cache (measured only under it).
         self.blocks_before = [0]
         self.ledger = _ledger(policy, layout, self.blocks_before)
+        # The request ends (items) the conversation came back to after the
+        # cache's lifetime; without a ledger every move is free anyway.
+        self._cold_ends = cold_ends if self.ledger is not None else frozenset()
         # The forwarded requests carry the frontier breakpoint once something
         # is masked: where the client marks its request's end and leaves a
         # slot free (``breakpoints``).
@@ -256,6 +269,8 @@ class Frontier:
             return False
         if resume.layout != (self._layout.key() if self._layout is not None else None):
             return False
+        if resume.cold_ends != self._cold_up_to(end):
+            return False
         at = bisect.bisect_left(index.answer_starts, end)
         if end < self._items and (at == len(index.answer_starts)
                                   or index.answer_starts[at] != end):
@@ -269,6 +284,10 @@ class Frontier:
         return (tuple(savings.freed[:used]) == resume.freed
                 and tuple(savings.counted[:used]) == resume.counted
                 and tuple(savings.first[:used]) == resume.first)
+
+    def _cold_up_to(self, items: int) -> frozenset[int]:
+        """The cold ends a replay of the first ``items`` items bills at."""
+        return frozenset(end for end in self._cold_ends if end <= items)
 
     def _savings_read(self, judged: int) -> int:
         """How many turns' savings the replay has read once it has judged
@@ -311,11 +330,18 @@ class Frontier:
             layout=self._layout.key() if self._layout is not None else None,
             blocks_before=tuple(self.blocks_before) if len(self.blocks_before) > 1 else (),
             masks_something=self._masks_something,
+            cold_ends=self._cold_up_to(self._items),
         )
 
     def bill(self) -> BillSoFar | None:
         """The ledger at this request (None without a price model with a cache)."""
-        return self.ledger.so_far() if self.ledger is not None else None
+        if self.ledger is None:
+            return None
+        if not self._cold_ends:
+            return self.ledger.so_far()
+        ends = set(_request_ends(self._index, self._items))
+        return replace(self.ledger.so_far(),
+                       cold_ends=tuple(sorted(self._cold_ends & ends)))
 
     def masks(self, turn: int) -> bool:
         """Are the results of ``turn`` past the frontier and masked?"""
@@ -371,7 +397,10 @@ class Frontier:
                 continue  # replayed by the request this one resumes from
             plain_tokens = plain_cost = 0
             self._changed = None
+            cold = end in self._cold_ends
             if ledger is not None:
+                if cold:
+                    ledger.expire()
                 plain_tokens = prefix_tokens(self.chars_before[end], end)
                 plain_cost = ledger.plain_cost(plain_tokens, end)
             # Each turn is judged in the first request that holds it and its
@@ -380,7 +409,7 @@ class Frontier:
                 if ledger is None:
                     self._judge(number, end)
                 else:
-                    self._judge_with_ledger(ledger, number, end, plain_cost)
+                    self._judge_with_ledger(ledger, number, end, plain_cost, cold)
                 number += 1
             if ledger is not None:
                 forwarded = self._forwarded(end, self._counted_before_frontier, self._changed,
@@ -448,14 +477,16 @@ class Frontier:
         self._pending, self._first = 0, None
 
     def _judge_with_ledger(self, ledger: Ledger, number: int, end: int,
-                           plain_cost: int) -> None:
+                           plain_cost: int, cold: bool) -> None:
         """With a price model: mask the longest run of the undecided turns
         that ends at the target and that the ledger can pay for (and that
         ``min_free_percent`` allows); the undecided turns before that run
         are kept for good, and so are those more than ``LOOKBACK_TURNS``
         behind the target (a result that was not worth masking when it left
         the window is worth less every turn: what masking it re-bills only
-        grows)."""
+        grows). At a ``cold`` request end the provider bills the request
+        whole either way: a move re-bills nothing, so ``min_free_percent``
+        (what it frees against what it re-bills) holds none back."""
         if (target := self._target(number, end)) is None:
             return
         # A masked request shorter than the provider's smallest cached prompt
@@ -480,7 +511,7 @@ class Frontier:
             if first is None:
                 chosen = (start, 0, self._changed)  # nothing to mask: free
                 continue
-            if not self._frees_enough(freed, first, end):
+            if not cold and not self._frees_enough(freed, first, end):
                 continue
             # The forwarded history changes at the first newly masked result.
             changed = self._changed

@@ -13,7 +13,10 @@ included, stays within ``allowance_percent`` of the bill without.
 Between moves a masked request costs at most what the unmasked one does (it
 reads what it read before, and is shorter by what it no longer sends), so
 checking at every move keeps the bill so far within the allowance at every
-request. Tokens are estimated (characters / 4 and a few per item), never
+request. A request the conversation came back to after the cache's lifetime
+(a cold end) reads nothing, as sent or as forwarded: a move there re-bills
+nothing, the masked request costs no more than the original, and the
+frontier may catch up. Tokens are estimated (characters / 4 and a few per item), never
 counted with an encoding, so the decision is the same whether or not one
 has loaded.
 """
@@ -60,6 +63,9 @@ class BillSoFar:
     predicted_read: int = 0
     predicted_written: int = 0
     predicted_input: int = 0
+    # The requests (by their items) the replay billed as cold: the
+    # conversation came back to them after its cache had expired.
+    cold_ends: tuple[int, ...] = ()
 
     @property
     def ratio(self) -> float | None:
@@ -81,6 +87,7 @@ class BillSoFar:
             "predicted": {"input_tokens": self.predicted_input,
                           "cache_read_tokens": self.predicted_read,
                           "cache_write_tokens": self.predicted_written},
+            "cold_ends": list(self.cold_ends),
         }
 
 
@@ -132,6 +139,10 @@ class Ledger:
         self.with_masking += masked_cost
         self.without_masking += plain_cost
         self.billing.record(end, plain_tokens, forwarded)
+
+    def expire(self) -> None:
+        """The provider's cache has expired before the next request."""
+        self.billing.expire()
 
     def state(self) -> LedgerState:
         return LedgerState(self.requests, self.with_masking, self.without_masking,

@@ -143,6 +143,7 @@ def plan_masking(
     written_open: bytes | None = None, name: ConversationName | None = None,
     judged_before: Sequence[Judgement | None] = (),
     layout: CacheLayout | None = None,
+    cold_ends: frozenset[int] = frozenset(),
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -163,6 +164,9 @@ def plan_masking(
     Anthropic request's cache breakpoints (``breakpoints.read_layout``):
     the ledger then bills under Anthropic's cache, and the plan may add the
     frontier breakpoint (``MaskPlan.breakpoint``); without one, OpenAI's.
+    ``cold_ends`` are the request ends (numbers of items) at which the
+    conversation came back after the cache's lifetime (``last_seen``): the
+    ledger bills those requests as read from no cache.
     """
     if name is None:
         name = conversation_name(items)
@@ -176,7 +180,8 @@ def plan_masking(
         # Never masked, but billed like the others, so the two groups' bills
         # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True
-        plan.bill = Frontier(index, items, policy, {}, layout=layout).bill()
+        plan.bill = Frontier(index, items, policy, {}, layout=layout,
+                             cold_ends=cold_ends).bill()
         return plan
 
     # Only results older than the window can ever be masked; for them the
@@ -213,7 +218,7 @@ def plan_masking(
             maskable[number] = judgement[1]
 
     frontier = _frontier(index, items, policy, maskable, plan.conversation, written_open,
-                         layout)
+                         layout, cold_ends)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
@@ -340,20 +345,22 @@ def forget_checkpoints() -> None:
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
               written_open: bytes | None = None,
-              layout: CacheLayout | None = None) -> Frontier:
+              layout: CacheLayout | None = None,
+              cold_ends: frozenset[int] = frozenset()) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits."""
     try:
         checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
     except TypeError:  # a policy built with lists, not tuples: replayed in full
-        return Frontier(index, items, policy, maskable, layout=layout)
+        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
     written = written_open
     if conversation is not None and written is None:
         written = items_json(items)
     if conversation is None or written is None:
-        return Frontier(index, items, policy, maskable, layout=layout)
+        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
     frontier = Frontier(index, items, policy, maskable,
-                        resume=checkpoints.find(conversation, written), layout=layout)
+                        resume=checkpoints.find(conversation, written), layout=layout,
+                        cold_ends=cold_ends)
     checkpoint = frontier.checkpoint(written, closed=written_open is None)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json

@@ -179,6 +179,21 @@ class MaskPolicy:
         How far above the bill without masking the bill so far may go when
         the frontier moves (price_model with a cache), in percent of the bill
         without masking.""", minimum=0, maximum=100)
+    cold_after_seconds: int = setting(0, """
+        Take a conversation's prompt cache for expired when its previous
+        request came more than this many seconds before (price_model with a
+        cache): the provider then bills the request whole, as sent and as
+        masked, so a move of the frontier costs nothing and it catches up.
+        Anthropic's entries live 300 seconds; the value is never taken below
+        the provider's longest lifetime for the request: 3600 for Anthropic
+        entries written with ttl "1h" and for OpenAI's in-memory cache
+        (cleared after 5 to 10 minutes of inactivity, always within an
+        hour), a day for OpenAI's prompt_cache_retention "24h". The requests
+        a conversation came back to are remembered in memory, so its later
+        requests replay the same decisions; after a restart they are
+        unknown and the frontier does not catch up. The pauses are the ones
+        this proxy saw: behind several proxies, keep each conversation on
+        one. 0: off (the cache is counted as warm).""", minimum=0)
     holdout_percent: int = setting(0, """
         Leave this share of conversations unmasked, chosen by a hash of their
         first user message (the same conversations every time), so that real bills

@@ -19,8 +19,13 @@ from collections.abc import Sequence
 from obsmask_core.conversation.breakpoints import CACHE_CONTROL, CacheLayout, read_layout
 from obsmask_core.conversation.checkpoints import items_json
 from obsmask_core.conversation.grown_body import GrownBody
-from obsmask_core.conversation.holdout import ConversationName, named_by_user_message
+from obsmask_core.conversation.holdout import (
+    ConversationName,
+    conversation_name,
+    named_by_user_message,
+)
 from obsmask_core.conversation.invariants import check_only_planned_changes
+from obsmask_core.conversation.last_seen import Visit, cache_lifetime
 from obsmask_core.conversation.outcomes import (
     Masked,
     Refused,
@@ -62,12 +67,15 @@ QuickRead = QuickBody | GrownBody
 
 
 def mask_request_body(
-    body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT, *, recall: bool = False
+    body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT, *, recall: bool = False,
+    visit: Visit | None = None,
 ) -> RewriteOutcome:
     """Mask old tool results in a request body of format ``fmt``. With
     ``recall``, the recall stubs among its results are replaced by the text
     they ask for first (``recall``), and masking plans on the conversation
-    as it will then go out."""
+    as it will then go out. With ``visit`` (the table of when conversations
+    were last seen, and the request's time), the conversation's cold ends
+    (``last_seen``) are billed as cold, when ``cold_after_seconds`` is set."""
     if not policy.enabled:
         return Unchanged(DISABLED)
     kept = previous_requests(policy)
@@ -77,7 +85,7 @@ def mask_request_body(
         if quick is None:
             quick = QuickBody.read(body, fmt.list_member,
                                    grown.end if grown is not None else None)
-        outcome = mask_read_body(quick, policy, fmt, recall, grown, kept) \
+        outcome = mask_read_body(quick, policy, fmt, recall, grown, kept, visit) \
             if quick is not None else None
     except (RecursionError, ValueError):
         # orjson reads nesting Python cannot compare (past ~1000 levels):
@@ -91,7 +99,7 @@ def mask_request_body(
         exact = ExactBody.read(body, fmt.list_member)
     except UnsupportedBody as e:
         return Unreadable(str(e))
-    return mask_read_body(exact, policy, fmt, recall)
+    return mask_read_body(exact, policy, fmt, recall, visit=visit)
 
 
 def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickRead | None:
@@ -109,11 +117,13 @@ def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickRead | None:
 
 def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                    recall: bool = False, grown: Grown | None = None,
-                   kept: PreviousRequests | None = None) -> RewriteOutcome:
+                   kept: PreviousRequests | None = None,
+                   visit: Visit | None = None) -> RewriteOutcome:
     """Plan, splice and check a body already read (quickly or exactly).
     With ``grown``, the body may be that previous request with items added
     (``previous_requests``); a body read quickly is kept in ``kept`` for the
-    next request."""
+    next request. ``visit``: as ``mask_request_body``'s (a body read twice
+    visits twice, at the same time: the second finds what the first did)."""
     # The items it adds to the request it grew from, when it is that
     # request with items added: its index is then resumed from that one's.
     added = _added_items(request, grown) if kept is not None and grown is not None \
@@ -134,13 +144,22 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     grew_from = grown.previous if grown is not None else None
     if not keeping or added is None:
         grown, added = None, None
+    name = grown.previous.conversation if grown is not None else None
+    layout = _layout(request, items, policy, fmt)
+    cold_ends: frozenset[int] = frozenset()
+    if visit is not None and policy.cold_after_seconds and has_cache(policy.price_model):
+        if name is None:
+            name = conversation_name(items)
+        if name is not None:
+            cold_ends = visit.of(name.id, len(items),
+                                 _lifetime(request, policy, fmt, layout))
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         written_open=_written_open(grown, added),
-                        name=grown.previous.conversation if grown is not None else None,
+                        name=name,
                         judged_before=grown.judgements
                         if grown is not None and resume is not None and not recall else (),
-                        layout=_layout(request, items, policy, fmt))
+                        layout=layout, cold_ends=cold_ends)
     end = _list_end(request, fmt) if keeping else None
     masked_end: int | None = None
     if plan.held_out and not recalls:
@@ -168,6 +187,15 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
                                     or has_cache(policy.price_model)):
         return None
     return read_layout(request.members, items)
+
+
+def _lifetime(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
+              layout: CacheLayout | None) -> int:
+    """How long the conversation must have been unseen for this request to
+    find the provider's cache expired (``last_seen.cache_lifetime``)."""
+    return cache_lifetime(policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
+                          long_lived=layout is not None and layout.long_lived,
+                          retention=request.members.get("prompt_cache_retention"))
 
 
 def _end_proven(request: QuickRead, masked_end: int | None) -> bool:

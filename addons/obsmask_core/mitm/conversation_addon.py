@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 
+from obsmask_core.conversation.last_seen import LastSeen, Visit
 from obsmask_core.conversation.outcomes import (
     Masked,
     Refused,
@@ -66,6 +67,9 @@ class Rewrite:
     policy: MaskPolicy
     recall: bool
     exact_tokens: bool
+    # When the request came, for the table of when conversations were last
+    # seen (used with cold_after_seconds).
+    visit: Visit
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,8 @@ class ConversationMasking:
     and OpenAI Responses requests, each recognised by its route."""
 
     def __init__(self, settings: SettingsFile, tokens: TokenCounter | None = None,
-                 recall: Recall | None = None) -> None:
+                 recall: Recall | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.recall = recall
         self.policy = MaskPolicy()
@@ -107,6 +112,10 @@ class ConversationMasking:
         self._described = False
         self.tokens = tokens or TokenCounter()
         self._options: set[str] = set(FILE_OPTIONS)
+        # When each conversation was last seen (cold_after_seconds), and the
+        # clock of live requests.
+        self.last_seen = LastSeen()
+        self._clock = clock
 
     def load(self, loader: Loader) -> None:
         self._options.update(add_options(loader, MaskPolicy, PREFIX))
@@ -146,12 +155,19 @@ class ConversationMasking:
             # that changes halfway through.
             work = Rewrite(flow.request, fmt, self.policy,
                            self.recall is not None and self.recall.enabled,
-                           exact_tokens=not flow.live)
+                           exact_tokens=not flow.live, visit=self._visit(flow))
             if off_loop(flow.request):
                 return self._rewrite_off_loop(flow, work)
             # The collector waits, as on the worker (see without_collector).
             self._report(flow, fmt, without_collector(lambda: self._rewrite(work)))
         return None
+
+    def _visit(self, flow: http.HTTPFlow) -> Visit:
+        """The request's time, read as it comes (a worker may plan it
+        later): a flow read from a file keeps the time it was recorded at,
+        so a replay sees the pauses of the session."""
+        now = self._clock() if flow.live else flow.request.timestamp_start
+        return Visit(self.last_seen, now)
 
     async def _rewrite_off_loop(self, flow: http.HTTPFlow, work: Rewrite) -> None:
         """A big body: decoded, masked and encoded again on a worker thread,
@@ -175,7 +191,7 @@ class ConversationMasking:
         if body is None or request.raw_content is None:
             return "the body is streamed (stream_large_bodies), not buffered"
         started = time.perf_counter()
-        outcome = mask_request_body(body, policy, fmt, recall=work.recall)
+        outcome = mask_request_body(body, policy, fmt, recall=work.recall, visit=work.visit)
         mask_ms = round((time.perf_counter() - started) * 1000, 3)
         if not isinstance(outcome, Masked):
             return Rewritten(outcome, mask_ms)

@@ -1,0 +1,132 @@
+"""When each conversation was last seen, and the requests at which it came
+back after its prompt cache had expired: its cold ends.
+
+A provider's prompt cache forgets a prefix nobody read for its lifetime
+(Anthropic: 5 minutes, an hour for entries written with ``ttl: "1h"``;
+OpenAI: its in-memory cache typically after 5 to 10 minutes of inactivity,
+always within an hour, a day with ``prompt_cache_retention: "24h"``). A
+request of a conversation last seen longer ago than that is billed whole,
+as the client sent it as well as as obsmask forwards it: a move of the
+frontier then re-bills nothing, and the frontier may catch up
+(``Frontier(cold_ends=...)``). Every later request of the conversation
+holds that request as a prefix and must replay it as cold too, so that it
+makes the same decisions and forwards the same bytes: the table keeps, per
+conversation, the request ends (numbers of items) at which it came back
+cold, and every request is planned with them.
+
+In memory, bounded by conversations (the one seen least recently goes
+first), and loss-tolerant: after a restart, on another proxy, or once a
+conversation was dropped, its cold ends are unknown and its replay runs as
+if the cache had stayed warm. That loses savings (the frontier does not
+catch up, and a request whose replay lost a cold end forwards other
+bytes than the request before it: the provider bills it again from the
+first difference), never correctness: every body is still a valid request,
+made and checked like every other.
+
+A pause is seen by this proxy only: behind a load balancer that spreads a
+conversation's requests over several proxies, one of them may take for
+expired a cache another one kept warm, and the move it allows then re-bills
+what the ledger counted as free. Such a deployment keeps each conversation
+on one proxy, or leaves this off.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+# Conversations remembered: a name, a time and a few integers each, so a
+# bound in entries is a bound in memory (a few hundred bytes each).
+CONVERSATIONS_KEPT = 50_000
+# Cold ends remembered per conversation (one per long pause); past this the
+# oldest goes: the requests after it replay it as warm (savings lost once).
+COLD_ENDS_KEPT = 64
+
+# The longest a provider keeps a prefix for a request that asks for longer
+# than its default: Anthropic's entries written with ttl "1h", OpenAI's
+# in-memory cache (always removed within an hour of its last use) and its
+# extended retention ("24h"). A pause shorter than these may find the cache
+# warm, whatever the setting says.
+AN_HOUR = 3600
+A_DAY = 24 * 3600
+
+
+def cache_lifetime(cold_after_seconds: int, *, anthropic: bool, long_lived: bool,
+                   retention: object) -> int:
+    """How long a conversation must have been unseen for its request to be
+    taken as cold: the setting, never less than the provider's longest
+    lifetime for the request (``long_lived``: an Anthropic request whose
+    breakpoints live an hour; ``retention``: an OpenAI request's
+    ``prompt_cache_retention``). The setting is the lifetime of Anthropic's
+    default entries (5 minutes), which its documentation gives exactly;
+    OpenAI's only says when its cache is gone for certain."""
+    if anthropic:
+        return max(cold_after_seconds, AN_HOUR) if long_lived else cold_after_seconds
+    return max(cold_after_seconds, A_DAY if retention == "24h" else AN_HOUR)
+
+
+@dataclass(slots=True)
+class _Seen:
+    last: float
+    cold: tuple[int, ...]
+
+
+class LastSeen:
+    """The time each conversation was last seen, and its cold ends. Shared
+    by the event loop and the worker thread, hence the lock."""
+
+    def __init__(self, conversations: int = CONVERSATIONS_KEPT,
+                 cold_ends: int = COLD_ENDS_KEPT) -> None:
+        self._conversations = conversations
+        self._cold_ends = cold_ends
+        self._kept: OrderedDict[str, _Seen] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def visit(self, conversation: str, now: float, end: int, lifetime: float) -> frozenset[int]:
+        """A request of ``end`` items of ``conversation`` at ``now``: when
+        the conversation was last seen more than ``lifetime`` seconds
+        before, ``end`` is a cold end. Its cold ends, this one's included.
+        A conversation never seen before has none: it may be new, or seen
+        by another proxy, or before a restart, and a cache taken for cold
+        while it is warm would make a move look free that is not."""
+        with self._lock:
+            seen = self._kept.pop(conversation, None)
+            if seen is None:
+                seen = _Seen(now, ())
+            else:
+                if now - seen.last > lifetime and end not in seen.cold:
+                    seen.cold = (*seen.cold, end)[-self._cold_ends:]
+                # Requests may be planned out of their order (a worker
+                # thread): the latest time stays.
+                seen.last = max(seen.last, now)
+            self._kept[conversation] = seen
+            while len(self._kept) > self._conversations:
+                self._kept.popitem(last=False)
+            return frozenset(seen.cold)
+
+    def cold_ends(self, conversation: str) -> frozenset[int]:
+        """The cold ends of ``conversation`` known so far, without a visit."""
+        with self._lock:
+            seen = self._kept.get(conversation)
+            return frozenset(seen.cold) if seen is not None else frozenset()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._kept)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A request's arrival at ``now``: planning it visits ``table``."""
+
+    table: LastSeen
+    now: float
+
+    def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
+        return self.table.visit(conversation, self.now, end, lifetime)
+
