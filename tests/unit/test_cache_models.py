@@ -291,7 +291,8 @@ def test_the_replay_counts_a_forwarded_body_that_breaks_the_breakpoint_rules(
              {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
              {"role": "user", "content": [{"type": "text", "text": "d"}]}]
 
-    def marking(body: bytes, policy: MaskPolicy, fmt: WireFormat) -> RewriteOutcome:
+    def marking(body: bytes, policy: MaskPolicy, fmt: WireFormat,
+                visit: object = None) -> RewriteOutcome:
         document = json.loads(body)
         messages = document["messages"]
         if remove_the_clients:

@@ -32,6 +32,7 @@ from benchlib.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
 from benchlib.cache.sessions import Session
 from benchlib.cache.tokens import MessageTokens
 from benchlib.errors import BenchError
+from obsmask_core.conversation.last_seen import LastSeen, Visit
 from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.rewrite import mask_request_body
@@ -40,10 +41,13 @@ from obsmask_core.conversation.wire_formats import WireFormat
 OUTCOMES = ("masked", "unchanged", "refused", "unreadable")
 
 
-def forward(body: bytes, policy: MaskPolicy, fmt: WireFormat) -> RewriteOutcome:
+def forward(body: bytes, policy: MaskPolicy, fmt: WireFormat,
+            visit: Visit | None = None) -> RewriteOutcome:
     """What the proxy does with one request body (the single call into the
-    masking code, to adapt if its signature changes)."""
-    return mask_request_body(body, policy, fmt)
+    masking code, to adapt if its signature changes); with ``visit``, at
+    the request's time, as the proxy's table of when conversations were
+    last seen has it (``cold_after_seconds``)."""
+    return mask_request_body(body, policy, fmt, visit=visit)
 
 
 def outcome_name(outcome: RewriteOutcome) -> str:
@@ -94,6 +98,8 @@ class _Replay:
     errors: ProtocolErrors = field(default_factory=ProtocolErrors)
     previous: Prompt | None = None
     last: Request | None = None  # the last request forwarded
+    # The proxy's table of when the conversation was last seen.
+    last_seen: LastSeen = field(default_factory=LastSeen)
 
 
 def replay_policies(session: Session, policies: dict[str, MaskPolicy],
@@ -110,7 +116,7 @@ def replay_policies(session: Session, policies: dict[str, MaskPolicy],
         sent = client.request(end)
         as_sent = sent_reader.read(sent.request)
         for run in replays.values():
-            outcome = forward(sent.body, run.policy, session.fmt)
+            outcome = forward(sent.body, run.policy, session.fmt, Visit(run.last_seen, time))
             run.outcomes[outcome_name(outcome)] += 1
             if isinstance(outcome, Masked):
                 forwarded = forwarded_request(outcome.body, session.fmt)
