@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -59,7 +58,7 @@ from obsmask_core.conversation.provider_usage import ProviderUsage
 from obsmask_core.conversation.wire_formats import ANTHROPIC
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
 from support.json_values import as_list, as_object
-from support.processes import REPO, MitmdumpProcess, running_mitmdump
+from support.processes import REPO, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import Served, scripted_anthropic
 from support.splices import compact, splice_problems
 from support.sse import sse_events
@@ -233,16 +232,6 @@ def _run_task(root: Path, base_url: str, model: str) -> ClaudeRun:
     return run_claude(root, base_url, PROMPT, arguments)
 
 
-def _wait_for_lines(proxy: MitmdumpProcess, pattern: str, count: int, timeout: float) -> None:
-    """Until mitmdump printed ``count`` lines matching ``pattern`` (or time runs out)."""
-    regex = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while sum(1 for line in list(proxy.lines) if regex.search(line)) < count:
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.05)
-
-
 def _keep_bodies(folder: Path, served: list[Served]) -> None:
     """Every body the server received, in files, to read after a failure."""
     folder.mkdir()
@@ -285,7 +274,7 @@ def sessions(
             proxy.wait_for(rf"conversation masking on: window {WINDOW_TURNS} tool turns")
             run = _run_task(root, f"http://127.0.0.1:{proxy.port}", model)
             # Every answer has ended; let mitmdump log each usage report.
-            _wait_for_lines(proxy, r"obsmask: provider reported", len(server.served), 10.0)
+            wait_for_lines(proxy, r"obsmask: provider reported", len(server.served), 10.0)
         proxied_served = list(server.served)
         proxied_task = server.task()
         log = proxy.output()

@@ -44,9 +44,7 @@ both bills) are printed (``pytest -s`` shows them).
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -58,7 +56,7 @@ from support.caching_provider import AnthropicBill, AnthropicPromptCache
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
 from support.flow_files import read_flows
 from support.json_values import as_list, as_object
-from support.processes import REPO, MitmdumpProcess, running_mitmdump
+from support.processes import REPO, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import Served, scripted_anthropic
 
 pytestmark = pytest.mark.e2e
@@ -150,16 +148,6 @@ def _run_task(root: Path, base_url: str, model: str) -> ClaudeRun:
     return run_claude(root, base_url, PROMPT, arguments)
 
 
-def _wait_for_lines(proxy: MitmdumpProcess, pattern: str, count: int, timeout: float) -> None:
-    """Until mitmdump printed ``count`` lines matching ``pattern`` (or time runs out)."""
-    regex = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while sum(1 for line in list(proxy.lines) if regex.search(line)) < count:
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module", params=MODELS)
 def sessions(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -191,7 +179,7 @@ def sessions(
             proxy.wait_for(r"conversation masking on: window 1 tool turns")
             run = _run_task(root, f"http://127.0.0.1:{proxy.port}", model)
             # Every answer has ended; let mitmdump log each usage report.
-            _wait_for_lines(proxy, r"obsmask: provider reported", len(server.served), 10.0)
+            wait_for_lines(proxy, r"obsmask: provider reported", len(server.served), 10.0)
         proxied = Session(run, list(server.served), cache, read_flows(flows_file),
                           proxy.output())
     return direct, proxied

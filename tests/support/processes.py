@@ -6,6 +6,9 @@ tests."""
 
 from __future__ import annotations
 
+import re
+import time
+
 from benchlib.mitmdump import (
     ADDON,
     MITMDUMP,
@@ -27,3 +30,13 @@ __all__ = [
     "running_mitmdump",
     "stop_process",
 ]
+
+
+def wait_for_lines(proxy: MitmdumpProcess, pattern: str, count: int, timeout: float) -> None:
+    """Until mitmdump printed ``count`` lines matching ``pattern`` (or time runs out)."""
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while sum(1 for line in list(proxy.lines) if regex.search(line)) < count:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)

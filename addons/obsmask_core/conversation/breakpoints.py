@@ -103,7 +103,12 @@ def _controls(value: object) -> list[Mapping[str, object]]:
             if isinstance(block, dict) and isinstance(block.get(CACHE_CONTROL), dict)]
 
 
-def _string_chars(value: object) -> int:
+def prompt_chars(value: object) -> int:
+    """The characters of every string value in ``value`` (what
+    ``message_strings`` lists, summed), without building the list: every
+    item of every request is measured, so this is on the hot path. A
+    ``cache_control`` is not prompt text (clients move it from request to
+    request): it is not counted."""
     total = 0
     pending: list[object] = [value]
     while pending:
@@ -111,7 +116,10 @@ def _string_chars(value: object) -> int:
         if isinstance(current, str):
             total += len(current)
         elif isinstance(current, dict):
-            pending.extend(v for k, v in current.items() if k != CACHE_CONTROL)
+            if CACHE_CONTROL in current:
+                pending.extend(v for k, v in current.items() if k != CACHE_CONTROL)
+            else:
+                pending.extend(current.values())
         elif isinstance(current, list):
             pending.extend(current)
     return total
@@ -137,7 +145,7 @@ def read_layout(members: Mapping[str, object], items: Sequence[object]) -> Cache
     control: Mapping[str, object] | None = inside[-1] if inside else None
     if automatic and isinstance(top_level, dict):
         control = top_level
-    preamble = (_string_chars(members.get("tools")) + _string_chars(members.get("system"))) \
+    preamble = (prompt_chars(members.get("tools")) + prompt_chars(members.get("system"))) \
         // _CHARS_PER_TOKEN
     return CacheLayout(
         outside_messages=len(outside),

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from obsmask_core.conversation.breakpoints import (
-    CACHE_CONTROL,
     CacheLayout,
     blocks_of,
     closing_block,
+    prompt_chars,
 )
 from obsmask_core.conversation.cache_billing import (
     Billing,
@@ -54,28 +54,6 @@ def estimate_tokens(chars: int, items: int) -> int:
     """A cheap, deterministic estimate of a request's input tokens: its
     items, and the framing of the reply (OpenAI's cookbook: 3)."""
     return prefix_tokens(chars, items) + FRAMING_TOKENS
-
-
-def _item_chars(item: object) -> int:
-    """The characters of every string value in ``item`` (what
-    ``message_strings`` lists, summed), without building the list: every
-    item of every request is measured, so this is on the hot path. A
-    ``cache_control`` is not prompt text (clients move it from request to
-    request): it is not counted."""
-    total = 0
-    pending: list[object] = [item]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, str):
-            total += len(value)
-        elif isinstance(value, dict):
-            if CACHE_CONTROL in value:
-                pending.extend(v for k, v in value.items() if k != CACHE_CONTROL)
-            else:
-                pending.extend(value.values())
-        elif isinstance(value, list):
-            pending.extend(value)
-    return total
 
 
 # Characters a placeholder counts for, in tenths of its length (4 / 2.5).
@@ -247,7 +225,7 @@ class Frontier:
                 self.chars_before = list(resume.chars_before)
             total = self.chars_before[-1]
             for item in items[len(self.chars_before) - 1:]:
-                total += _item_chars(item)
+                total += prompt_chars(item)
                 self.chars_before.append(total)
         if self.ledger is not None and isinstance(self.ledger.billing, BreakpointBilling):
             if self._replayed_to:
