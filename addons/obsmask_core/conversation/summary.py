@@ -179,6 +179,8 @@ def describe_policy(policy: MaskPolicy, source: str) -> str:
             ("max_input_tokens", p.max_input_tokens, 0),
             ("price_model", p.price_model, "none"),
             ("allowance_percent", p.allowance_percent, 0),
+            ("frontier_breakpoint", "on" if p.frontier_breakpoint else "off", "off"),
+            ("cold_after_seconds", p.cold_after_seconds, 0),
             ("holdout_percent", p.holdout_percent, 0),
             ("exclude_tools", ",".join(p.exclude_tools), ""),
         )
