@@ -21,6 +21,7 @@ from obsmask_core.conversation.explain import (
     explain_masking,
     masking_page,
 )
+from obsmask_core.conversation.last_seen import Recorded
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.rewrite import mask_request_body
@@ -390,3 +391,29 @@ def test_other_members_that_differ_are_diffed_as_one_part_after_the_items():
         "@@ the request's members besides messages @@")
     assert [line.text for line in lines if line.kind in ("removed", "added", "context")][-5:] == [
         " {", '-  "model": "m",', '+  "model": "n",', '   "temperature": NaN', " }"]
+
+
+def test_a_request_planned_cold_is_explained_with_the_cold_ends_its_flow_recorded():
+    """A request that came back after its cache's lifetime was masked with
+    a cold end (``last_seen``): planned again with the cold ends its bill
+    recorded, it gives the same body and each result its reason; planned
+    warm, it does not, and the view says so."""
+    policy = MaskPolicy(window_turns=1, min_free_percent=80, price_model="anthropic",
+                        allowance_percent=2, cold_after_seconds=360)
+    outputs = ["m" * 3000] * 6 + ["B" * 20_000]
+    events: list[Event] = [Say("user", "u" * 8000)]
+    for turn, output in enumerate(outputs[:5]):
+        events += [Turn([Call(f"c{turn}", "bash")], text="t" * 2000), Result(f"c{turn}", output)]
+    original = request(CHAT, events)
+    cold_end = len(convert(CHAT, events))
+    outcome = mask_request_body(original, policy, CHAT, visit=Recorded(frozenset({cold_end})))
+    assert isinstance(outcome, Masked) and outcome.plan.masked == 4
+    assert outcome.plan.bill is not None and outcome.plan.bill.cold_ends == (cold_end,)
+    record = MaskingRecord.of({"bill": {"cold_ends": [cold_end]}})
+    assert record.cold_ends == {cold_end}
+    replanned = explain_masking(original, outcome.body, CHAT, policy,
+                                cold_ends=record.cold_ends)
+    assert isinstance(replanned, MaskingExplanation) and replanned.reasons_note is None
+    warm = explain_masking(original, outcome.body, CHAT, policy)
+    assert isinstance(warm, MaskingExplanation) and warm.reasons_note is not None
+    assert "settings changed" in warm.reasons_note

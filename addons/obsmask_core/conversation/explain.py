@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.judgements import KeptReason
+from obsmask_core.conversation.last_seen import Recorded
 from obsmask_core.conversation.outcomes import Masked
 from obsmask_core.conversation.planner import CLIPPED, MASKED, RECALLED, DecisionKind
 from obsmask_core.conversation.policy import MaskPolicy
@@ -144,11 +145,12 @@ class NotExplained:
 
 def explain_masking(
     original: bytes, masked: bytes, fmt: WireFormat, policy: MaskPolicy | None = None,
-    *, recall: bool = False,
+    *, recall: bool = False, cold_ends: frozenset[int] = frozenset(),
 ) -> MaskingExplanation | NotExplained:
     """The facts of each tool result of ``original`` as ``masked`` carries
     it; the reasons from planning ``original`` again with ``policy`` (and
-    ``recall``), when that gives ``masked`` back."""
+    ``recall``, and the conversation's ``cold_ends`` as the flow recorded
+    them), when that gives ``masked`` back."""
     try:
         before_text, after_text = original.decode("utf-8"), masked.decode("utf-8")
         before = parse_request(before_text, fmt.list_member)
@@ -171,7 +173,8 @@ def explain_masking(
     stage: str | None = None
     frontier: int | None = None
     if policy is not None:
-        outcome = mask_request_body(original, policy, fmt, recall=recall)
+        outcome = mask_request_body(original, policy, fmt, recall=recall,
+                                    visit=Recorded(cold_ends) if cold_ends else None)
         if isinstance(outcome, Masked) and outcome.body == masked:
             plan = outcome.plan
             decisions = {d.location: d.kind for d in plan.decisions}
@@ -299,6 +302,8 @@ class MaskingRecord:
     tool_chars_after: int | None = None
     # The ledger's prediction of the provider's cache, and its report.
     cache: CacheCheck | None = None
+    # The request ends the conversation came back cold at (``last_seen``).
+    cold_ends: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> MaskingRecord:
@@ -309,7 +314,17 @@ class MaskingRecord:
                    figure("frontier_turn"), figure("window_turns"), figure("tool_turns"),
                    figure("tool_results"), figure("body_bytes_before"),
                    figure("body_bytes_after"), figure("tool_chars_before"),
-                   figure("tool_chars_after"), CacheCheck.read(metadata))
+                   figure("tool_chars_after"), CacheCheck.read(metadata),
+                   _cold_ends(metadata.get("bill")))
+
+
+def _cold_ends(bill: object) -> frozenset[int]:
+    """The bill's ``cold_ends``, each a whole number, or none."""
+    ends = bill.get("cold_ends") if isinstance(bill, Mapping) else None
+    if not isinstance(ends, list):
+        return frozenset()
+    read = [whole(end) for end in ends]
+    return frozenset(end for end in read if end is not None)
 
 
 def masking_page(

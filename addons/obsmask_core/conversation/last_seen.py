@@ -130,3 +130,18 @@ class Visit:
     def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
         return self.table.visit(conversation, self.now, end, lifetime)
 
+
+@dataclass(frozen=True)
+class Recorded:
+    """The cold ends a flow recorded when it was planned (its bill's
+    ``cold_ends``): planning it again, for the content view, finds what it
+    found then, without visiting the table."""
+
+    cold_ends: frozenset[int]
+
+    def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
+        return self.cold_ends
+
+
+Arrival = Visit | Recorded
+

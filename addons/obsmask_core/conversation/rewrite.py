@@ -25,7 +25,7 @@ from obsmask_core.conversation.holdout import (
     named_by_user_message,
 )
 from obsmask_core.conversation.invariants import check_only_planned_changes
-from obsmask_core.conversation.last_seen import Visit, cache_lifetime
+from obsmask_core.conversation.last_seen import Arrival, cache_lifetime
 from obsmask_core.conversation.outcomes import (
     Masked,
     Refused,
@@ -68,7 +68,7 @@ QuickRead = QuickBody | GrownBody
 
 def mask_request_body(
     body: bytes, policy: MaskPolicy, fmt: WireFormat = CHAT, *, recall: bool = False,
-    visit: Visit | None = None,
+    visit: Arrival | None = None,
 ) -> RewriteOutcome:
     """Mask old tool results in a request body of format ``fmt``. With
     ``recall``, the recall stubs among its results are replaced by the text
@@ -118,7 +118,7 @@ def _read_grown(body: bytes, fmt: WireFormat, grown: Grown) -> QuickRead | None:
 def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                    recall: bool = False, grown: Grown | None = None,
                    kept: PreviousRequests | None = None,
-                   visit: Visit | None = None) -> RewriteOutcome:
+                   visit: Arrival | None = None) -> RewriteOutcome:
     """Plan, splice and check a body already read (quickly or exactly).
     With ``grown``, the body may be that previous request with items added
     (``previous_requests``); a body read quickly is kept in ``kept`` for the

@@ -155,7 +155,8 @@ def _masking_page(flow: http.HTTPFlow, data: bytes) -> list[ViewLine]:
         policy = conversation.policy if conversation is not None else None
         recall = conversation.recall if conversation is not None else None
         explanation = explain_masking(original, data, fmt, policy,
-                                      recall=recall is not None and recall.enabled)
+                                      recall=recall is not None and recall.enabled,
+                                      cold_ends=record.cold_ends)
     return masking_page(explanation, record, None if original is None else _decoded(original),
                         _decoded(data), _comment(flow))
 
