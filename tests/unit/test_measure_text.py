@@ -42,6 +42,14 @@ def test_the_bill_comes_first_and_the_tokens_second(toml_file):
     assert "The provider's own figures" not in text  # these flows have none
 
 
+def test_auto_marks_the_models_of_both_providers(toml_file):
+    """price_model "auto" decides each request under its provider's model:
+    Anthropic's for Anthropic requests, OpenAI's for the others."""
+    text = _report(toml_file, "obsmask_window_turns=2", "obsmask_price_model=auto")
+    assert "\n  openai *  " in text and "\n  anthropic *  " in text
+    assert "\n  openai_50 *" not in text
+
+
 def test_a_bill_above_the_one_without_obsmask_is_said_in_words(toml_file):
     text = _report(toml_file, "obsmask_window_turns=2")
     assert ("With these settings obsmask costs more than it saves under "

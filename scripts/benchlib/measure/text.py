@@ -87,6 +87,12 @@ def _settings_lines(settings: ProxySettings) -> list[str]:
     return lines
 
 
+def _used(price_model: str) -> tuple[str, ...]:
+    """The reported models a setting's price model stands for: "auto" is
+    Anthropic's for Anthropic requests and OpenAI's for the others."""
+    return ("anthropic", "openai") if price_model == "auto" else (price_model,)
+
+
 def _bill_table(bills: dict[str, Bill], obsmask_model: str,
                 worst: dict[str, tuple[float, int] | None] | None = None,
                 indent: str = "  ") -> list[str]:
@@ -96,7 +102,7 @@ def _bill_table(bills: dict[str, Bill], obsmask_model: str,
     lines = [indent + header]
     for model in REPORTED_MODELS:
         bill = bills[model.name]
-        label = model.name + (f" {OBSMASK_MARK}" if model.name == obsmask_model else "")
+        label = model.name + (f" {OBSMASK_MARK}" if model.name in _used(obsmask_model) else "")
         line = (f"{label:<24}{_number(bill.without):>16}{_number(bill.with_obsmask):>15}"
                 f"{_ratio(bill.ratio):>8}{_number(bill.saved):>13}")
         if worst is not None:
