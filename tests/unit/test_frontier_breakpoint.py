@@ -147,3 +147,40 @@ def test_the_rules_check_refuses_any_breakpoint_change_but_the_planned_one(chang
     else:
         block["name"] = "Other"
     assert check_only_planned_changes(body["messages"], broken, plan, ANTHROPIC) != []
+
+
+def test_a_breakpoint_inside_a_tool_results_content_counts_toward_the_four():
+    """The API counts a cache_control on a text block inside a tool_result:
+    with it the client uses four, and none is added."""
+    body = body_of(session(6))
+    body["tools"] = [{"name": "Bash"}]
+    body["messages"][-1]["content"][0]["content"] = [
+        {"type": "text", "text": "short", "cache_control": {"type": "ephemeral"}}]
+    outcome = masked(body)
+    assert outcome.plan.decisions and outcome.plan.breakpoint is None
+
+
+def test_the_lifetime_copied_is_the_next_client_breakpoints_so_longer_ones_stay_first():
+    """A client breakpoint of an hour after the frontier, then one of five
+    minutes at the end: the added one, before both, takes the hour."""
+    body = body_of(session(6))
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    for block in body["system"]:
+        block["cache_control"] = hour
+    del body["system"][0]["cache_control"]
+    body["messages"][-3]["content"][-1]["cache_control"] = hour
+    outcome = masked(body, MaskPolicy(window_turns=3, price_model="none",
+                                      frontier_breakpoint=True))
+    added = outcome.plan.breakpoint
+    assert added is not None and added.item < len(body["messages"]) - 3
+    assert added.control == hour
+
+
+def test_a_client_control_json_cannot_write_leaves_the_body_as_sent():
+    body = body_of(session(4))
+    body["messages"][-1]["content"][-1]["cache_control"] = {"type": "ephemeral",
+                                                            "n": float("nan")}
+    raw = json.dumps(body).encode()
+    outcome = mask_request_body(raw, POLICY, ANTHROPIC)
+    assert not isinstance(outcome, Masked) or b"NaN" not in outcome.body.split(
+        b'"messages"')[1][:-400]

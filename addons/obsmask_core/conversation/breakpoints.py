@@ -57,6 +57,8 @@ class CacheLayout:
     control: Mapping[str, object] | None
     preamble_tokens: int
     minimum_tokens: int = 1024
+    # A top-level cache_control (automatic caching), if any.
+    top_level: Mapping[str, object] | None = None
 
     @property
     def breakpoints(self) -> int:
@@ -97,10 +99,34 @@ def minimum_tokens(model: object) -> int:
 
 
 def _controls(value: object) -> list[Mapping[str, object]]:
-    """The ``cache_control`` objects of a list of blocks (or one block)."""
+    """The ``cache_control`` objects of a list of blocks (or one block), in
+    order, those of the blocks inside a block's ``content`` (a
+    ``tool_result``'s text) included: the API counts them all."""
     blocks = value if isinstance(value, list) else [value]
-    return [block[CACHE_CONTROL] for block in blocks
-            if isinstance(block, dict) and isinstance(block.get(CACHE_CONTROL), dict)]
+    found: list[Mapping[str, object]] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        inner = block.get("content")
+        if isinstance(inner, list):
+            found += _controls(inner)
+        if isinstance(block.get(CACHE_CONTROL), dict):
+            found.append(block[CACHE_CONTROL])
+    return found
+
+
+def next_control(items: Sequence[object], after: int,
+                 top_level: Mapping[str, object] | None) -> Mapping[str, object] | None:
+    """The ``cache_control`` of the client's first breakpoint after item
+    ``after`` (the top-level one when none): a breakpoint added at the end
+    of that item with the same lifetime keeps the order of lifetimes the
+    API requires (longer ones first)."""
+    for item in items[after + 1:]:
+        content = item.get("content") if isinstance(item, dict) else None
+        found = _controls(content) if isinstance(content, list) else []
+        if found:
+            return found[0]
+    return top_level
 
 
 def prompt_chars(value: object) -> int:
@@ -154,6 +180,7 @@ def read_layout(members: Mapping[str, object], items: Sequence[object]) -> Cache
         control=control,
         preamble_tokens=preamble,
         minimum_tokens=minimum_tokens(members.get("model")),
+        top_level=top_level if isinstance(top_level, dict) else None,
     )
 
 

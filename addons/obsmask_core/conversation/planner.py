@@ -20,6 +20,7 @@ from obsmask_core.conversation.breakpoints import (
     CacheLayout,
     closing_block,
     marked,
+    next_control,
 )
 from obsmask_core.conversation.cache_billing import BreakpointBilling
 from obsmask_core.conversation.checkpoints import Checkpoints, items_json
@@ -375,10 +376,11 @@ def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: Cache
     if item is None or layout is None or layout.control is None:
         return None
     block = closing_block(items[item])
-    if block is None or marked(items[item], block) \
+    control = next_control(items, item, layout.top_level)
+    if block is None or control is None or marked(items[item], block) \
             or any(d.location[0] == item for d in plan.decisions):
         return None
-    return AddedBreakpoint(item, block, layout.control)
+    return AddedBreakpoint(item, block, control)
 
 
 def _judge(result: ToolResult, policy: MaskPolicy, recallable: bool) -> Judgement:

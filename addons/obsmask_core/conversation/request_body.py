@@ -76,8 +76,9 @@ class MemberAdded:
         return {**self.old, self.name: self.value}
 
     def encoded(self) -> str:
+        # ASCII escapes: a copied value may hold what UTF-8 cannot write.
         return "," + json.dumps(self.name) + ":" + json.dumps(
-            self.value, ensure_ascii=False, separators=(",", ":"))
+            self.value, separators=(",", ":"), allow_nan=False)
 
 
 Edit = Replacement | MemberAdded
@@ -91,7 +92,10 @@ def _placed(span: Span, edit: Edit, closing: int | str) -> tuple[Span, str] | No
         return span, edit.encoded()
     if closing not in ("}", ord("}")):
         return None
-    return (span[1] - 1, span[1] - 1), edit.encoded()
+    try:
+        return (span[1] - 1, span[1] - 1), edit.encoded()
+    except (TypeError, ValueError):
+        return None  # a value JSON cannot write (NaN): the body goes unchanged
 
 
 # Where a body's list closes is proven by the parse itself: a marker
