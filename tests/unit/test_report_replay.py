@@ -11,7 +11,6 @@ from itertools import accumulate
 
 import pytest
 
-from benchlib.cache.clients import CLAUDE_CODE_FIRST_BLOCK
 from benchlib.cache.formats import request_ends
 from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.errors import BenchError
@@ -312,18 +311,9 @@ def test_a_moved_cache_breakpoint_does_not_start_a_new_run():
 
 
 def sent_tokens(body: ParsedBody, fmt: WireFormat, tokens: MessageTokens) -> int:
-    """A request's input tokens as the bill counts them: the report's
-    estimate (``prompt_tokens``), and for Anthropic what Claude Code's way
-    of sending it changes: the short first system block it adds, and a plain
-    text block counted as its text (its type is no token)."""
-    counted = prompt_tokens(body, tokens)
-    if fmt is not ANTHROPIC:
-        return counted
-    plain_text_blocks = sum(
-        1 for item in body.items for block in item["content"]
-        if isinstance(block, dict) and block.keys() == {"type", "text"})
-    return (counted + len(ENCODE(CLAUDE_CODE_FIRST_BLOCK))
-            - plain_text_blocks * len(ENCODE("text")))
+    """A request's input tokens as the report counts them (``prompt_tokens``:
+    as the bill sends and reads it)."""
+    return prompt_tokens(body, fmt, tokens)
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
@@ -354,7 +344,7 @@ def test_a_new_run_carries_the_bill_so_far_of_the_one_before(tokens):
     none = next(model for model in bill.models if model.name == "none")
     assert bill.restarts == (len(lists) + 1,)
     assert none.without_masking[-1] == none.without_masking[-2] + prompt_tokens(
-        bodies[-1][1], tokens)
+        bodies[-1][1], CHAT, tokens)
 
 
 def test_with_masking_off_both_bills_are_the_same(tokens):
@@ -371,7 +361,8 @@ def test_the_replayed_plan_says_whether_the_request_comes_out_as_it_was_sent(tok
     plan = replay_plan(original, masked, CHAT, policy, tokens)
     assert plan.as_sent is True and plan.masked == 5 and plan.tool_turns == 6
     assert plan.frontier_turn == 5 and plan.stage == "masking"
-    assert plan.input_tokens == prompt_tokens(masked, tokens) < prompt_tokens(original, tokens)
+    assert plan.input_tokens == prompt_tokens(masked, CHAT, tokens) < prompt_tokens(
+        original, CHAT, tokens)
     assert replay_plan(original, original, CHAT, policy, tokens).as_sent is False
     assert replay_plan(original, None, CHAT, policy, tokens).as_sent is None
 

@@ -44,4 +44,5 @@ def replay_plan(original: ParsedBody, sent: ParsedBody | None, fmt: WireFormat,
     replayed = ParsedBody(apply_plan(original.items, plan, fmt), original.preamble)
     as_sent = None if sent is None else replayed == sent
     return ReplayedPlan(plan.frontier_turn, plan.tool_turns, plan.stage, plan.masked,
-                        plan.clipped, prompt_tokens(replayed, tokens), as_sent, plan.held_out)
+                        plan.clipped, prompt_tokens(replayed, fmt, tokens), as_sent,
+                        plan.held_out)

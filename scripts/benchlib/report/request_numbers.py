@@ -98,9 +98,10 @@ def request_numbers(request: ConversationRequest, tokens: MessageTokens,
         flow_number=request.recorded.flow_number,
         action=action if action is not None else NO_RECORD,
         reason=word(masking.get("reason")) or "",
-        tokens_without=(prompt_tokens(request.original, tokens)
+        tokens_without=(prompt_tokens(request.original, request.recorded.fmt, tokens)
                         if request.original is not None else None),
-        tokens_with=prompt_tokens(request.sent, tokens) if request.sent is not None else None,
+        tokens_with=(prompt_tokens(request.sent, request.recorded.fmt, tokens)
+                     if request.sent is not None else None),
         provider=provider_figures(masking, request.recorded.fmt.name),
         frontier_turn=_count(masking, "frontier_turn"),
         tool_turns=_count(masking, "tool_turns"),
