@@ -57,6 +57,7 @@ from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.provider_usage import ProviderUsage
 from obsmask_core.conversation.wire_formats import ANTHROPIC
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
+from support.flow_files import original_content
 from support.json_values import as_list, as_object
 from support.processes import REPO, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import Served, scripted_anthropic
@@ -313,7 +314,7 @@ def test_claude_code_finishes_the_task_the_same_way_directly_and_through_obsmask
 
     # The commands really ran, and gave the same outputs both times (the last
     # request through the proxy is masked: its flow keeps the original).
-    sent = as_list(_body(_original_content(_task_flows(proxied)[-1]))["messages"])
+    sent = as_list(_body(original_content(_task_flows(proxied)[-1]))["messages"])
     outputs = [(r.command, _output(r.value), r.is_error) for r in _results(sent)]
     results = _results(as_list(_body(direct.task[-1].recorded.body)["messages"]))
     assert [(r.command, _output(r.value), r.is_error) for r in results] == outputs
@@ -338,7 +339,7 @@ def test_claude_code_sends_the_same_bytes_through_the_proxy(
     flows = _task_flows(proxied)
     assert len(flows) == len(direct.task) == len(proxied.task)
     for number, (flow, served) in enumerate(zip(flows, direct.task, strict=True)):
-        original = _original_content(flow)
+        original = original_content(flow)
         assert _normalized(original) == _normalized(served.recorded.body), f"request {number}"
         left, direct_left = _tokens_left(original), _tokens_left(served.recorded.body)
         assert len(left) == len(direct_left)
@@ -354,7 +355,7 @@ def test_the_server_receives_old_bash_results_masked_and_every_other_byte_as_sen
     for number, (served, flow, sent_directly) in enumerate(
         zip(proxied.task, flows, direct.task, strict=True)
     ):
-        sent_raw = _original_content(flow)
+        sent_raw = original_content(flow)
         received_raw = served.recorded.body
         assert flow.request.content == received_raw, "the flow holds what was forwarded"
         sent = _body(sent_raw)
@@ -450,7 +451,7 @@ def test_report_figures(sessions: tuple[Session, Session]) -> None:
     direct, proxied = sessions
     flows = _task_flows(proxied)
     masked = [f for f in flows if as_object(f.metadata.get("obsmask")).get("action") == "masked"]
-    before = len(_original_content(flows[-1]))
+    before = len(original_content(flows[-1]))
     after = len(proxied.task[-1].recorded.body)
     assert after < before
 
@@ -519,16 +520,6 @@ def _task_flows(session: Session) -> list[http.HTTPFlow]:
         if f.response is not None and f.response.headers.get("request-id") in numbers
     ]
     return [f for _, f in sorted(flows, key=lambda pair: pair[0])]
-
-
-def _original_content(flow: http.HTTPFlow) -> bytes:
-    """The request as the client sent it: the flow's backup, if obsmask changed it."""
-    copy = flow.copy()
-    if copy.modified():
-        copy.revert()
-    content = copy.request.content
-    assert isinstance(content, bytes)
-    return content
 
 
 # The scripted server on its own --------------------------------------------------------

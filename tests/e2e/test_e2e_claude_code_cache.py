@@ -54,7 +54,7 @@ from mitmproxy import http
 
 from support.caching_provider import AnthropicBill, AnthropicPromptCache
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
-from support.flow_files import read_flows
+from support.flow_files import original_content, read_flows
 from support.json_values import as_list, as_object
 from support.processes import REPO, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import Served, scripted_anthropic
@@ -131,7 +131,7 @@ class Request:
 
     def sent(self) -> Json:
         """The body Claude Code sent (the flow's backup, if obsmask changed it)."""
-        return as_object(json.loads(_original_content(self.flow)))
+        return as_object(json.loads(original_content(self.flow)))
 
     def received(self) -> Json:
         """The body the stub received."""
@@ -183,16 +183,6 @@ def sessions(
         proxied = Session(run, list(server.served), cache, read_flows(flows_file),
                           proxy.output())
     return direct, proxied
-
-
-def _original_content(flow: http.HTTPFlow) -> bytes:
-    """The request as the client sent it: the flow's backup, if obsmask changed it."""
-    copy = flow.copy()
-    if copy.modified():
-        copy.revert()
-    content = copy.request.content
-    assert isinstance(content, bytes)
-    return content
 
 
 def _requests(session: Session) -> list[Request]:

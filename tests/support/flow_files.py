@@ -51,3 +51,13 @@ def write_flows(path: Path, flows: Sequence[http.HTTPFlow]) -> Path:
         for flow in flows:
             writer.add(flow)
     return path
+
+
+def original_content(flow: http.HTTPFlow) -> bytes:
+    """The request as the client sent it: the flow's backup, if obsmask changed it."""
+    copy = flow.copy()
+    if copy.modified():
+        copy.revert()
+    content = copy.request.content
+    assert isinstance(content, bytes)
+    return content

@@ -5,8 +5,6 @@ replay goes through; otherwise it replays in full."""
 
 from __future__ import annotations
 
-import pytest
-
 from obsmask_core.conversation.checkpoints import Checkpoints, _weight, items_json
 from obsmask_core.conversation.frontier import Frontier
 from obsmask_core.conversation.policy import MaskPolicy
@@ -28,20 +26,6 @@ def checkpoint_of(items: list[object], maskable=None):
     written = items_json(items)
     assert written is not None
     return frontier_of(items, maskable=maskable).checkpoint(written)
-
-
-@pytest.fixture
-def restores(monkeypatch) -> list[object]:
-    """The checkpoints replays resume from."""
-    calls: list[object] = []
-    original = Frontier._restore
-
-    def spy(self, resume):
-        calls.append(resume)
-        original(self, resume)
-
-    monkeypatch.setattr(Frontier, "_restore", spy)
-    return calls
 
 
 def test_the_next_request_of_a_conversation_resumes_and_agrees_with_a_full_replay(restores):

@@ -232,19 +232,6 @@ def checkpoint_of(items: list[object], cold_ends: frozenset[int] = frozenset()) 
     return frontier_of(items, cold_ends).checkpoint(written)
 
 
-@pytest.fixture
-def restores(monkeypatch) -> list[object]:
-    calls: list[object] = []
-    original = Frontier._restore
-
-    def spy(self, resume):
-        calls.append(resume)
-        original(self, resume)
-
-    monkeypatch.setattr(Frontier, "_restore", spy)
-    return calls
-
-
 def same_state(a: Frontier, b: Frontier) -> bool:
     return (a.turn, list(a.masked_turns()), a.bill()) == (b.turn, list(b.masked_turns()), b.bill())
 
