@@ -85,6 +85,11 @@ class Billing(Protocol):
 
     def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None: ...
 
+    def forget_before(self, lowest_mark: int) -> None:
+        """No later breakpoint closes an item boundary before ``lowest_mark``:
+        what only such a breakpoint could read may go."""
+        ...
+
     def expire(self) -> None:
         """The cache has expired (the conversation came back after its
         lifetime): the next request, as sent and as forwarded, reads
@@ -152,6 +157,9 @@ class PrefixBilling:
 
     def predicted(self) -> tuple[int, int, int]:
         return self._predicted
+
+    def forget_before(self, lowest_mark: int) -> None:
+        """Nothing to forget: only the previous requests are read."""
 
     def state(self) -> PrefixState:
         return PrefixState(self._previous_plain, self._previous_masked, self._predicted)

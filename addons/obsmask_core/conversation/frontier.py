@@ -394,8 +394,7 @@ class Frontier:
                                             self.turn, self._masks_something)
                 ledger.record(plain_tokens, plain_cost, forwarded,
                               ledger.masked_cost(forwarded), end)
-                if isinstance(ledger.billing, BreakpointBilling):
-                    ledger.billing.forget_before(self._lowest_mark(end))
+                ledger.billing.forget_before(self._lowest_mark(end))
         self._judged, self._replayed_to = number, self._items
 
     def _lowest_mark(self, end: int) -> int:
