@@ -27,7 +27,9 @@ A pause is seen by this proxy only: behind a load balancer that spreads a
 conversation's requests over several proxies, one of them may take for
 expired a cache another one kept warm, and the move it allows then re-bills
 what the ledger counted as free. Such a deployment keeps each conversation
-on one proxy, or leaves this off.
+on one proxy, leaves this off, or keeps the table in a Redis server the
+proxies share (``last_seen_redis.RedisLastSeen``, ``[recall] store``):
+``LastSeenTable`` is what planning asks of either table.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
 # Conversations remembered: a name, a time and a few integers each, so a
 # bound in entries is a bound in memory (a few hundred bytes each).
@@ -64,6 +67,21 @@ def cache_lifetime(cold_after_seconds: int, *, anthropic: bool, long_lived: bool
     if anthropic:
         return max(cold_after_seconds, AN_HOUR) if long_lived else cold_after_seconds
     return max(cold_after_seconds, A_DAY if retention == "24h" else AN_HOUR)
+
+
+class LastSeenTable(Protocol):
+    """When conversations were last seen and their cold ends, as planning
+    reads them: from the event loop and the worker thread at once."""
+
+    def visit(self, conversation: str, now: float, end: int, lifetime: float) -> frozenset[int]:
+        """A request of ``end`` items at ``now``: its conversation's cold
+        ends, ``end`` among them when the conversation was last seen more
+        than ``lifetime`` seconds before (see ``LastSeen.visit``)."""
+        ...
+
+    def cold_ends(self, conversation: str) -> frozenset[int]:
+        """The cold ends known so far, without a visit."""
+        ...
 
 
 @dataclass(slots=True)
@@ -111,6 +129,21 @@ class LastSeen:
             seen = self._kept.get(conversation)
             return frozenset(seen.cold) if seen is not None else frozenset()
 
+    def last_time(self, conversation: str) -> float | None:
+        """When ``conversation`` was last seen; None when it is not here."""
+        with self._lock:
+            seen = self._kept.get(conversation)
+            return seen.last if seen is not None else None
+
+    def remember(self, conversation: str, last: float, cold: frozenset[int]) -> None:
+        """Take what another table found for ``conversation`` (a shared one,
+        ``last_seen_redis``): seen last at ``last``, with these cold ends."""
+        with self._lock:
+            self._kept.pop(conversation, None)
+            self._kept[conversation] = _Seen(last, tuple(sorted(cold))[-self._cold_ends:])
+            while len(self._kept) > self._conversations:
+                self._kept.popitem(last=False)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._kept)
@@ -124,7 +157,7 @@ class LastSeen:
 class Visit:
     """A request's arrival at ``now``: planning it visits ``table``."""
 
-    table: LastSeen
+    table: LastSeenTable
     now: float
 
     def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:

@@ -167,7 +167,11 @@ class ConversationMasking:
         later): a flow read from a file keeps the time it was recorded at,
         so a replay sees the pauses of the session."""
         now = self._clock() if flow.live else flow.request.timestamp_start
-        return Visit(self.last_seen, now)
+        # Live requests visit the table the proxies share when recall's
+        # store is a Redis server ([recall] share_last_seen); a replay only
+        # this process's own.
+        shared = self.recall.shared_last_seen if self.recall is not None else None
+        return Visit(shared if shared is not None and flow.live else self.last_seen, now)
 
     async def _rewrite_off_loop(self, flow: http.HTTPFlow, work: Rewrite) -> None:
         """A big body: decoded, masked and encoded again on a worker thread,

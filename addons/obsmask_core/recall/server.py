@@ -81,6 +81,8 @@ class ServerAnswer:
     body: bytes
     recalled: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The store failed for one of the calls (its error is among ``errors``).
+    store_failed: bool = False
 
 
 class CallFailed(Exception):
@@ -108,9 +110,9 @@ def answer_post(body: bytes, lookup: Lookup | None, store_days: int) -> ServerAn
         payload = reply
         replies = [] if reply is None else [reply]
     if not replies:
-        return ServerAnswer(202, b"", server.recalled, server.errors)
+        return ServerAnswer(202, b"", server.recalled, server.errors, server.store_failed)
     return ServerAnswer(200, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-                        server.recalled, server.errors)
+                        server.recalled, server.errors, server.store_failed)
 
 
 def error_body(message: str) -> bytes:
@@ -142,6 +144,7 @@ class _Session:
         self.store_days = store_days
         self.recalled: list[str] = []
         self.errors: list[str] = []
+        self.store_failed = False
 
     def handle(self, message: object) -> JsonObject | None:
         """The reply to one message; None for a notification or a response."""
@@ -207,7 +210,10 @@ class _Session:
         try:
             stored = self.lookup(recall_id)
         except StoreError as e:
-            raise CallFailed(STORE_FAILED, f"the store cannot be read ({e})") from None
+            self.store_failed = True
+            raise CallFailed(STORE_FAILED, f"the store cannot be read ({e}); the text may "
+                                           "come back once it can, or run the tool "
+                                           "again") from None
         if stored is None:
             raise CallFailed(INVALID_PARAMS, (
                 f"no text with id {recall_id}: it expired (a cut string is kept "

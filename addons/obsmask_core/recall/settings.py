@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.networks import check_networks
+from obsmask_core.shared.redis_link import check_redis_url
 from obsmask_core.shared.settings import check_fields, setting
 
 RECALL_SECTION = ("recall",)
@@ -15,6 +17,20 @@ RECALL_SECTION = ("recall",)
 RECALL_PATH = "/obsmask/mcp"
 STORE_FILE_NAME = "recall.sqlite3"
 SECONDS_PER_DAY = 86_400
+# The store's value for the SQLite file (as the empty string).
+SQLITE = "sqlite"
+
+
+def check_store(key: str, value: object) -> None:
+    """``store`` is empty, "sqlite" or a Redis URL."""
+    if value not in ("", SQLITE):
+        check_redis_url(key, value)
+
+
+def check_key_prefix(key: str, value: object) -> None:
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise SettingError(key, f"{value!r}: the prefix must be a non-empty string "
+                                "with no spaces around it, e.g. \"obsmask:\"")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,9 +50,26 @@ class RecallSettings:
         The directory of the store of cut MCP strings (the file
         recall.sqlite3). Empty: $XDG_DATA_HOME/obsmask, or
         ~/.local/share/obsmask. Several proxies may share it.""")
+    store: str = setting("", """
+        Where the cut MCP strings are kept. Empty or "sqlite": the file
+        recall.sqlite3 in data_dir. A Redis URL (redis://HOST:PORT/DB,
+        rediss:// for TLS, unix:///PATH.sock): that server, shared by every
+        proxy that names it, so a string cut by one is recalled through any
+        other (docs/deployment.md); a server out of reach never holds up
+        traffic: strings are cut as ever but not kept, and recall answers a
+        JSON-RPC error, until it is back.""", check=check_store)
+    store_key_prefix: str = setting("obsmask:", """
+        With a Redis store: the start of every key obsmask writes there, so
+        that several deployments can share one server.""", check=check_key_prefix)
+    share_last_seen: bool = setting(True, """
+        With a Redis store: the table of when conversations were last seen
+        (cold_after_seconds) is kept there too, so that a pause is seen by
+        every proxy that shares it, and survives a restart; also with recall
+        off. false: each proxy keeps its own, in memory.""")
     store_max_mb: int = setting(256, """
-        The store's size on disk stays under this many megabytes: the oldest
-        strings go first.""", minimum=1)
+        The store's size on disk (or, in Redis, its compressed strings and
+        their keys) stays under this many megabytes: the oldest strings go
+        first.""", minimum=1)
     store_max_days: int = setting(7, """
         A string stays in the store this many days after it was last cut;
         recalling it later answers with a JSON-RPC error saying it
@@ -48,6 +81,11 @@ class RecallSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    @property
+    def redis_url(self) -> str | None:
+        """The Redis server of ``store``; None for the SQLite file."""
+        return None if self.store in ("", SQLITE) else self.store
 
     @property
     def store_path(self) -> Path:

@@ -7,6 +7,10 @@ One SQLite file (stdlib ``sqlite3``), bounded twice: an entry goes when it
 is older than ``max_age_seconds`` (since it was last put), and the oldest
 go first when the file would outgrow ``max_bytes``. It is a cache, never
 the truth: a string it no longer holds is only a recall that says so.
+
+``RecallStorage`` is what the proxy asks of a store; ``RecallStore`` (this
+file) and ``redis_store.RedisRecallStore`` (a Redis server several proxies
+share, with the same bounds and the same compressed bytes) both are one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 # Several proxies may share the file: a writer waits this long for another
 # one's (short) transaction before giving up with an error.
@@ -63,7 +68,45 @@ class StoredText:
 
 class StoreError(Exception):
     """The store cannot be used (disk full, corrupt or unreadable file,
-    unwritable directory); the message is one line naming the file."""
+    unwritable directory, a Redis server out of reach); the message is one
+    line naming the file or the server."""
+
+
+class RecallStorage(Protocol):
+    """A store of cut MCP strings, as the proxy uses it: from any thread,
+    every failure a StoreError."""
+
+    @property
+    def where(self) -> str:
+        """The file or server, as a log line names it."""
+        ...
+
+    def put(self, recall_id: str, text: str) -> bool:
+        """Keep ``text`` under ``recall_id`` (its age starts again), within
+        the bounds; False when it alone is too large to be kept."""
+        ...
+
+    def get(self, recall_id: str) -> StoredText | None:
+        """The text kept under ``recall_id``; None when none is, or it is
+        older than the age limit."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the file or connections (a later use opens them again)."""
+        ...
+
+
+def compress_text(text: str) -> bytes:
+    """A text as every store keeps it: UTF-8 with lone surrogates kept
+    (surrogatepass), zlib at level 1. Tool output (logs, listings, JSON)
+    still shrinks several times, at a fraction of the default level's time."""
+    return zlib.compress(text.encode(*_ENCODING), COMPRESSION_LEVEL)
+
+
+def decompress_text(data: bytes) -> str:
+    """The text ``compress_text`` made ``data`` of (zlib.error or
+    UnicodeDecodeError for bytes it did not make)."""
+    return zlib.decompress(data).decode(*_ENCODING)
 
 
 class RecallStore:
@@ -85,6 +128,10 @@ class RecallStore:
         # lock keeps their statements and transactions from interleaving.
         self._lock = threading.Lock()
 
+    @property
+    def where(self) -> str:
+        return str(self._path)
+
     def put(self, recall_id: str, text: str) -> bool:
         """Keep ``text`` under ``recall_id`` and enforce the bounds. True
         when it is kept; False when it alone would take more than a quarter
@@ -102,11 +149,9 @@ class RecallStore:
                 if refreshed:
                     return self._enforce_bounds(connection, now, recall_id)
         # Compressed outside the lock and the transaction: neither a reader
-        # of this store nor another process waits for it. Level 1: tool
-        # output (logs, listings, JSON) still shrinks several times, at a
-        # fraction of the default level's time.
+        # of this store nor another process waits for it.
         with self._errors():
-            data = zlib.compress(text.encode(*_ENCODING), COMPRESSION_LEVEL)
+            data = compress_text(text)
         if len(data) > self._max_bytes // MAX_SHARE_OF_ONE_TEXT:
             return False
         with self._lock, self._errors():
@@ -139,7 +184,7 @@ class RecallStore:
             if stored_at < self._oldest_kept(self._clock()):
                 return None
         with self._errors():  # decompressed outside the lock, as put compresses
-            return StoredText(zlib.decompress(data).decode(*_ENCODING), stored_at)
+            return StoredText(decompress_text(data), stored_at)
 
     def disk_bytes(self) -> int:
         """The size of the database on disk: the file and its journal (or
