@@ -101,6 +101,7 @@ def messages(draw: st.DrawFn) -> list[object]:
 
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     enabled=st.booleans(),
     window_turns=st.integers(0, 4),
     keep_errors=st.booleans(),

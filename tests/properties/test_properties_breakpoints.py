@@ -57,6 +57,7 @@ def requests_of(events: list[Event]) -> list[list[Event]]:
 
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     window_turns=st.integers(1, 3),
     min_free_percent=st.sampled_from([0, 80]),
     price_model=st.just("anthropic"),

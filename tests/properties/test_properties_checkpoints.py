@@ -24,6 +24,7 @@ from support.formats import Call, Event, Result, Turn, convert
 
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     window_turns=st.integers(1, 4),
     batch_turns=st.integers(1, 3),
     trigger_tokens=st.sampled_from([0, 500, 3000]),
@@ -56,6 +57,7 @@ def same_plan(resumed: MaskPlan, full: MaskPlan) -> None:
     assert resumed.kept_at == full.kept_at
     assert resumed.bill == full.bill
     assert resumed.stage == full.stage
+    assert resumed.refetches == full.refetches
 
 
 def with_reused_ids(events: list[Event]) -> list[Event]:

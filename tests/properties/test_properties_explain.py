@@ -33,6 +33,7 @@ contents = st.one_of(
 )
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     window_turns=st.integers(0, 4),
     keep_errors=st.booleans(),
     keep_last_k_per_tool=st.integers(0, 2),

@@ -48,6 +48,7 @@ block_contents = st.lists(
 )
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     enabled=st.booleans(),
     window_turns=st.integers(0, 4),
     keep_errors=st.booleans(),

@@ -20,6 +20,7 @@ from support.planning import DISPATCH
 
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     window_turns=st.integers(1, 4),
     keep_errors=st.booleans(),
     keep_last_k_per_tool=st.integers(0, 2),
@@ -40,11 +41,19 @@ outputs = st.sampled_from([
 ])
 
 
+call_arguments = st.sampled_from([
+    {"c": 1}, {"c": 2}, {"command": "cat a"}, {"command": "sed -i s/x/y/ a"},
+])
+
+
 @st.composite
 def growing_conversations(draw: st.DrawFn) -> list[Event]:
     events: list[Event] = [Say("user", "go")]
     for turn in range(draw(st.integers(1, 14))):
-        calls = [Call(f"c{turn}_{n}", draw(st.sampled_from(["bash", "read"])))
+        # Arguments from a few, so that calls repeat (re-fetches, with and
+        # without a change in between) and differ.
+        calls = [Call(f"c{turn}_{n}", draw(st.sampled_from(["bash", "read"])),
+                      draw(call_arguments))
                  for n in range(draw(st.integers(1, 2)))]
         events.append(Turn(calls, text=draw(st.sampled_from(["t", "thinking " * 30]))))
         events.extend(Result(call.id, draw(outputs)) for call in calls)

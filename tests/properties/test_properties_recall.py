@@ -64,6 +64,7 @@ def sessions(draw: st.DrawFn) -> tuple[list[list[Event]], dict[str, RecallQuery]
 
 policies = st.builds(
     MaskPolicy,
+    refetch_guard=st.booleans(),
     window_turns=st.integers(1, 3),
     price_model=st.sampled_from(["none", "anthropic"]),
     min_free_percent=st.sampled_from([0, 80]),

@@ -29,6 +29,16 @@ class Say:
 class Call:
     id: object
     name: str | None = "bash"
+    # The call's arguments: a JSON value (written out for Chat and
+    # Responses, as the object itself for Anthropic), or the text the
+    # client wrote.
+    arguments: object = field(default_factory=lambda: {"c": 1})
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+    def arguments_value(self) -> object:
+        return json.loads(self.arguments) if isinstance(self.arguments, str) else self.arguments
 
 
 @dataclass
@@ -68,7 +78,7 @@ def to_chat(events: list[Event]) -> list[object]:
             for call in event.calls:
                 entry: dict[str, object] = {"id": call.id, "type": "function"}
                 if call.name is not None:
-                    entry["function"] = {"name": call.name, "arguments": json.dumps({"c": 1})}
+                    entry["function"] = {"name": call.name, "arguments": call.arguments_text()}
                 calls.append(entry)
             out.append({"role": "assistant", "content": event.text, "tool_calls": calls})
         else:
@@ -89,7 +99,8 @@ def to_anthropic(events: list[Event]) -> list[object]:
             if event.text:
                 blocks.append({"type": "text", "text": event.text})
             for call in event.calls:
-                block: dict[str, object] = {"type": "tool_use", "id": call.id, "input": {"c": 1}}
+                block: dict[str, object] = {"type": "tool_use", "id": call.id,
+                                             "input": call.arguments_value()}
                 if call.name is not None:
                     block["name"] = call.name
                 blocks.append(block)
@@ -158,7 +169,7 @@ def to_responses(events: list[Event]) -> list[object]:
             for number, call in enumerate(event.calls):
                 item: dict[str, object] = {
                     "type": "function_call", "id": f"fc_{number}_{call.id}", "call_id": call.id,
-                    "arguments": json.dumps({"c": 1}),
+                    "arguments": call.arguments_text(),
                 }
                 if call.name is not None:
                     item["name"] = call.name

@@ -47,7 +47,8 @@ from obsmask_core.conversation.ledger import (
 )
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.price_models import PriceModel, for_format, openai_cache
-from obsmask_core.conversation.turn_model import ToolTurnIndex
+from obsmask_core.conversation.refetch import CallPlace, RefetchWatch, WatchState
+from obsmask_core.conversation.turn_model import ToolResult, ToolTurnIndex
 
 
 def estimate_tokens(chars: int, items: int) -> int:
@@ -82,17 +83,29 @@ class TurnSavings:
         turns = len(index.turns)
         savings = cls([0] * turns, [0] * turns, [None] * turns)
         for number, masked_text in maskable.items():
-            result = index.results[number]
-            freed = len(result.text or "") - len(masked_text)
-            savings.freed[result.turn] += freed
-            # A placeholder is ids and numbers, about 2.5 characters a token:
-            # counted heavier, so the estimate never flatters masking.
-            heavier = len(masked_text) * (PLACEHOLDER_WEIGHT_TENTHS - 10) // 10
-            savings.counted[result.turn] += (freed - heavier) * FREED_PERCENT // 100
-            position = result.location[0]
-            first = savings.first[result.turn]
-            savings.first[result.turn] = position if first is None else min(first, position)
+            savings._add(index.results[number], masked_text)
         return savings
+
+    def _add(self, result: ToolResult, masked_text: str) -> None:
+        freed = len(result.text or "") - len(masked_text)
+        self.freed[result.turn] += freed
+        # A placeholder is ids and numbers, about 2.5 characters a token:
+        # counted heavier, so the estimate never flatters masking.
+        heavier = len(masked_text) * (PLACEHOLDER_WEIGHT_TENTHS - 10) // 10
+        self.counted[result.turn] += (freed - heavier) * FREED_PERCENT // 100
+        position = result.location[0]
+        first = self.first[result.turn]
+        self.first[result.turn] = position if first is None else min(first, position)
+
+    def recount(self, turns: set[int], index: ToolTurnIndex,
+                maskable: dict[int, str]) -> None:
+        """Count ``turns`` again from ``maskable`` (results left it)."""
+        for turn in turns:
+            self.freed[turn] = self.counted[turn] = 0
+            self.first[turn] = None
+        for number, masked_text in maskable.items():
+            if (result := index.results[number]).turn in turns:
+                self._add(result, masked_text)
 
 
 def _request_ends(index: ToolTurnIndex, items: int) -> list[int]:
@@ -140,6 +153,8 @@ class Checkpoint:
     # The cold ends among its items the replay billed as cold: a replay
     # that has others there goes through other states.
     cold_ends: frozenset[int] = frozenset()
+    # The calls the replay read, for re-fetches (``refetch``).
+    refetch: WatchState | None = None
 
     def same_items(self, items_json: bytes) -> bool:
         """Do ``items_json`` (all of a request's items) begin with this
@@ -197,7 +212,12 @@ class Frontier:
         self._item_list = items
         self._items = len(items)
         self._policy = policy
+        self._maskable = maskable
         self._savings = TurnSavings.of(index, maskable)
+        # Re-fetches, read answer by answer as the replay goes; the results
+        # the guard keeps leave what masking may free (``_keep_calls``).
+        self._watch = RefetchWatch(index, items, guard=policy.refetch_guard)
+        self._results_of: dict[CallPlace, list[int]] | None = None
         # What the masked turns before the frontier free, as the ledger counts it.
         self._counted_before_frontier = 0
         # Without a price model, turns [self.turn, self._covered) are summed
@@ -212,8 +232,14 @@ class Frontier:
         self._replayed_to = 0
         # The items as the checkpoint kept for this request holds them.
         self.items_written: bytes | None = None
-        if resume is not None and self._may_resume(resume):
-            self._restore(resume)
+        if resume is not None:
+            guarded = resume.refetch.guarded_calls if resume.refetch is not None else ()
+            self._keep_calls(guarded)
+            if self._may_resume(resume):
+                self._restore(resume)
+            elif guarded:  # replayed in full: the guard keeps them again as it goes
+                self._maskable = maskable
+                self._savings = TurnSavings.of(index, maskable)
         # chars_before[i]: characters of the items before item i. Only the
         # rules that measure the request need it; the plain window does not.
         measures = (policy.trigger_tokens or policy.min_free_percent
@@ -284,6 +310,9 @@ class Frontier:
             self.ledger.restore(resume.ledger)
         self._judged, self._replayed_to = resume.judged_turns, resume.items
         self._masks_something = resume.masks_something
+        if resume.refetch is not None:
+            self._watch = RefetchWatch(self._index, self._item_list,
+                                       guard=self._policy.refetch_guard, state=resume.refetch)
 
     def checkpoint(self, items_json: bytes, *, closed: bool = True) -> Checkpoint:
         """Where this replay stands now that it has replayed the whole
@@ -309,6 +338,7 @@ class Frontier:
             blocks_before=tuple(self.blocks_before) if len(self.blocks_before) > 1 else (),
             masks_something=self._masks_something,
             cold_ends=self._cold_up_to(self._items),
+            refetch=self._watch.state(),
         )
 
     def bill(self) -> BillSoFar | None:
@@ -320,6 +350,49 @@ class Frontier:
         ends = set(_request_ends(self._index, self._items))
         return replace(self.ledger.so_far(),
                        cold_ends=tuple(sorted(self._cold_ends & ends)))
+
+    @property
+    def refetches(self) -> RefetchWatch:
+        """The re-fetches found in the request, and the calls the guard keeps."""
+        return self._watch
+
+    def guarded_results(self) -> set[int]:
+        """The numbers of the results the guard keeps (``refetched``)."""
+        places = self._watch.guarded_calls
+        if not places:
+            return set()
+        return {number for place in places for number in self._results_by_call().get(place, ())}
+
+    def _results_by_call(self) -> dict[CallPlace, list[int]]:
+        if self._results_of is None:
+            self._results_of = {}
+            for number, result in enumerate(self._index.results):
+                self._results_of.setdefault((result.turn, result.call_id), []).append(number)
+        return self._results_of
+
+    def _result_masked(self, turn: int, call_id: str) -> bool:
+        """Is the result of that call masked in the request as it goes out
+        now? Its turn is past the frontier and masked, and masking may
+        replace the result (no rule of its own keeps it)."""
+        if turn >= self.turn or not self._masked_turns[turn]:
+            return False
+        return any(number in self._maskable
+                   for number in self._results_by_call().get((turn, call_id), ()))
+
+    def _keep_calls(self, places: Sequence[CallPlace] | frozenset[CallPlace]) -> None:
+        """The results of these calls leave what masking may free: the guard
+        keeps them. Read before any move looks at their turns (a call's
+        results come after the answer that made it)."""
+        numbers = [number for place in places
+                   for number in self._results_by_call().get(place, ())
+                   if number in self._maskable]
+        if not numbers:
+            return
+        leaving = set(numbers)
+        self._maskable = {number: text for number, text in self._maskable.items()
+                          if number not in leaving}
+        self._savings.recount({self._index.results[number].turn for number in numbers},
+                              self._index, self._maskable)
 
     def masks(self, turn: int) -> bool:
         """Are the results of ``turn`` past the frontier and masked?"""
@@ -373,6 +446,10 @@ class Frontier:
         for end in _request_ends(index, self._items):
             if end <= self._replayed_to:
                 continue  # replayed by the request this one resumes from
+            # The model's answers before this request end, made seeing the
+            # requests as they went out: the replay stands there now.
+            if guarded := self._watch.read_up_to(end, self._result_masked):
+                self._keep_calls(guarded)
             plain_tokens = plain_cost = 0
             self._changed = None
             cold = end in self._cold_ends

@@ -31,6 +31,7 @@ from obsmask_core.conversation.judgements import Judgement, KeptReason
 from obsmask_core.conversation.ledger import BillSoFar, prefix_tokens
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.previous_requests import forget_previous_requests
+from obsmask_core.conversation.refetch import RefetchSummary
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
 from obsmask_core.shared.truncation import truncate_text
 
@@ -93,6 +94,8 @@ class MaskPlan:
                                                compare=False)
     # The frontier breakpoint the request goes out with (Anthropic), if any.
     breakpoint: AddedBreakpoint | None = None
+    # Calls the model made again once masking took their result (``refetch``).
+    refetches: RefetchSummary = field(default_factory=RefetchSummary)
 
     @property
     def masked(self) -> int:
@@ -223,6 +226,11 @@ def plan_masking(
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
+    # The results of calls the model fetched again stay (``refetch_guard``).
+    guarded = frontier.guarded_results()
+    for number in guarded:
+        if number in maskable and number not in reasons:
+            reasons[number] = "refetched"
 
     # The K most recent results of each tool stay. Counted in the
     # request as it was when the frontier last moved, so the masked prefix
@@ -268,6 +276,8 @@ def plan_masking(
             decide(MaskDecision(result.location, result.call_id, result.tool_name,
                                 result.text, result.content, maskable[number]))
     plan.kept.update(counts)
+    plan.refetches = RefetchSummary.of(frontier.refetches.refetches, index,
+                                       counts.get("refetched", 0))
     if plan.decisions:
         plan.stage = "masking"
     if policy.max_input_tokens and items:

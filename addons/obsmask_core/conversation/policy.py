@@ -194,6 +194,14 @@ class MaskPolicy:
         unknown and the frontier does not catch up. The pauses are the ones
         this proxy saw: behind several proxies, keep each conversation on
         one. 0: off (the cache is counted as warm).""", minimum=0)
+    refetch_guard: bool = setting(False, """
+        When the model makes a call again (same tool, same arguments as
+        JSON) after the earlier call's result was masked, with no call in
+        between that may have changed what it reads (a re-fetch), keep the
+        results of that call and of every later call that is the same
+        intact (kept reason "refetched"), so the model does not have to
+        fetch them a third time. Decided from the request alone, like the
+        frontier. false: re-fetches are only counted.""")
     holdout_percent: int = setting(0, """
         Leave this share of conversations unmasked, chosen by a hash of their
         first user message (the same conversations every time), so that real bills
