@@ -15,17 +15,29 @@ times: the machines are noisy):
   by the original), next to a ``json.loads`` + ``json.dumps`` of the body.
 - The store. Keeping a cut string (compress and write, on the store's own
   thread in the proxy) and reading it back, for strings of 100 kB, 1 MB
-  and 10 MB of that session's tool output, and the size it takes on disk.
+  and 10 MB of that session's tool output, and the size it takes on disk;
+  the same in the SQLite file and in a Redis server side by side
+  (``redis``, and ``redis_to_sqlite`` the ratios of their times), a
+  redis-server the script starts on 127.0.0.1 (a free port, its files in a
+  temporary directory) and stops by its pid; without a redis-server on
+  PATH (or ``OBSMASK_REDIS_SERVER``) the Redis half says why it is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bootstrap import REPO, run_inside
@@ -38,7 +50,8 @@ from benchlib.timing import Action, medians_ms  # noqa: E402
 from obsmask_core.conversation.policy import MaskPolicy, policy_values  # noqa: E402
 from obsmask_core.conversation.rewrite import mask_request_body  # noqa: E402
 from obsmask_core.conversation.wire_formats import CHAT  # noqa: E402
-from obsmask_core.recall.store import RecallStore  # noqa: E402
+from obsmask_core.recall.redis_store import RedisRecallStore  # noqa: E402
+from obsmask_core.recall.store import RecallStorage, RecallStore, StoreError  # noqa: E402
 from obsmask_core.shared.config_file import load_config  # noqa: E402
 from obsmask_core.shared.recall_text import RecallQuery, store_id  # noqa: E402
 from obsmask_core.shared.settings import build  # noqa: E402
@@ -58,12 +71,25 @@ class RewriteRow(TypedDict):
     ratio_to_json_round_trip: dict[str, float]
 
 
+class RedisTimes(TypedDict):
+    keep_ms: float
+    recall_ms: float
+    # What the store counts against its cap (compressed text and keys).
+    counted_bytes_per_char: float
+
+
 class StoreRow(TypedDict):
     chars: int
+    # The SQLite file.
     keep_ms: float
     recall_ms: float
     strings_kept: int
     disk_bytes_per_char: float
+    redis: NotRequired[RedisTimes]
+    redis_to_sqlite: NotRequired[dict[str, float]]
+
+
+REDIS_SERVER = os.environ.get("OBSMASK_REDIS_SERVER") or shutil.which("redis-server")
 
 
 def main() -> None:
@@ -121,19 +147,45 @@ def rewrite_row(body: bytes, copies: int, policy: MaskPolicy, recalls: int,
     }
 
 
-def store_rows(session: bytes, repeat: int | None) -> list[StoreRow]:
-    """Keep and recall strings made of the session's own tool output."""
+def store_rows(session: bytes, repeat: int | None) -> dict[str, object]:
+    """Keep and recall strings made of the session's own tool output, in
+    the SQLite file and in Redis."""
     messages = json.loads(session)["messages"]
     output = "".join(m["content"] for m in messages
                      if m.get("role") == "tool" and isinstance(m.get("content"), str))
-    with tempfile.TemporaryDirectory() as directory:
-        return [store_row(Path(directory) / f"{chars}.sqlite3",
-                          (output * (chars // len(output) + 1))[:chars], repeat)
-                for chars in STRING_SIZES]
+    texts = [(output * (chars // len(output) + 1))[:chars] for chars in STRING_SIZES]
+    with tempfile.TemporaryDirectory() as directory, redis_server(Path(directory)) as url:
+        rows: list[StoreRow] = []
+        for text in texts:
+            sqlite = RecallStore(Path(directory) / f"{len(text)}.sqlite3", max_bytes=1 << 30,
+                                 max_age_seconds=86_400.0)
+            times, kept = store_times(sqlite, text, repeat)
+            row: StoreRow = {
+                "chars": len(text), "keep_ms": times["keep"], "recall_ms": times["recall"],
+                "strings_kept": kept,
+                "disk_bytes_per_char": round(sqlite.disk_bytes() / (kept * len(text)), 3)}
+            sqlite.close()
+            if url is not None:
+                redis = RedisRecallStore(url, key_prefix=f"bench-{len(text)}:",
+                                         max_bytes=1 << 30, max_age_seconds=86_400.0)
+                redis_times, kept = store_times(redis, text, repeat)
+                row["redis"] = {
+                    "keep_ms": redis_times["keep"], "recall_ms": redis_times["recall"],
+                    "counted_bytes_per_char": round(redis.used_bytes() / (kept * len(text)), 3)}
+                row["redis_to_sqlite"] = {
+                    name: round(redis_times[name] / times[name], 2) for name in times}
+                redis.close()
+            rows.append(row)
+    answer: dict[str, object] = {"rows": rows}
+    if url is None:
+        answer["redis_missing"] = ("no redis-server on PATH (Debian: apt-get install "
+                                   "redis-server; or set OBSMASK_REDIS_SERVER)")
+    return answer
 
 
-def store_row(path: Path, text: str, repeat: int | None) -> StoreRow:
-    store = RecallStore(path, max_bytes=1 << 30, max_age_seconds=86_400.0)
+def store_times(store: RecallStorage, text: str,
+                repeat: int | None) -> tuple[dict[str, float], int]:
+    """Median ms of keeping a new string and of recalling one; strings kept."""
     one = text + "!"
     store.put(store_id(one), one)
     kept = [1]
@@ -147,11 +199,46 @@ def store_row(path: Path, text: str, repeat: int | None) -> StoreRow:
 
     times, _ = medians_ms({"keep": keep, "recall": lambda: store.get(store_id(one))},
                           repeat, 2.0, 3, 11)
-    row: StoreRow = {"chars": len(text), "keep_ms": round(times["keep"], 2),
-                     "recall_ms": round(times["recall"], 2), "strings_kept": kept[0],
-                     "disk_bytes_per_char": round(store.disk_bytes() / (kept[0] * len(text)), 3)}
-    store.close()
-    return row
+    return {name: round(value, 2) for name, value in times.items()}, kept[0]
+
+
+@contextmanager
+def redis_server(directory: Path) -> Iterator[str | None]:
+    """A redis-server on 127.0.0.1 (no persistence), stopped by its pid;
+    None when there is none to start."""
+    if REDIS_SERVER is None:
+        yield None
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(directory),
+         "--save", "", "--appendonly", "no", "--loglevel", "warning"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        probe_store = RedisRecallStore(url, key_prefix="probe:", max_bytes=1 << 20,
+                                       max_age_seconds=60.0)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                probe_store.get("cut-0000000000000000")
+                break
+            except StoreError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        probe_store.close()
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
 
 if __name__ == "__main__":
     main()
