@@ -55,6 +55,9 @@ class MaskSummary:
     # The cache breakpoint obsmask added (Anthropic): which message and
     # block, and the cache_control copied from the client's.
     frontier_breakpoint: dict[str, object] | None = None
+    # Calls the model made again once masking took their result
+    # (``refetch.RefetchSummary``), when the conversation has any.
+    refetches: dict[str, object] | None = None
 
     @classmethod
     def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
@@ -90,6 +93,7 @@ class MaskSummary:
             reused_previous_body=outcome.reused,
             frontier_breakpoint=plan.breakpoint.as_metadata()
             if plan.breakpoint is not None else None,
+            refetches=plan.refetches.as_metadata() if plan.refetches else None,
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -102,13 +106,17 @@ class MaskSummary:
             del out["tokens_estimated"]
         if not self.reused_previous_body:
             del out["reused_previous_body"]
-        return _without_none(out, "conversation", "mask_ms", "frontier_breakpoint")
+        return _without_none(out, "conversation", "mask_ms", "frontier_breakpoint",
+                             "refetches")
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results
         recalled = self.recalled_tool_results
+        refetched = self.refetches.get("new_calls") if self.refetches else None
         return (
-            (f"recalled {recalled}, " if recalled else "")
+            (f"re-fetch of a masked result: {', '.join(map(str, refetched))}; "
+             if isinstance(refetched, list) and refetched else "")
+            + (f"recalled {recalled}, " if recalled else "")
             + f"masked {self.masked_tool_results} of {self.tool_results} "
             + (f"and clipped {clipped} " if clipped else "")
             + f"tool results: tool chars {_number(self.tool_chars_before)} -> "
@@ -132,6 +140,7 @@ class LeftAlone:
     holdout: bool = False
     conversation: str | None = None
     mask_ms: float | None = None
+    refetches: dict[str, object] | None = None
 
     @classmethod
     def unchanged(cls, fmt: str, reason: str, plan: MaskPlan | None,
@@ -139,13 +148,15 @@ class LeftAlone:
         if plan is None:
             return cls("unchanged", fmt, reason, mask_ms=mask_ms)
         bill = plan.bill.as_metadata() if plan.bill is not None else None
-        return cls("unchanged", fmt, reason, bill, plan.held_out, plan.conversation, mask_ms)
+        refetches = plan.refetches.as_metadata() if plan.refetches else None
+        return cls("unchanged", fmt, reason, bill, plan.held_out, plan.conversation, mask_ms,
+                   refetches)
 
     def as_metadata(self) -> dict[str, object]:
         out = _values(self)
         if not self.holdout:
             del out["holdout"]
-        return _without_none(out, "bill", "conversation", "mask_ms")
+        return _without_none(out, "bill", "conversation", "mask_ms", "refetches")
 
 
 def _values(summary: MaskSummary | LeftAlone) -> dict[str, object]:
@@ -181,6 +192,7 @@ def describe_policy(policy: MaskPolicy, source: str) -> str:
             ("allowance_percent", p.allowance_percent, 0),
             ("frontier_breakpoint", "on" if p.frontier_breakpoint else "off", "off"),
             ("cold_after_seconds", p.cold_after_seconds, 0),
+            ("refetch_guard", "on" if p.refetch_guard else "off", "off"),
             ("holdout_percent", p.holdout_percent, 0),
             ("exclude_tools", ",".join(p.exclude_tools), ""),
         )
