@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from obsmask_core.conversation.planner import MaskPlan
+from obsmask_core.conversation.refetch import count_repeats
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
-from support.formats import LONG_OUTPUT, Call, Event, Result, Say, Turn
+from support.formats import LONG_OUTPUT, Call, Event, Result, Say, Turn, convert
 from support.planning import plan_of
 
 FORMATS = [CHAT, ANTHROPIC, RESPONSES]
@@ -134,3 +135,18 @@ def test_clients_that_reuse_call_ids_have_their_refetches_found_by_turn():
     result = plan(CHAT, events, refetch_guard=True)
     assert result.refetches.in_conversation == 1
     assert result.kept["refetched"] == 1
+
+
+def test_every_repeat_is_counted_after_a_change_or_with_nothing_changed():
+    """The baseline of natural repeats: with nothing masked, each repeat of a
+    call is counted once, apart by whether a call in between may have
+    changed what it reads."""
+    events = conversation(read("r1", "a.py"), read("r2", "a.py"),
+                          run("e1", "sed -i 's/x/y/' a.py"), read("r3", "a.py"),
+                          run("t1", "cat b.py"), read("r4", "b.py"))
+    for fmt in FORMATS:
+        items = convert(fmt, events)
+        counts = count_repeats(fmt.index(items), items)
+        assert counts.calls == 6
+        assert (counts.repeats_seen, counts.repeats_after_change) == (1, 1)
+        assert counts.refetches == ()

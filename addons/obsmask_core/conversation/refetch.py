@@ -203,3 +203,12 @@ class RefetchSummary:
             "extra_turns": self.extra_turns, "in_conversation": self.in_conversation,
             "guarded_results": self.guarded_results,
         }
+
+
+def count_repeats(index: ToolTurnIndex, items: Sequence[object]) -> WatchState:
+    """Every call of the request read with nothing masked: its repeats, after
+    a possible change or not (``repeats_after_change``, ``repeats_seen``),
+    as the detection reads them; ``calls`` counts the calls."""
+    watch = RefetchWatch(index, items, guard=False)
+    watch.read_up_to(len(items), lambda turn, call_id: False)
+    return watch.state()

@@ -1,0 +1,1 @@
+"""bench_refetch: re-fetches and natural repeats on the shared sessions."""
