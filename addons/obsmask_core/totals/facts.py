@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
+from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
 
 PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
                    "output_tokens")
@@ -81,6 +82,8 @@ class RequestFacts:
     # The provider's report, by field; empty when the answer had none.
     provider: dict[str, int]
     cache: CacheFacts | None = None
+    # The re-fetches the request shows, when its conversation has any.
+    refetches: RefetchFacts | None = None
 
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
@@ -117,6 +120,7 @@ class RequestFacts:
             bill=BillFacts.read(facts.get("bill")),
             provider=provider,
             cache=CacheFacts.read(facts),
+            refetches=RefetchFacts.read(facts.get(REFETCHES_KEY)),
         )
 
 

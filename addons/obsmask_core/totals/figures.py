@@ -6,11 +6,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from obsmask_core.shared.cache_check import CacheTokens
+from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.totals.facts import PROVIDER_FIELDS, CacheFacts, McpFacts, RequestFacts
 
 # Which model a prediction tests: the wire format and the cache as the
 # ledger ran it.
 CacheKey = tuple[str, str]
+# Tools named one by one in the re-fetch counts (a metric label each); the
+# names come from the model, so beyond these the rest are added under one.
+TOOLS_KEPT = 100
+OTHER_TOOLS = "(other)"
 
 
 @dataclass
@@ -99,6 +104,51 @@ class CacheFigures:
 
 
 @dataclass
+class RefetchFigures:
+    """Re-fetches added up: the calls the model made again once masking
+    took their result (each counted in the request whose newest answer made
+    it), per tool; the tokens of their results and the model turns that
+    did nothing else; and the results the guard kept, summed over requests
+    as the masked ones are."""
+
+    calls: int = 0
+    tools: Counter[str] = field(default_factory=Counter)
+    result_tokens: int = 0
+    extra_turns: int = 0
+    guarded_results: int = 0
+
+    def add(self, facts: RefetchFacts) -> None:
+        self.calls += facts.new
+        for tool, number in facts.new_tools:
+            if tool not in self.tools and len(self.tools) >= TOOLS_KEPT:
+                tool = OTHER_TOOLS
+            self.tools[tool] += number
+        self.result_tokens += facts.result_tokens
+        self.extra_turns += facts.extra_turns
+        self.guarded_results += facts.guarded_results
+
+    def __bool__(self) -> bool:
+        return bool(self.calls or self.guarded_results)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "calls": self.calls,
+            "tools": dict(sorted(self.tools.items())),
+            "result_tokens": self.result_tokens,
+            "extra_turns": self.extra_turns,
+            "guarded_results": self.guarded_results,
+        }
+
+    def describe(self) -> str:
+        tools = ", ".join(f"{tool} {number:,}" for tool, number in sorted(self.tools.items()))
+        return (f"{self.calls:,} re-fetch(es) of a masked result"
+                + (f" ({tools})" if tools else "")
+                + f": {self.result_tokens:,} tokens of results fetched again, "
+                f"{self.extra_turns:,} extra model turn(s); {self.guarded_results:,} "
+                "result(s) kept by the guard")
+
+
+@dataclass
 class RequestFigures:
     """Conversation requests added up (one conversation's, or all)."""
 
@@ -121,6 +171,7 @@ class RequestFigures:
     provider: Counter[str] = field(default_factory=Counter)
     # The cache predicted beside the provider's report, by the model tested.
     cache: dict[CacheKey, CacheFigures] = field(default_factory=dict)
+    refetches: RefetchFigures = field(default_factory=RefetchFigures)
 
     def add(self, facts: RequestFacts) -> None:
         self.requests += 1
@@ -143,6 +194,8 @@ class RequestFigures:
             self.provider.update(facts.provider)
         if (cache := facts.cache) is not None:
             self.cache.setdefault((cache.fmt, cache.cache), CacheFigures()).add(cache)
+        if facts.refetches is not None:
+            self.refetches.add(facts.refetches)
 
     @property
     def tokens_saved(self) -> int:
@@ -171,6 +224,7 @@ class RequestFigures:
             "provider_reports": self.provider_reports,
             "provider": {name: self.provider[name] for name in PROVIDER_FIELDS},
             "cache_prediction": self.cache_json(),
+            "refetches": self.refetches.as_json(),
         }
 
     def cache_json(self) -> dict[str, dict[str, dict[str, object]]]:

@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from obsmask_core.totals.facts import PROVIDER_FIELDS
+from obsmask_core.totals.figures import RefetchFigures
 from obsmask_core.totals.totals import Totals
 
 # The rewrite takes about a millisecond per 100 kB of body.
@@ -102,6 +103,7 @@ class TotalsCollector(Collector):
                     family.add_metric([fmt, cache, kind], value)
         yield predicted
         yield reported
+        yield from _refetch_metrics(r.refetches)
         bill = GaugeMetricFamily(
             "obsmask_bill_estimated_tokens", "The bill of all conversations so far, "
             "estimated by the ledger in input tokens at the base price, with and without "
@@ -119,6 +121,26 @@ class TotalsCollector(Collector):
         yield mcp
         yield CounterMetricFamily("obsmask_mcp_strings_cut", "Long strings cut in MCP "
                                   "answers.", value=m.strings_cut)
+
+
+def _refetch_metrics(f: RefetchFigures) -> Iterator[Metric]:
+    """What masking made the agent do again: the calls it repeated once
+    their result was masked, and what they cost."""
+    calls = CounterMetricFamily(
+        "obsmask_refetches", "Tool calls the model made again after obsmask had masked the "
+        "earlier same call's result (same tool, same arguments), by tool.", labels=["tool"])
+    for tool, number in sorted(f.tools.items()):
+        calls.add_metric([tool], number)
+    yield calls
+    yield CounterMetricFamily(
+        "obsmask_refetch_result_tokens", "Tokens of the results of the re-fetched calls "
+        "(characters / 4): what the model read again.", value=f.result_tokens)
+    yield CounterMetricFamily(
+        "obsmask_refetch_extra_turns", "Model answers that made nothing but re-fetches: "
+        "turns the agent would not have needed.", value=f.extra_turns)
+    yield CounterMetricFamily(
+        "obsmask_refetch_guarded_results", "Tool results kept whole because their call was "
+        "re-fetched (refetch_guard), summed over requests.", value=f.guarded_results)
 
 
 class Metrics:

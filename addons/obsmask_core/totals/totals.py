@@ -168,6 +168,8 @@ class Totals:
             + (f" ({r.masked_requests_uncounted:,} masked request(s) not counted)"
                if r.masked_requests_uncounted else ""),
         ]
+        if r.refetches:
+            lines.append(f"totals: {r.refetches.describe()}")
         for total in self.bill_totals():
             saved = total.without_masking - total.with_masking
             ratio = f" ({total.with_masking / total.without_masking - 1:+.1%})" \
