@@ -27,7 +27,7 @@ from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.shared.truncation import TRUNCATION_MARK
 from obsmask_core.shared.view_text import DIFF_WORK
 from support.chat import LONG_OUTPUT
-from support.formats import FORMAT_IDS, FORMATS, convert, session
+from support.formats import FORMAT_IDS, FORMATS, Call, Result, Say, Turn, convert, session
 from support.mcp_flows import LONG, mcp_flow, response_message
 
 NEW_API = hasattr(contentviews, "Contentview")
@@ -314,3 +314,24 @@ def test_a_cut_answer_of_three_thousand_messages_renders_with_one_small_diff_per
     assert sum(a * b for a, b in compared) < DIFF_WORK / 4
     hunks = [line for line in text.splitlines() if line.startswith("@@")]
     assert hunks == [f"@@ message {n + 1} of 3000 (id {n}) @@" for n in range(3_000)]
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)
+def test_a_refetch_is_shown_with_the_call_it_repeats(obsmask, fmt):
+    """The model reads a.py again once the window of one turn has masked
+    its first read: the page names the re-fetch, its tool and the call it
+    repeats, and the flow's comment names it too."""
+    addons, _ = obsmask
+    events = [Say("user", "Fix the bug.")]
+    for call_id, path in (("r1", "a.py"), ("r2", "b.py"), ("r3", "c.py"), ("r4", "a.py")):
+        events += [Turn([Call(call_id, "read_file", {"path": path})]),
+                   Result(call_id, f"{LONG_OUTPUT}\n({path})")]
+    flow = conversation_flow(fmt)
+    flow.request.content = json.dumps({"model": "m",
+                                       fmt.list_member: convert(fmt, events)}).encode()
+    addon_of(addons, ConversationMasking).request(flow)
+    chosen, text = render(flow, flow.request)
+    assert chosen == NAME
+    lines = text.splitlines()
+    assert "  r4  read_file  repeats r1 (tool turn 1)" in lines
+    assert any(line.startswith("  obsmask: re-fetch of a masked result: r4; ") for line in lines)

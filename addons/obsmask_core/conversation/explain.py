@@ -22,6 +22,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.explain_refetches import (
+    REFETCHED_MEANING,
+    RefetchedCall,
+    refetch_lines,
+    refetched_calls,
+)
 from obsmask_core.conversation.judgements import KeptReason
 from obsmask_core.conversation.last_seen import Recorded
 from obsmask_core.conversation.outcomes import Masked
@@ -40,6 +46,7 @@ from obsmask_core.conversation.wire_formats import WireFormat
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.recall_text import find_stub, is_recall_tool
+from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
 from obsmask_core.shared.truncation import DEFAULT_MARKER
 from obsmask_core.shared.view_text import (
     DiffPart,
@@ -63,6 +70,7 @@ REASON_MEANINGS: dict[KeptReason, str] = {
     "in_window": "inside the window (the most recent tool turns)",
     "pending": "older than the window, waiting for the frontier's next move",
     "cache": "masking it would have cost more than the prompt cache saves: kept for good",
+    "refetched": REFETCHED_MEANING,
     "error": "reads as an error (keep_errors)",
     "per_tool": "among the most recent results of its tool (keep_last_k_per_tool)",
     "excluded": "its tool is excluded (exclude_tools)",
@@ -109,6 +117,9 @@ class MaskingExplanation:
     stage: str | None = None
     frontier_turn: int | None = None
     parts: tuple[DiffPart, ...] = ()
+    # The re-fetches of the newest answer the flow recorded, each with the
+    # earlier call it repeats.
+    refetches: tuple[RefetchedCall, ...] = ()
 
     @property
     def orphans(self) -> int:
@@ -146,11 +157,13 @@ class NotExplained:
 def explain_masking(
     original: bytes, masked: bytes, fmt: WireFormat, policy: MaskPolicy | None = None,
     *, recall: bool = False, cold_ends: frozenset[int] = frozenset(),
+    refetch_calls: Sequence[str] = (),
 ) -> MaskingExplanation | NotExplained:
     """The facts of each tool result of ``original`` as ``masked`` carries
     it; the reasons from planning ``original`` again with ``policy`` (and
     ``recall``, and the conversation's ``cold_ends`` as the flow recorded
-    them), when that gives ``masked`` back."""
+    them), when that gives ``masked`` back. ``refetch_calls``: the call ids
+    the flow recorded as new re-fetches, found with what they repeat."""
     try:
         before_text, after_text = original.decode("utf-8"), masked.decode("utf-8")
         before = parse_request(before_text, fmt.list_member)
@@ -204,7 +217,8 @@ def explain_masking(
         for location in before_index.orphans)
     facts.sort(key=lambda f: f.location)
     return MaskingExplanation(fmt.name, tuple(facts), note, stage, frontier,
-                              _changed_parts(before, after, fmt, facts))
+                              _changed_parts(before, after, fmt, facts),
+                              refetched_calls(before.items, before_index, refetch_calls))
 
 
 def _changed_parts(before: RequestText, after: RequestText, fmt: WireFormat,
@@ -304,6 +318,7 @@ class MaskingRecord:
     cache: CacheCheck | None = None
     # The request ends the conversation came back cold at (``last_seen``).
     cold_ends: frozenset[int] = frozenset()
+    refetches: RefetchFacts | None = None
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> MaskingRecord:
@@ -315,7 +330,8 @@ class MaskingRecord:
                    figure("tool_results"), figure("body_bytes_before"),
                    figure("body_bytes_after"), figure("tool_chars_before"),
                    figure("tool_chars_after"), CacheCheck.read(metadata),
-                   _cold_ends(metadata.get("bill")))
+                   _cold_ends(metadata.get("bill")),
+                   RefetchFacts.read(metadata.get(REFETCHES_KEY)))
 
 
 def _cold_ends(bill: object) -> frozenset[int]:
@@ -332,8 +348,9 @@ def masking_page(
     original: str | None, masked: str, comment: Sequence[str] = (),
 ) -> list[ViewLine]:
     """The view of a masked request: a header, the provider's cache as the
-    ledger predicted it and as the provider reported it, each masked,
-    clipped or recalled result, the kept ones by reason, the flow's
+    ledger predicted it and as the provider reported it, the re-fetches
+    (calls the model made again once their result was masked), each
+    masked, clipped or recalled result, the kept ones by reason, the flow's
     comment, and the diff of the two bodies pretty-printed: item by item
     when the explanation lined them up, else whole, when not too large
     (``original`` None: the flow does not hold it; the masked body alone)."""
@@ -346,6 +363,8 @@ def masking_page(
         lines.extend(_summary(explanation, record, original, masked))
     if record.cache is not None:
         lines.extend(_cache(record.cache))
+    lines.extend(refetch_lines(record.refetches, explanation.refetches
+                               if isinstance(explanation, MaskingExplanation) else None))
     if isinstance(explanation, MaskingExplanation):
         lines.extend(_changed(explanation))
         lines.extend(_kept(explanation))
