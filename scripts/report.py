@@ -11,9 +11,10 @@ message obsmask records, or computes here for flows recorded without it);
 for each conversation the page shows the input tokens of every request with
 and without masking and the cached share the provider reported, the moves of
 the masking frontier, and the bill so far under each price model (anthropic,
-openai, openai_50, none) with and without masking; then the MCP answers
-obsmask cut, and totals at the top. Every plot has the table of its numbers
-beside it.
+openai, openai_50, none) with and without masking, and the re-fetches the
+flows recorded (calls the model made again once masking took their result)
+with what they cost; then the MCP answers obsmask cut, and totals at the
+top. Every plot has the table of its numbers beside it.
 
 The bill replays each conversation's original requests (a masked flow's
 original is its backup) with bench_cache's code, under the settings the

@@ -15,6 +15,7 @@ from benchlib.report.conversations import ConversationRequest
 from benchlib.report.estimates import prompt_tokens
 from benchlib.report.replayed_plans import ReplayedPlan
 from obsmask_core.shared.read_back import count, mapping, word
+from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
 
 NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
 # Formats whose input_tokens leave out the tokens read from or written to
@@ -85,6 +86,8 @@ class RequestNumbers:
     # Tokens of the masked results before minus after, as obsmask counted them.
     masked_tokens_saved: int | None
     replayed: ReplayedPlan | None  # under the replayed policy; None: body unreadable
+    # The re-fetches obsmask recorded (None: none in the conversation so far).
+    refetches: RefetchFacts | None = None
 
 
 def request_numbers(request: ConversationRequest, tokens: MessageTokens,
@@ -110,4 +113,5 @@ def request_numbers(request: ConversationRequest, tokens: MessageTokens,
         clipped=_count(masking, "clipped_tool_results"),
         masked_tokens_saved=before - after if before is not None and after is not None else None,
         replayed=replayed,
+        refetches=RefetchFacts.read(masking.get(REFETCHES_KEY)),
     )

@@ -30,6 +30,7 @@ from benchlib.report.flow_file import LostOriginal, read_flow_files
 from benchlib.report.html_page import Page, Section, render_page
 from benchlib.report.mcp_cuts import McpCut, mcp_cuts
 from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
+from benchlib.report.refetches import refetch_paragraph
 from benchlib.report.replayed_plans import replay_plan
 from benchlib.report.request_numbers import RequestNumbers, request_numbers
 from benchlib.report.totals import bill_totals_table, totals, totals_table
@@ -128,6 +129,8 @@ def conversation_report(conversation: Conversation, chooser: PolicyChooser,
         + describe_policy(replay.policy, replay.source) + ".",
         *_holdout_paragraphs(conversation, replay.policy, held_out),
     ]
+    if (refetches := refetch_paragraph(numbers)) is not None:
+        paragraphs.append(refetches)
     if checked:
         paragraphs.append(
             f"Replayed under this policy, {sum(checked)} of {len(checked)} request(s) come "
@@ -201,8 +204,9 @@ def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, in
         + datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC") + ".",
         "Per conversation: the input tokens of each request with and without masking and "
         "the share the provider read from its cache, the moves of the masking frontier, "
-        "and the bill so far under each price model; then the MCP answers cut. Every plot "
-        "has the table of its numbers beside it.",
+        "and the bill so far under each price model, and the re-fetches the flows recorded "
+        "(calls the model made again once masking took their result); then the MCP answers "
+        "cut. Every plot has the table of its numbers beside it.",
         "Settings of the replay: " + chooser.source_statement() + ".",
     ]
     held_out = sum(report.held_out for report in reports)

@@ -46,6 +46,12 @@ class Totals:
     mcp_chars_before: int
     mcp_chars_after: int
     mcp_tokens_saved: int
+    # The calls the model made again once masking took their result, each
+    # counted in the request whose newest answer made it, and their cost.
+    refetches: int = 0
+    refetch_result_tokens: int = 0
+    refetch_extra_turns: int = 0
+    refetch_guarded_results: int = 0
 
 
 def _sum(values: Sequence[int | None]) -> int:
@@ -56,6 +62,7 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
            cuts: Sequence[McpCut], *, held_out: int = 0, lost_originals: int = 0) -> Totals:
     readable = [r for r in requests if r.tokens_without is not None and r.tokens_with is not None]
     usage = [r.provider for r in requests if r.provider is not None]
+    found = [r.refetches for r in requests if r.refetches is not None]
     return Totals(
         flows=flows,
         conversations=conversations,
@@ -81,6 +88,10 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
         mcp_chars_before=sum(c.chars_before for c in cuts),
         mcp_chars_after=sum(c.chars_after for c in cuts),
         mcp_tokens_saved=_sum([c.tokens_saved for c in cuts]),
+        refetches=sum(f.new for f in found),
+        refetch_result_tokens=sum(f.result_tokens for f in found),
+        refetch_extra_turns=sum(f.extra_turns for f in found),
+        refetch_guarded_results=sum(f.guarded_results for f in found),
     )
 
 
@@ -105,6 +116,13 @@ TOTAL_ROWS = (
     ("clipped_tool_results", "Tool results clipped", "over every masked request"),
     ("tokens_saved", "Tokens saved", "the masked results' tokens before minus after, as "
                                      "obsmask counted them (cl100k_base)"),
+    ("refetches", "Re-fetches", "tool calls the model made again after obsmask had masked "
+                                "the earlier same call's result, as the flows recorded them"),
+    ("refetch_result_tokens", "Re-fetched result tokens", "the tokens of those calls' "
+                                                          "results (characters / 4)"),
+    ("refetch_extra_turns", "Extra model turns", "answers that made nothing but re-fetches"),
+    ("refetch_guarded_results", "Results kept by the re-fetch guard",
+     "results of re-fetched calls kept whole (refetch_guard), summed over requests"),
     ("tokens_without", "Input tokens without masking", "estimated, every readable request"),
     ("tokens_with", "Input tokens with masking", "estimated, the same requests as they went out"),
     ("provider_reports", "Provider usage reports", "requests whose answer reported usage"),
