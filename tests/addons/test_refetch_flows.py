@@ -11,7 +11,10 @@ import logging
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
+from obsmask_core.conversation.outcomes import Masked, RewriteOutcome, Unchanged
+from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile
 from obsmask_core.mitm.totals_addon import RunTotals
@@ -140,3 +143,24 @@ def test_a_flow_file_s_bad_refetch_value_never_stops_the_totals(proxy):
     totals.response(replayed)
     assert totals.totals.requests.requests == 2
     assert totals.totals.requests.refetches.calls == 1  # the first flow's alone
+
+
+def test_a_request_left_unchanged_with_a_new_refetch_says_it_too(proxy, caplog, monkeypatch):
+    """A plan may find a re-fetch and still change nothing: the comment and
+    one log line name the call all the same."""
+
+    def nothing_changed(*args: object, **kwargs: object) -> RewriteOutcome:
+        outcome = mask_request_body(*args, **kwargs)
+        assert isinstance(outcome, Masked)
+        return Unchanged("nothing to mask", outcome.plan)
+
+    monkeypatch.setattr(conversation_addon, "mask_request_body", nothing_changed)
+    flows = run_session(*proxy)
+    assert flows[-1].metadata["obsmask"]["action"] == "unchanged"
+    assert flows[-1].comment == ("obsmask: re-fetch of a masked result: r4; "
+                                 "unchanged: nothing to mask")
+    assert not any(flow.comment for flow in flows[:-1])
+    lines = [r.getMessage() for r in caplog.records if "re-fetch" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].endswith(
+        ": re-fetch of a masked result: r4; unchanged: nothing to mask")
+    assert proxy[1].totals.requests.refetches.calls == 1

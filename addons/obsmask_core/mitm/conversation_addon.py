@@ -230,6 +230,12 @@ class ConversationMasking:
                 flow.metadata[CONVERSATION_METADATA] = LeftAlone.unchanged(
                     fmt.name, reason, plan, rewritten.mask_ms).as_metadata()
                 logger.debug("obsmask: %s unchanged: %s", where(flow), reason)
+                if plan is not None and plan.refetches.new_calls:
+                    # A re-fetch is news even when nothing else was done.
+                    line = (f"re-fetch of a masked result: {', '.join(plan.refetches.new_calls)}"
+                            f"; unchanged: {reason}")
+                    add_comment(flow, f"obsmask: {line}")
+                    log_once_sent(flow, logger, "obsmask: %s: %s", where(flow), line)
 
     @staticmethod
     def _apply(flow: http.HTTPFlow, masked: EncodedBody, summary: MaskSummary) -> None:
