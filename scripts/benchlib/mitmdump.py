@@ -5,6 +5,12 @@ re-exports it) and of the benchmarks. Every mitmdump listens on 127.0.0.1
 only, on a port the system picks, with a confdir of its own; every wait is
 bounded (``START_TIMEOUT`` unless told), and a process is stopped by its own
 Popen handle: terminated, killed 10 s later if it is still there, and reaped.
+
+Settings: in a folder with no mitm.toml the ``obsmask`` command reads the
+recommended settings the package ships; the tests and benchmarks started
+here with neither a mitm.toml in ``cwd`` nor an ``obsmask_config`` of their
+own run with the built-in defaults instead, by an empty settings file named
+explicitly (``builtin_defaults=False`` leaves the choice to obsmask).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from _bootstrap import REPO
 ADDON = REPO / "addons" / "obsmask.py"
 # mitmdump comes with mitmproxy into the venv of the running Python.
 MITMDUMP = str(Path(sys.executable).with_name("mitmdump"))
+CONFIG_OPTION = "obsmask_config="
+EMPTY_SETTINGS = "obsmask-built-in-defaults.toml"
 LISTENING = re.compile(r"listening at (?:\S+://)?127\.0\.0\.1:(\d+)")
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
@@ -42,8 +50,10 @@ class MitmdumpProcess:
     developer's ~/.mitmproxy/config.yaml changes nothing."""
 
     def __init__(self, arguments: Sequence[str], cwd: Path, confdir: Path,
-                 addon: Path | None = ADDON) -> None:
+                 addon: Path | None = ADDON, *, builtin_defaults: bool = True) -> None:
         # addon=None: plain mitmproxy, the load benchmark's reference.
+        if addon is not None and builtin_defaults:
+            arguments = [*arguments, *builtin_defaults_arguments(arguments, cwd, confdir)]
         self.command = [
             MITMDUMP,
             "--listen-host",
@@ -136,6 +146,18 @@ class MitmdumpProcess:
         self._reader.join(_READER_JOIN_TIMEOUT)
 
 
+def builtin_defaults_arguments(arguments: Sequence[str], cwd: Path,
+                               confdir: Path) -> list[str]:
+    """``--set obsmask_config=`` an empty file (written in ``confdir``) when
+    neither ``arguments`` nor ``cwd`` choose a settings file; else nothing."""
+    if any(a.startswith(CONFIG_OPTION) for a in arguments) or (cwd / "mitm.toml").exists():
+        return []
+    confdir.mkdir(parents=True, exist_ok=True)
+    empty = confdir / EMPTY_SETTINGS
+    empty.write_text("", encoding="utf-8")
+    return ["--set", f"{CONFIG_OPTION}{empty}"]
+
+
 def stop_process(process: subprocess.Popen[str]) -> None:
     """Terminate ``process`` (kill it after 10 s) and reap it."""
     if process.poll() is None:
@@ -149,10 +171,10 @@ def stop_process(process: subprocess.Popen[str]) -> None:
 
 @contextmanager
 def running_mitmdump(
-    arguments: Sequence[str], cwd: Path, confdir: Path
+    arguments: Sequence[str], cwd: Path, confdir: Path, *, builtin_defaults: bool = True
 ) -> Iterator[MitmdumpProcess]:
     """A listening mitmdump; stopped on exit, whatever happened."""
-    proxy = MitmdumpProcess(arguments, cwd, confdir)
+    proxy = MitmdumpProcess(arguments, cwd, confdir, builtin_defaults=builtin_defaults)
     try:
         proxy.wait_until_listening()
         yield proxy

@@ -18,12 +18,14 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from obsmask_core.conversation import rewrite
 from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.policy import MaskPolicy, policy_values
 from obsmask_core.conversation.previous_requests import forget_previous_requests
 from obsmask_core.conversation.wire_formats import ANTHROPIC, RESPONSES
 from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile
+from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
+from obsmask_core.shared.settings import build
 from obsmask_core.shared.tokens import TokenCounter
 from support.chat import body, conversation
 from support.chat_masking import mask_old_tool_results
@@ -79,26 +81,56 @@ def test_options_win_over_the_file_which_wins_over_the_defaults(toml_file):
         assert addon.policy.window_turns == 8
 
 
-def test_missing_default_file_means_defaults(tmp_path, monkeypatch):
-    """Without a mitm.toml in the current directory, the built-in defaults
-    apply."""
+def test_missing_default_file_means_the_recommended_settings(tmp_path, monkeypatch):
+    """Without a mitm.toml in the current directory, the recommended settings
+    the package ships apply (options still win over them)."""
     monkeypatch.chdir(tmp_path)
     settings, addon = masking_addons()
     with taddons.context(settings, addon) as tctx:
-        tctx.configure(addon, obsmask_window_turns=5)
-        assert addon.policy == MaskPolicy(window_turns=5)
-        assert addon.config_path is None
+        tctx.configure(addon, obsmask_keep_errors=False)
+        recommended = policy_values(load_config(str(RECOMMENDED_CONFIG)), "")
+        assert addon.policy == build(MaskPolicy, {**recommended, "keep_errors": False})
+        assert addon.policy.window_turns == 1 and addon.policy.price_model == "auto"
+        assert addon.config_path == str(RECOMMENDED_CONFIG)
 
 
-def test_the_built_in_defaults_with_no_file_get_their_start_up_line_too(tmp_path, monkeypatch,
-                                                                        caplog):
+def test_the_recommended_settings_with_no_file_say_so_in_the_start_up_line(
+        tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     settings, addon = masking_addons()
     with caplog.at_level(logging.INFO), taddons.context(settings, addon) as tctx:
         tctx.configure(addon, obsmask_config=None)
     lines = [r.getMessage() for r in caplog.records if "conversation masking" in r.getMessage()]
-    assert lines == ["obsmask: conversation masking on: window 8 tool turns, keep_errors=on, "
-                     "keep_last_k_per_tool=0 (settings: built-in defaults)"]
+    assert len(lines) == 1
+    assert lines[0].startswith("obsmask: conversation masking on: window 1 tool turns, ")
+    assert lines[0].endswith(
+        "(settings: obsmask's recommended settings (no mitm.toml here))"), lines[0]
+
+
+def test_the_spec_profile_gives_the_built_in_defaults_and_their_start_up_line(
+        tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    settings, addon = masking_addons()
+    with caplog.at_level(logging.INFO), taddons.context(settings, addon) as tctx:
+        tctx.configure(addon, obsmask_profile="spec")
+        assert addon.policy == MaskPolicy()
+    lines = [r.getMessage() for r in caplog.records if "conversation masking" in r.getMessage()]
+    assert lines[-1] == (
+        "obsmask: conversation masking on: window 8 tool turns, keep_errors=on, "
+        "keep_last_k_per_tool=0 (settings: obsmask's recommended settings (no mitm.toml "
+        "here), profile spec)")
+
+
+def test_an_empty_settings_file_named_keeps_the_built_in_defaults(
+        tmp_path, monkeypatch, toml_file, caplog):
+    monkeypatch.chdir(tmp_path)
+    settings, addon = masking_addons()
+    empty = toml_file("")
+    with caplog.at_level(logging.INFO), taddons.context(settings, addon) as tctx:
+        tctx.configure(addon, obsmask_config=empty)
+        assert addon.policy == MaskPolicy()
+    lines = [r.getMessage() for r in caplog.records if "conversation masking" in r.getMessage()]
+    assert lines[-1].endswith(f"(settings: {empty})")
 
 
 def test_default_file_in_current_directory_is_read(tmp_path, monkeypatch):

@@ -90,7 +90,8 @@ def proxy(request, server, tmp_path_factory) -> Iterator[tuple[str, MitmdumpProc
     mode = request.param
     work = tmp_path_factory.mktemp(f"scope-{mode}")
     arguments = ["--mode", f"reverse:{server.url}"] if mode == "reverse" else []
-    # cwd: a folder without mitm.toml, so the built-in defaults apply.
+    # cwd: a folder without mitm.toml, so the built-in defaults apply (the
+    # wrapper names an empty settings file).
     with running_mitmdump(arguments, work, work / "confdir") as running:
         yield mode, running
 

@@ -1,5 +1,6 @@
 """Reading the settings file (``shared/config_file.py``): a missing default
-file means the built-in defaults, a missing file that was named is an
+file means the recommended settings the package ships (the built-in
+defaults when the package lacks them), a missing file that was named is an
 error, and every error names the file, and the table and key when there is
 one."""
 
@@ -9,7 +10,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from obsmask_core.shared.config_file import ConfigFile, load_config, read_config_bytes
+from obsmask_core.shared import config_file
+from obsmask_core.shared.config_file import (
+    RECOMMENDED_CONFIG,
+    ConfigFile,
+    load_config,
+    read_config_bytes,
+)
 from obsmask_core.shared.errors import ConfigError
 from obsmask_core.shared.settings import check_fields, setting
 
@@ -23,8 +30,21 @@ class Knobs:
         check_fields(self)
 
 
-def test_without_the_default_file_the_built_in_defaults_apply(tmp_path, monkeypatch):
+def test_without_the_default_file_the_packaged_recommended_settings_are_read(
+        tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    found = read_config_bytes(None)
+    assert found == (str(RECOMMENDED_CONFIG), RECOMMENDED_CONFIG.read_bytes())
+    config = load_config(None)
+    assert config.recommended and config.path == str(RECOMMENDED_CONFIG)
+    assert config.source == "obsmask's recommended settings (no mitm.toml here)"
+    assert config.table(("observation_masking", "schema1"))["window_turns"] == 1
+
+
+def test_without_the_default_file_or_the_packaged_one_the_built_in_defaults_apply(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(config_file, "RECOMMENDED_CONFIG", tmp_path / "not-shipped.toml")
     assert read_config_bytes(None) is None
     config = load_config(None)
     assert config == ConfigFile(path=None)

@@ -11,8 +11,9 @@ import re
 import pytest
 
 from benchlib.proxy_settings import SettingsRefused, settings_in_force
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.shared.settings import declared
+from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
+from obsmask_core.shared.settings import build, declared
 
 FILE = """
 [observation_masking.schema1]
@@ -23,11 +24,18 @@ window_turns = 3
 """
 
 
-def test_without_a_file_the_built_in_defaults_apply(tmp_path, monkeypatch):
+def test_without_a_file_the_recommended_settings_apply_as_in_the_proxy(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no mitm.toml here
     settings = settings_in_force([])
-    assert settings.policy == MaskPolicy()
-    assert settings.source == "built-in defaults"
+    assert settings.policy == build(MaskPolicy, policy_values(load_config(
+        str(RECOMMENDED_CONFIG)), ""))
+    assert settings.policy.window_turns == 1
+    assert settings.source == "obsmask's recommended settings (no mitm.toml here)"
+
+
+def test_the_spec_profile_gives_the_built_in_defaults_back(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert settings_in_force([], profile="spec").policy == MaskPolicy()
 
 
 def test_the_file_in_the_current_directory_is_read_as_the_proxy_reads_it(
@@ -160,6 +168,7 @@ def test_the_file_read_the_profile_chosen_and_the_master_switch_are_kept_for_the
         path, "narrow", False)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)  # no mitm.toml here: the built-in defaults
+    monkeypatch.chdir(elsewhere)  # no mitm.toml here: the recommended settings
     without = settings_in_force([])
-    assert (without.config.path, without.profile, without.switch.enabled) == (None, "", True)
+    assert (without.config.recommended, without.profile, without.switch.enabled) == (
+        True, "", True)

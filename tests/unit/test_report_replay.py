@@ -26,6 +26,7 @@ from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.shared import config_file
 from support.formats import FORMAT_IDS, FORMATS, convert, session
 
 ENCODE = load_encoder()
@@ -183,7 +184,8 @@ def test_a_set_of_the_policy_the_switch_or_the_profile_is_a_setting_given(
 
 
 def test_a_recorded_value_equal_to_the_one_in_force_is_not_named(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # and no recommended settings: the built-in defaults
+    monkeypatch.setattr(config_file, "RECOMMENDED_CONFIG", tmp_path / "not-shipped.toml")
     replay = PolicyChooser(UserSettings()).for_conversation(
         {"window_turns": 2, "price_model": "none"})
     assert replay.policy.window_turns == 2 and replay.policy.price_model == "none"
@@ -227,7 +229,8 @@ def test_the_page_says_which_settings_the_replay_follows(tmp_path, monkeypatch):
         "its replay contradicts; these options change no replayed request and are ignored: "
         "mcpmask_max_chars")
     assert PolicyChooser(UserSettings()).source_statement() == (
-        "the built-in defaults (no mitm.toml in the current directory), with each "
+        "obsmask's recommended settings (no mitm.toml here) [observation_masking.schema1], "
+        "with each "
         "conversation's recorded window_turns, price_model, allowance_percent over it (from "
         "its flows' metadata, when obsmask recorded them), as each conversation states")
 

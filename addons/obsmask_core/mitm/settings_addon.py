@@ -63,8 +63,10 @@ class SettingsFile:
             cast(type, Optional[str]),  # noqa: UP045 - mitmproxy compares with typing.Optional
             None,
             "The TOML file with obsmask's settings. When unset, mitm.toml in the current "
-            "directory is read if there is one, else the built-in defaults apply. A file "
-            "named here must exist. Options set with --set win over the file.",
+            "directory is read if there is one, else the recommended settings shipped with "
+            "obsmask (what obsmask init writes; profile spec: the built-in defaults). A file "
+            "named here must exist; an empty one means the built-in defaults. Options set "
+            "with --set win over the file.",
         )
         loader.add_option(
             "obsmask_profile",
