@@ -1,8 +1,9 @@
-"""The one error a benchmark reports and stops on."""
+"""The one error a benchmark reports and stops on: the offline tools' own
+(``obsmask_core.offline.errors``), so that a benchmark stops the same way on
+bad input to the replay code it shares with them."""
 
 from __future__ import annotations
 
+from obsmask_core.offline.errors import OfflineError as BenchError
 
-class BenchError(Exception):
-    """Bad input or options: the entry script prints the message and exits
-    with status 1."""
+__all__ = ["BenchError"]
