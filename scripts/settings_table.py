@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Print the README's settings tables, derived from the settings classes.
+"""Print the configuration page's settings tables, derived from the settings classes.
 
     python3 scripts/settings_table.py            # every table, with its markers
-    python3 scripts/settings_table.py --write    # replace them in README.md
+    python3 scripts/settings_table.py --write    # replace them in docs/configuration.md
 
 Each setting is declared once, as a field of its feature's settings class
 (``obsmask_core.shared.settings``); the option, the mitm.toml key, the
 default, the shipped value (mitm.toml) and the meaning (the help text) are
-read from there. ``tests/test_readme.py`` fails when README.md differs.
+read from there. ``tests/test_readme.py`` fails when docs/configuration.md
+differs.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ TABLES: dict[str, list[tuple[type, str, tuple[str, ...] | None]]] = {
     "recall": [(RecallSettings, "obsmask_recall_", RECALL_SECTION)],
     "totals": [(TotalsSettings, "obsmask_totals_", TOTALS_SECTION)],
 }
-README = REPO / "README.md"
+PAGE = REPO / "docs" / "configuration.md"
 
 
 def shown(item: Setting, value: object) -> str:
@@ -102,13 +103,13 @@ def main() -> None:
     if "--write" not in sys.argv[1:]:
         print("\n\n".join(generated.values()))
         return
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     for name, new in generated.items():
         pattern = re.compile(rf"<!-- settings:{name} .*?<!-- /settings:{name} -->", re.S)
         if not pattern.search(text):
-            sys.exit(f"README.md has no block for the {name} settings")
+            sys.exit(f"docs/configuration.md has no block for the {name} settings")
         text = pattern.sub(_as_it_is(new), text)
-    README.write_text(text, encoding="utf-8")
+    PAGE.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
