@@ -181,10 +181,10 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from benchlib.cache.formats import FORMAT_NAMES  # noqa: E402
 from benchlib.cache.report import json_report, markdown, per_session_markdown  # noqa: E402
 from benchlib.cache.run import RunOptions, run_cache_benchmark  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
+from obsmask_core.offline.cache.formats import FORMAT_NAMES  # noqa: E402
 
 DEFAULT_SESSIONS = REPO / "fixtures/sessions"
 DEFAULT_CONFIG = REPO / "mitm.toml"

@@ -45,12 +45,12 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from benchlib.cache.formats import FORMAT_NAMES  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
 from benchlib.peers import headroom  # noqa: E402
 from benchlib.peers.proxies import PROXY_NAMES  # noqa: E402
 from benchlib.peers.report import json_report, markdown  # noqa: E402
 from benchlib.peers.run import RunOptions, run_peers  # noqa: E402
+from obsmask_core.offline.cache.formats import FORMAT_NAMES  # noqa: E402
 
 DEFAULT_SESSIONS = REPO / "fixtures/sessions"
 

@@ -37,13 +37,13 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from benchlib.cache.model import PRICE_MODEL_NAMES  # noqa: E402
 from benchlib.cache.parallel import all_figures  # noqa: E402
 from benchlib.cache.policies import BASELINE, compared_policies  # noqa: E402
-from benchlib.cache.sessions import load_real_sessions  # noqa: E402
-from benchlib.cache.tokens import MessageTokens, load_encoder  # noqa: E402
 from benchlib.refetch.counts import session_counts  # noqa: E402
 from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
+from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES  # noqa: E402
+from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder  # noqa: E402
 
 SESSIONS = REPO / "fixtures/sessions"
 COUNTED = ("calls", "repeats", "repeats_after_a_change", "repeats_with_nothing_changed",

@@ -73,7 +73,6 @@ import orjson  # noqa: E402
 
 from benchlib.load.bodies import chat_body  # noqa: E402
 from benchlib.load.mix import numbered_body  # noqa: E402
-from benchlib.proxy_settings import settings_in_force  # noqa: E402
 from benchlib.timing import medians_ms, time_once  # noqa: E402
 from obsmask_core.conversation.planner import (  # noqa: E402
     forget_checkpoints,
@@ -84,6 +83,7 @@ from obsmask_core.conversation.request_text import parse_request  # noqa: E402
 from obsmask_core.conversation.rewrite import mask_request_body  # noqa: E402
 from obsmask_core.conversation.wire_formats import FORMATS, WireFormat  # noqa: E402
 from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, run_off_loop  # noqa: E402
+from obsmask_core.offline.proxy_settings import settings_in_force  # noqa: E402
 from obsmask_core.shared.json_text import skip_whitespace  # noqa: E402
 
 SESSIONS = REPO / "fixtures" / "sessions"

@@ -1,6 +1,6 @@
 """The rules of the package's layout, checked on the tree itself.
 
-``addons/obsmask_core`` has seven folders. Which may import which:
+``addons/obsmask_core`` has eight folders. Which may import which:
 
 - ``shared/``: no folder of ours (it is what the others build on);
 - ``conversation/`` and ``mcp/``: ``shared/`` only (the two features never
@@ -11,7 +11,16 @@
   scanner);
 - ``totals/``: ``shared/`` only (it adds up the facts the features leave in
   flow metadata, so it leans on neither);
-- ``mitm/``: any of them; and it is the only folder that imports mitmproxy.
+- ``offline/`` (``obsmask report`` and ``obsmask measure``: recorded traffic
+  replayed and billed away from the proxy): ``shared/``, ``conversation/``
+  and ``totals/``; and, in its three readers only (``flows.py``, which reads
+  flow files, ``report/flow_file.py``, which reads them for the page, and
+  ``proxy_settings.py``, which takes ``--set`` options with mitmproxy's own
+  parser and obsmask's addons), ``mitm/`` and mitmproxy, imported inside
+  the functions that read, so that loading offline/ loads no mitmproxy (the
+  third test checks it, as for every folder but mitm/);
+- ``mitm/``: any of them (offline/ for the commands of ``obsmask``); and it
+  is the only folder that imports mitmproxy, with offline/'s readers.
 
 Every module lives in one of the folders: nothing but ``__init__.py`` at the
 top of the package.
@@ -27,7 +36,7 @@ from pathlib import Path
 from support.processes import REPO
 
 PACKAGE = "obsmask_core"
-ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "totals", "mitm")
+ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "totals", "offline", "mitm")
 MAY_IMPORT = {
     "shared": set(),
     "conversation": {"shared"},
@@ -35,9 +44,14 @@ MAY_IMPORT = {
     "recall": {"shared"},
     "gateway": {"shared", "mcp"},
     "totals": {"shared"},
-    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals"},
+    "offline": {"shared", "conversation", "totals"},
+    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals", "offline"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
+# The modules of offline/ that read flow files or mitmproxy options: they may
+# import mitm/ and mitmproxy (inside functions: the third test).
+OFFLINE_READERS = frozenset({"offline/flows.py", "offline/proxy_settings.py",
+                             "offline/report/flow_file.py"})
 
 
 def imported_modules(source: str) -> set[str]:
@@ -68,8 +82,11 @@ def layout_violations(package_dir: Path) -> list[str]:
             continue
         targets = {".".join(module.split(".")[:2]) for module in
                    imported_modules(path.read_text(encoding="utf-8"))}
+        reader = relative.as_posix() in OFFLINE_READERS
         for target in sorted(targets):
             top, _, other = target.partition(".")
+            if reader and (top == "mitmproxy" or other == ONLY_ROOM_WITH_MITMPROXY):
+                continue
             if top == "mitmproxy" and room != ONLY_ROOM_WITH_MITMPROXY:
                 problems.append(f"{relative}: imports mitmproxy; only mitm/ may import it")
             if top == PACKAGE and other in ROOMS and other != room:
@@ -85,8 +102,9 @@ def test_the_package_keeps_its_folder_rules():
 
 def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     """The check can fail: a conversation module that imports the MCP half,
-    a shared module that imports a feature, mitmproxy outside mitm/, and a
-    module at the top are each reported."""
+    a shared module that imports a feature, mitmproxy outside mitm/ (and
+    outside offline/'s readers, which may import it), and a module at the
+    top are each reported."""
     package = tmp_path / PACKAGE
     for room in ROOMS:
         (package / room).mkdir(parents=True)
@@ -100,12 +118,18 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     (package / "gateway" / "fine.py").write_text("from obsmask_core.mcp import jsonrpc\n")
     (package / "recall" / "bad.py").write_text("from obsmask_core.conversation import recall\n")
     (package / "loose.py").write_text("")
+    (package / "offline" / "flows.py").write_text(
+        "def read():\n    from mitmproxy import io\n    from obsmask_core.mitm import flows\n")
+    (package / "offline" / "bad.py").write_text(
+        "from mitmproxy import io\nfrom obsmask_core.mcp import cut\n")
     problems = layout_violations(package)
     assert problems == [
         "conversation/bad.py: imports obsmask_core.mcp; conversation/ may not import mcp/",
         "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, "
-        "totals, mitm",
+        "totals, offline, mitm",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
+        "offline/bad.py: imports mitmproxy; only mitm/ may import it",
+        "offline/bad.py: imports obsmask_core.mcp; offline/ may not import mcp/",
         "recall/bad.py: imports obsmask_core.conversation; recall/ may not import "
         "conversation/",
         "shared/bad.py: imports obsmask_core.conversation; shared/ may not import conversation/",

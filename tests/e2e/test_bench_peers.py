@@ -17,9 +17,9 @@ import sys
 
 import pytest
 
-from benchlib.cache.model import PRICE_MODEL_NAMES
 from benchlib.peers.changes import answer_changes, request_changes
 from benchlib.peers.proxies import PROXY_NAMES
+from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES
 from support.processes import REPO
 
 pytestmark = pytest.mark.e2e

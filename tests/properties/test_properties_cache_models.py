@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchlib.cache.model import (
+from obsmask_core.offline.cache.model import (
     FIVE_MINUTES,
     LOOKBACK_BLOCKS,
     MAX_BREAKPOINTS,

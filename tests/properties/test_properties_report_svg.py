@@ -10,7 +10,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchlib.report.svg import LinePlot, Series, layout, plot_points, render_svg
+from obsmask_core.offline.report.svg import LinePlot, Series, layout, plot_points, render_svg
 
 values = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
 counts = st.integers(min_value=0, max_value=10**9)

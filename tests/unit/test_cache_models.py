@@ -11,9 +11,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from benchlib.cache import replay as replay_module
-from benchlib.cache.clients import CLAUDE_CODE_FIRST_BLOCK, ClientRequests, Request
-from benchlib.cache.model import (
+from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
+from obsmask_core.conversation.planner import plan_masking
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.offline.cache import replay as replay_module
+from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK, ClientRequests, Request
+from obsmask_core.offline.cache.model import (
     FIVE_MINUTES,
     ONE_HOUR,
     PRICE_MODELS,
@@ -27,14 +31,10 @@ from benchlib.cache.model import (
     make_prompt,
     openai_cached,
 )
-from benchlib.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
-from benchlib.cache.replay import replay, replay_policies
-from benchlib.cache.sessions import Session
-from benchlib.cache.tokens import MessageTokens, load_encoder
-from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
-from obsmask_core.conversation.planner import plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
+from obsmask_core.offline.cache.replay import replay, replay_policies
+from obsmask_core.offline.cache.sessions import Session
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 
 BLOCK_TOKENS = 100  # every block of the prompts below
 

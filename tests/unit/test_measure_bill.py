@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from benchlib.cache.figures import session_figures
-from benchlib.cache.model import CACHE_RULES, PRICE_MODELS
-from benchlib.cache.sessions import load_real_sessions
-from benchlib.cache.tokens import MessageTokens, load_encoder
-from benchlib.measure.bill import WITHOUT_OBSMASK, bill_conversation, request_estimate
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.offline.cache.model import CACHE_RULES, PRICE_MODELS
+from obsmask_core.offline.cache.sessions import load_real_sessions
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.measure.bill import WITHOUT_OBSMASK, bill_conversation, request_estimate
 from support.processes import REPO
 
 SESSIONS = REPO / "fixtures" / "sessions"

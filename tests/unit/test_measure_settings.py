@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from benchlib.proxy_settings import SettingsRefused, settings_in_force
 from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.offline.proxy_settings import SettingsRefused, settings_in_force
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
 from obsmask_core.shared.settings import build, declared
 

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from benchlib.measure.document import json_document
-from benchlib.measure.run import measure
-from benchlib.measure.text import HOW, text_report
-from benchlib.proxy_settings import settings_in_force
+from obsmask_core.offline.measure.document import json_document
+from obsmask_core.offline.measure.run import measure
+from obsmask_core.offline.measure.text import HOW, text_report
+from obsmask_core.offline.proxy_settings import settings_in_force
 from support.chat import conversation
 from support.flow_files import post_flow, write_flows
 from support.processes import REPO

@@ -4,16 +4,16 @@ paired with the replay's (``scripts/benchlib/measure/prices.py``)."""
 
 from __future__ import annotations
 
-from benchlib.measure.prices import PRICED_MODELS
-from benchlib.measure.usage import (
+from obsmask_core.conversation.price_models import PRICE_MODELS
+from obsmask_core.conversation.provider_usage import ProviderUsage
+from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.offline.measure.prices import PRICED_MODELS
+from obsmask_core.offline.measure.usage import (
     ProviderTokens,
     cache_rule,
     provider_tokens,
     usage_from_metadata,
 )
-from obsmask_core.conversation.price_models import PRICE_MODELS
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
 
 
 def test_anthropics_prompt_is_its_three_figures_and_openais_its_input_tokens():

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from benchlib.report.bills import ConversationBill, ModelBill
-from benchlib.report.figures import (
+from obsmask_core.offline.report.bills import ConversationBill, ModelBill
+from obsmask_core.offline.report.figures import (
     Fixed,
     bill_figure,
     cache_figure,
@@ -17,11 +17,11 @@ from benchlib.report.figures import (
     mcp_figure,
     token_figure,
 )
-from benchlib.report.flow_file import RecordedMcpCut
-from benchlib.report.mcp_cuts import McpCut, mcp_cuts
-from benchlib.report.replayed_plans import ReplayedPlan
-from benchlib.report.request_numbers import NO_RECORD, ProviderFigures, RequestNumbers
-from benchlib.report.totals import bill_totals_table, totals, totals_table
+from obsmask_core.offline.report.flow_file import RecordedMcpCut
+from obsmask_core.offline.report.mcp_cuts import McpCut, mcp_cuts
+from obsmask_core.offline.report.replayed_plans import ReplayedPlan
+from obsmask_core.offline.report.request_numbers import NO_RECORD, ProviderFigures, RequestNumbers
+from obsmask_core.offline.report.totals import bill_totals_table, totals, totals_table
 
 
 def request(number: int, **changes: object) -> RequestNumbers:

@@ -1,6 +1,6 @@
 """The flows the report draws (``scripts/benchlib/report/flow_file.py``):
 each conversation request with the body the client sent (read from the
-flow's backup by ``benchlib.flows``, the reader measure.py uses) beside the
+flow's backup by ``obsmask_core.offline.flows``, the reader measure.py uses) beside the
 body that went out, obsmask's record of it, and the MCP answers obsmask cut,
 numbered over every flow of every file."""
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from benchlib.errors import BenchError
-from benchlib.report.flow_file import LostOriginal, read_flow_files
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT
+from obsmask_core.offline.report.flow_file import LostOriginal, read_flow_files
 from support.flow_files import post_flow, with_unreadable_backup, write_flows
 
 ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'

@@ -9,15 +9,15 @@ import json
 
 import pytest
 
-from benchlib.cache.tokens import MessageTokens, load_encoder
-from benchlib.report.conversations import group_conversations
-from benchlib.report.flow_file import RecordedRequest
-from benchlib.report.policy_choice import PolicyChooser, UserSettings
-from benchlib.report.refetches import refetch_paragraph
-from benchlib.report.request_numbers import RequestNumbers, request_numbers
-from benchlib.report.run import conversation_report
-from benchlib.report.totals import totals, totals_table
 from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.report.conversations import group_conversations
+from obsmask_core.offline.report.flow_file import RecordedRequest
+from obsmask_core.offline.report.policy_choice import PolicyChooser, UserSettings
+from obsmask_core.offline.report.refetches import refetch_paragraph
+from obsmask_core.offline.report.request_numbers import RequestNumbers, request_numbers
+from obsmask_core.offline.report.run import conversation_report
+from obsmask_core.offline.report.totals import totals, totals_table
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from support.formats import convert, session
 

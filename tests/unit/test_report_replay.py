@@ -11,21 +11,26 @@ from itertools import accumulate
 
 import pytest
 
-from benchlib.cache.formats import request_ends
-from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.errors import BenchError
-from benchlib.report.bills import bill_conversation, growing_runs
-from benchlib.report.conversations import OTHER, ParsedBody, group_conversations, parse_body
-from benchlib.report.estimates import prompt_tokens
-from benchlib.report.figures import cache_figure, frontier_figure, token_figure
-from benchlib.report.flow_file import RecordedRequest
-from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
-from benchlib.report.replayed_plans import replay_plan
-from benchlib.report.request_numbers import request_numbers
 from obsmask_core.conversation.apply import mask_items
 from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.offline.cache.formats import request_ends
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.report.bills import bill_conversation, growing_runs
+from obsmask_core.offline.report.conversations import (
+    OTHER,
+    ParsedBody,
+    group_conversations,
+    parse_body,
+)
+from obsmask_core.offline.report.estimates import prompt_tokens
+from obsmask_core.offline.report.figures import cache_figure, frontier_figure, token_figure
+from obsmask_core.offline.report.flow_file import RecordedRequest
+from obsmask_core.offline.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
+from obsmask_core.offline.report.replayed_plans import replay_plan
+from obsmask_core.offline.report.request_numbers import request_numbers
 from obsmask_core.shared import config_file
 from support.formats import FORMAT_IDS, FORMATS, convert, session
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from benchlib.report.svg import (
+from obsmask_core.offline.report.svg import (
     LinePlot,
     Series,
     axis_range,

@@ -1,8 +1,8 @@
-"""The one error a benchmark reports and stops on."""
+"""The one error the offline tools report and stop on."""
 
 from __future__ import annotations
 
 
-class BenchError(Exception):
-    """Bad input or options: the entry script prints the message and exits
-    with status 1."""
+class OfflineError(Exception):
+    """Bad input or options: the command prints the message and exits with
+    status 1 (the benchmarks in scripts/ call it BenchError)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchlib.errors import BenchError
+from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.read_back import mapping, word
 
 if TYPE_CHECKING:  # mitmproxy is imported when a file is read, not by every benchmark
@@ -108,7 +108,7 @@ def _as_recorded(flow: HTTPFlow, number: int) -> RecordedRequest:
 
 def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
     """Every HTTP request of the file, in the file's order, each as the
-    client sent it; BenchError if the file cannot be read as flows."""
+    client sent it; OfflineError if the file cannot be read as flows."""
     from mitmproxy import exceptions, io
     from mitmproxy.http import HTTPFlow
 
@@ -118,9 +118,9 @@ def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
             for number, flow in enumerate(flows, start=1):
                 yield _as_recorded(flow, number)
     except exceptions.FlowReadException as e:
-        raise BenchError(f"{path}: not a mitmproxy flow file ({e})") from None
+        raise OfflineError(f"{path}: not a mitmproxy flow file ({e})") from None
     except OSError as e:
-        raise BenchError(f"{path}: cannot be read ({e.strerror})") from None
+        raise OfflineError(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def post_bodies(path: Path) -> Iterator[tuple[str, bytes]]:

@@ -16,6 +16,11 @@ register (their ``load`` is run against a bare mitmproxy option manager), so
 the names, types and value syntax of ``--set`` are the proxy's, parsed by
 mitmproxy's own code; the file is read by ``shared/config_file.py`` and the
 values checked by ``shared/settings.py``.
+
+One of the two modules of offline/ that use mitmproxy (with ``flows``):
+its option parser and obsmask's addons (mitm/) are imported when settings
+are read, not when the module is, so that the replay and the report load
+without mitmproxy (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -23,28 +28,27 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from mitmproxy import exceptions, optmanager
-from mitmproxy.addonmanager import Loader
-
-from benchlib.errors import BenchError
 from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy, policy_values
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.conversation.summary import describe_policy
-from obsmask_core.mitm.addons import obsmask_addons
-from obsmask_core.mitm.conversation_addon import PREFIX
-from obsmask_core.mitm.options import from_option
-from obsmask_core.mitm.settings_addon import (
-    SWITCH_OPTION,
-    SWITCH_PREFIX,
-    SWITCH_SECTION,
-    MasterSwitch,
-)
+from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.config_file import ConfigFile, load_config
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.settings import build, declared, typed_value
 
+if TYPE_CHECKING:  # imported when settings are read (the module docstring says why)
+    from mitmproxy import optmanager
+
+    from obsmask_core.mitm.settings_addon import MasterSwitch
+
+# The proxy's option prefixes and names (mitm/conversation_addon.py PREFIX,
+# mitm/settings_addon.py SWITCH_*), checked equal by tests/unit/test_measure_settings.py.
+PREFIX = "obsmask_"
+SWITCH_PREFIX = "obsmask_"
+SWITCH_OPTION = "obsmask_all_enabled"
+SWITCH_SECTION = ("obsmask",)
 # The two options of the settings addon that are no setting of a class:
 # which file, and which of its profiles (``--config`` and ``--profile`` set them).
 CONFIG_OPTION = "obsmask_config"
@@ -52,7 +56,7 @@ PROFILE_OPTION = "obsmask_profile"
 _Settings = TypeVar("_Settings")
 
 
-class SettingsRefused(BenchError):
+class SettingsRefused(OfflineError):
     """An unknown option, a wrong value or a settings file that cannot be
     used. The message is one line without the script's name: each entry
     script puts its own name before it (measure.py then exits with status 2,
@@ -90,6 +94,8 @@ class _OptionRegistry:
     and ``master.options`` (where pending ``--set`` values are checked)."""
 
     def __init__(self) -> None:
+        from mitmproxy import optmanager
+
         self.options = optmanager.OptManager()
         self.master = self
 
@@ -100,6 +106,10 @@ class _OptionRegistry:
 
 def proxy_options() -> optmanager.OptManager:
     """Every option of obsmask, registered by the proxy's own addons."""
+    from mitmproxy.addonmanager import Loader
+
+    from obsmask_core.mitm.addons import obsmask_addons
+
     registry = _OptionRegistry()
     for addon in obsmask_addons():
         load = getattr(addon, "load", None)
@@ -113,6 +123,8 @@ def policy_options() -> frozenset[str]:
     the master switch, and the settings file and profile that hold them.
     Not the routes, which say which flows are conversations, not how one
     is masked."""
+    from obsmask_core.mitm.settings_addon import MasterSwitch
+
     names = {CONFIG_OPTION, PROFILE_OPTION, SWITCH_OPTION}
     names.update(item.option_name(SWITCH_PREFIX) for item in declared(MasterSwitch))
     names.update(item.option_name(PREFIX) for item in declared(MaskPolicy))
@@ -142,6 +154,8 @@ def apply_set_options(options: optmanager.OptManager, specs: Sequence[str]) -> s
     """Parse ``--set NAME=VALUE`` specs into ``options`` as mitmproxy does
     (a repeated option is an array); the names set. SettingsRefused names
     an unknown option (with the closest known one) or a wrong value."""
+    from mitmproxy import exceptions
+
     names = option_names(specs)
     for name in names:
         if name not in options:
@@ -161,6 +175,8 @@ def apply_set_options(options: optmanager.OptManager, specs: Sequence[str]) -> s
 def _explicit_values(cls: type, prefix: str, options: optmanager.OptManager,
                      explicit: set[str]) -> dict[str, object]:
     """The typed values of ``cls``'s options given with ``--set``."""
+    from obsmask_core.mitm.options import from_option
+
     values: dict[str, object] = {}
     for item in declared(cls):
         name = item.option_name(prefix)
@@ -193,6 +209,8 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
     """The settings the proxy would run with given ``--set`` ``specs`` and
     the ``--config``/``--profile`` shorthands (``--set obsmask_config=``,
     ``--set obsmask_profile=``); SettingsRefused says what is wrong."""
+    from obsmask_core.mitm.settings_addon import MasterSwitch
+
     options = proxy_options()
     shorthands = [f"{CONFIG_OPTION}={config}"] if config is not None else []
     shorthands += [f"{PROFILE_OPTION}={profile}"] if profile is not None else []

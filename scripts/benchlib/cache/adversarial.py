@@ -43,9 +43,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchlib.cache.sessions import Session
 from benchlib.cache.synthetic import opening_messages
 from benchlib.cache.text_maker import TextMaker
+from obsmask_core.offline.cache.sessions import Session
 
 ADVERSARIAL_SEED = 1001
 TASK_CHARS = 3000

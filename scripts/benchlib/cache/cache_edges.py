@@ -1,5 +1,5 @@
 """Sessions at the edges of Anthropic's prompt cache, in Anthropic Messages,
-sent as Claude Code sends them (``benchlib.cache.clients``: two marked
+sent as Claude Code sends them (``obsmask_core.offline.cache.clients``: two marked
 system blocks and a breakpoint on the last block), from fixed seeds: session
 n of ``CACHE_EDGE_SESSIONS`` is drawn with ``random.Random(CACHE_EDGE_SEED +
 n)``.
@@ -43,10 +43,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchlib.cache.sessions import PACE_SECONDS, Session
 from benchlib.cache.synthetic import SYSTEM_PROMPT, result_size, task_text
 from benchlib.cache.text_maker import TextMaker
 from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.offline.cache.sessions import PACE_SECONDS, Session
 
 CACHE_EDGE_SEED = 2001
 MODEL = "claude-sonnet-4-5"

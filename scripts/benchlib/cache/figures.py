@@ -1,16 +1,16 @@
 """One session's figures: every policy's bill, its final ratio to the
-baseline's, and its worst ratio so far (``benchlib.cache.so_far``)."""
+baseline's, and its worst ratio so far (``obsmask_core.offline.cache.so_far``)."""
 
 from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
 from benchlib.cache.policies import BASELINE
-from benchlib.cache.replay import PolicyRun, replay_policies
-from benchlib.cache.sessions import Session
-from benchlib.cache.so_far import ratio_so_far, worst_so_far
-from benchlib.cache.tokens import MessageTokens
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.offline.cache.replay import PolicyRun, replay_policies
+from obsmask_core.offline.cache.sessions import Session
+from obsmask_core.offline.cache.so_far import ratio_so_far, worst_so_far
+from obsmask_core.offline.cache.tokens import MessageTokens
 
 
 class PolicyFigures(TypedDict):

@@ -14,9 +14,9 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 from benchlib.cache.figures import SessionFigures, session_figures
-from benchlib.cache.sessions import Session
-from benchlib.cache.tokens import MessageTokens
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.offline.cache.sessions import Session
+from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.shared.tokens import message_strings
 
 # What the forked workers read; set only while a pool runs.

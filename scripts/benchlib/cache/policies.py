@@ -11,9 +11,13 @@ import tomli
 from _bootstrap import REPO
 from benchlib.errors import BenchError
 from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.offline.cache.policy_json import policy_settings
 from obsmask_core.shared.config_file import load_config
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.settings import build
+
+__all__ = ["BASELINE", "ComparedPolicy", "compared_policies", "parse_policy_option",
+           "policy_settings"]
 
 BASELINE = "none"  # ratios are to this policy's cost on the same session
 # The policy named "spec", a plain sliding window: at every request, every
@@ -129,19 +133,3 @@ def parse_policy_option(option: str) -> tuple[str, ComparedPolicy]:
     except SettingError as e:
         raise BenchError(f"--policy {name}: {e}") from e
     return name.strip(), ComparedPolicy(policy, f"command line: {spec or '(defaults)'}")
-
-
-def policy_settings(policy: MaskPolicy) -> dict[str, object]:
-    """The policy's init fields, for the JSON output (whatever fields it has)."""
-    return {f.name: _jsonable(getattr(policy, f.name)) for f in fields(policy) if f.init}
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [_jsonable(item) for item in value]
-        return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
-    if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    return repr(value)

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from benchlib.cache.adversarial import ADVERSARIAL_FAMILIES
 from benchlib.cache.cache_edges import CACHE_EDGE_FAMILIES
-from benchlib.cache.clients import CLAUDE_CODE_FIRST_BLOCK
-from benchlib.cache.model import (
+from benchlib.cache.policies import BASELINE, policy_settings
+from benchlib.cache.run import CacheRun
+from benchlib.cache.summary import ALL, SESSION_KINDS, summary_json
+from benchlib.cache.synthetic import SYNTHETIC_DISTRIBUTION
+from benchlib.cache.targets import (
+    CACHED_MODELS,
+    NOT_IN_RUN,
+    PROTOCOL_TARGET,
+    ProtocolResult,
+    TargetResult,
+    targets_json,
+)
+from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK
+from obsmask_core.offline.cache.model import (
     ALL_MODEL_NAMES,
     ALL_MODELS,
     FIVE_MINUTES,
@@ -17,20 +29,8 @@ from benchlib.cache.model import (
     OPENAI_LIFETIME,
     PRICE_MODEL_NAMES,
 )
-from benchlib.cache.policies import BASELINE, policy_settings
-from benchlib.cache.run import CacheRun
-from benchlib.cache.sessions import PACE_SECONDS
-from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
-from benchlib.cache.summary import ALL, SESSION_KINDS, summary_json
-from benchlib.cache.synthetic import SYNTHETIC_DISTRIBUTION
-from benchlib.cache.targets import (
-    CACHED_MODELS,
-    NOT_IN_RUN,
-    PROTOCOL_TARGET,
-    ProtocolResult,
-    TargetResult,
-    targets_json,
-)
+from obsmask_core.offline.cache.sessions import PACE_SECONDS
+from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 
 MODEL_DESCRIPTION: dict[str, object] = {

@@ -9,10 +9,8 @@ from pathlib import Path
 from benchlib.cache.adversarial import adversarial_sessions
 from benchlib.cache.cache_edges import cache_edge_sessions
 from benchlib.cache.figures import SessionFigures
-from benchlib.cache.formats import FORMAT_NAMES
 from benchlib.cache.parallel import all_figures
 from benchlib.cache.policies import ComparedPolicy, compared_policies, parse_policy_option
-from benchlib.cache.sessions import Session, load_input, load_real_sessions
 from benchlib.cache.summary import Summary, aggregates
 from benchlib.cache.synthetic import synthetic_session
 from benchlib.cache.targets import (
@@ -22,8 +20,10 @@ from benchlib.cache.targets import (
     evaluate,
     evaluate_protocol,
 )
-from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.errors import BenchError
+from obsmask_core.offline.cache.formats import FORMAT_NAMES
+from obsmask_core.offline.cache.sessions import Session, load_input, load_real_sessions
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from benchlib.cache.figures import SessionFigures, ratio, round_ratio
-from benchlib.cache.model import ALL_MODEL_NAMES
 from benchlib.cache.policies import BASELINE
+from obsmask_core.offline.cache.model import ALL_MODEL_NAMES
 
 SESSION_KINDS = ("real", "synthetic", "adversarial", "cache_edge", "input")
 ALL = "all"

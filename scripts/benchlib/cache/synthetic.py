@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import random
 
-from benchlib.cache.sessions import Session
 from benchlib.cache.text_maker import TextMaker
+from obsmask_core.offline.cache.sessions import Session
 
 SYNTHETIC_SEED = 1
 SYNTHETIC_DISTRIBUTION: dict[str, object] = {

@@ -1,5 +1,5 @@
 """The targets the shipped settings must meet, checked on a run's summary,
-under the faithful cache models (``benchlib.cache.model``).
+under the faithful cache models (``obsmask_core.offline.cache.model``).
 
 With the shipped settings ("recommended"):
 
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.cache.model import PRICE_MODEL_NAMES
 from benchlib.cache.policies import BASELINE
-from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
 from benchlib.cache.summary import ALL, ModelFigures, Summary
+from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES
+from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 
 NOT_IN_RUN = "policy not in this run"
 CACHED_MODELS = ("anthropic", "openai_90", "openai_50")

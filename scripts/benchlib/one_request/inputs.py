@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchlib.flows import post_bodies
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.offline.cache.sessions import ROUTE_SUFFIXES
+from obsmask_core.offline.flows import post_bodies
 
-# The addon's default routes, to tell the format of a flow in a .mitm file.
-ROUTE_SUFFIXES = (("/chat/completions", CHAT), ("/v1/messages", ANTHROPIC),
-                  ("/v1/responses", RESPONSES))
+__all__ = ["ROUTE_SUFFIXES", "format_of_document"]
 
 
 def format_of_document(body: bytes) -> WireFormat:

@@ -1,8 +1,8 @@
 """The bodies a proxy forwarded for one session, billed as bench_cache bills
-obsmask's: each body read as a prompt (``benchlib.cache.prompts``: blocks in
+obsmask's: each body read as a prompt (``obsmask_core.offline.cache.prompts``: blocks in
 cache order, cl100k_base tokens, its breakpoints), at the session's time for
 that request (one every 20 s, not the bench's wall clock), under every cache
-model of ``benchlib.cache.model``, with caches of its own per proxy and
+model of ``obsmask_core.offline.cache.model``, with caches of its own per proxy and
 session.
 
 A request the upstream never received (the proxy answered it itself, or
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchlib.cache.clients import Request
-from benchlib.cache.model import (
+from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.clients import Request
+from obsmask_core.offline.cache.model import (
     CACHE_RULES,
     AnthropicRequest,
     Prompt,
@@ -23,9 +24,8 @@ from benchlib.cache.model import (
     RequestBill,
     SessionBill,
 )
-from benchlib.cache.prompts import ItemReadings, PromptReader
-from benchlib.cache.tokens import MessageTokens
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader
+from obsmask_core.offline.cache.tokens import MessageTokens
 
 NOTHING_BILLED = RequestBill(0, 0, dict.fromkeys(CACHE_RULES, 0), AnthropicRequest(0, 0, 0, 0))
 

@@ -4,11 +4,11 @@ proxy.
 Per proxy that ran, against "none" (the client talking to the upstream
 itself) on the same requests of the same run:
 
-- ``bill``: per price model of ``benchlib.cache.model``, the mean and max of
+- ``bill``: per price model of ``obsmask_core.offline.cache.model``, the mean and max of
   the sessions' final ratios (the session's cost over none's), the ratio of
   the summed costs (``total``), and the worst bill so far: the highest ratio
   of the cost so far to none's after any request from the 8th on
-  (``benchlib.cache.so_far``), with its session and request;
+  (``obsmask_core.offline.cache.so_far``), with its session and request;
   ``bill_by_format``: the mean final ratio of each format's sessions;
 - ``input_tokens``: the tokens of every forwarded request, as bench_cache
   counts them (cl100k_base), and their ratio to none's;
@@ -29,11 +29,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from benchlib.cache.model import PRICE_MODEL_NAMES, PRICE_MODELS
-from benchlib.cache.so_far import FIRST_JUDGED_REQUEST, worst_so_far
 from benchlib.peers.changes import CATEGORIES
 from benchlib.peers.proxies import NONE, OBSMASK
 from benchlib.peers.run import PeersRun, ProxyRun
+from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES, PRICE_MODELS
+from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST, worst_so_far
 
 Json = dict[str, object]
 _DIGITS = 4

@@ -18,10 +18,6 @@ from pathlib import Path
 
 import orjson
 
-from benchlib.cache.clients import ClientRequests, Request
-from benchlib.cache.model import SessionBill
-from benchlib.cache.sessions import Session, load_real_sessions
-from benchlib.cache.tokens import MessageTokens, load_encoder
 from benchlib.load.procfs import cpu_seconds_once_idle
 from benchlib.peers.billing import SessionBiller
 from benchlib.peers.changes import ChangeTally, answer_changes, request_changes
@@ -39,6 +35,10 @@ from benchlib.peers.proxies import (
 from benchlib.peers.stability import Stability, StabilityTally
 from benchlib.peers.upstream import Received, RecordingUpstream, recording_upstream
 from benchlib.peers.wire import LIST_MEMBERS
+from obsmask_core.offline.cache.clients import ClientRequests, Request
+from obsmask_core.offline.cache.model import SessionBill
+from obsmask_core.offline.cache.sessions import Session, load_real_sessions
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 
 # --quick: the shortest shared session, in each format, cut to this many
 # requests (enough for one bill so far from the 8th request).

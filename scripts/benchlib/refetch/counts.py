@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypedDict
 
-from benchlib.cache.clients import ClientRequests
-from benchlib.cache.sessions import Session
 from obsmask_core.conversation.outcomes import Masked, Unchanged
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.refetch import count_repeats
 from obsmask_core.conversation.rewrite import mask_request_body
+from obsmask_core.offline.cache.clients import ClientRequests
+from obsmask_core.offline.cache.sessions import Session
 
 
 class SessionCounts(TypedDict):

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from benchlib.cache.formats import PREAMBLE_MEMBERS
-from benchlib.cache.sessions import Session
 from obsmask_core.conversation.holdout import IGNORED_KEYS
 from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
+from obsmask_core.offline.cache.sessions import Session
 
 CLAUDE_CODE_FIRST_BLOCK = "You are Claude Code, Anthropic's official CLI for Claude."
 EPHEMERAL: dict[str, object] = {"type": "ephemeral"}

@@ -1,7 +1,7 @@
 """A request body, as it was forwarded, read as the prompt a provider's cache
-sees (``benchlib.cache.model.Prompt``): its blocks in cache order (the tool
+sees (``obsmask_core.offline.cache.model.Prompt``): its blocks in cache order (the tool
 definitions, then the system blocks, then each item's content blocks; see
-``benchlib.cache.tokens``), and its breakpoints.
+``obsmask_core.offline.cache.tokens``), and its breakpoints.
 
 A breakpoint is a block that carries ``cache_control`` (a tool definition,
 a system block, a content block of an item), and, when the body has a
@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchlib.cache.clients import Request
-from benchlib.cache.formats import PREAMBLE_MEMBERS
-from benchlib.cache.model import (
+from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.clients import Request
+from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
+from obsmask_core.offline.cache.model import (
     FIVE_MINUTES,
     MAX_BREAKPOINTS,
     ONE_HOUR,
@@ -34,8 +35,7 @@ from benchlib.cache.model import (
     Prompt,
     make_prompt,
 )
-from benchlib.cache.tokens import Block, MessageTokens
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.tokens import Block, MessageTokens
 from obsmask_core.shared.tokens import TOKENS_REPLY_PRIMING
 
 CACHE_CONTROL = "cache_control"

@@ -2,14 +2,14 @@
 
 Per request, in the order and at the times of the session:
 
-1. the body the client sends (``benchlib.cache.clients``: JSON bytes;
+1. the body the client sends (``obsmask_core.offline.cache.clients``: JSON bytes;
    Anthropic's as Claude Code sends them, with its breakpoints);
 2. what obsmask forwards: ``mask_request_body(body, policy, fmt)``, the
    proxy's own rewrite, bytes in and bytes out; a ``Masked`` outcome's body
    goes, any other outcome (unchanged, refused, unreadable) sends the
    client's body;
-3. the forwarded bytes parsed, read as a prompt (``benchlib.cache.prompts``)
-   and billed under every cache rule of ``benchlib.cache.model``, each rule
+3. the forwarded bytes parsed, read as a prompt (``obsmask_core.offline.cache.prompts``)
+   and billed under every cache rule of ``obsmask_core.offline.cache.model``, each rule
    with its own cache for this replay.
 
 The replay also counts the outcomes of the rewrite, and the forwarded
@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from benchlib.cache.clients import ClientRequests, Request
-from benchlib.cache.model import Prompt, PromptCaches, Segment, SessionBill
-from benchlib.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
-from benchlib.cache.sessions import Session
-from benchlib.cache.tokens import MessageTokens
-from benchlib.errors import BenchError
 from obsmask_core.conversation.last_seen import LastSeen, Visit
 from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.rewrite import mask_request_body
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.clients import ClientRequests, Request
+from obsmask_core.offline.cache.model import Prompt, PromptCaches, Segment, SessionBill
+from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
+from obsmask_core.offline.cache.sessions import Session
+from obsmask_core.offline.cache.tokens import MessageTokens
+from obsmask_core.offline.errors import OfflineError
 
 OUTCOMES = ("masked", "unchanged", "refused", "unreadable")
 
@@ -59,7 +59,7 @@ def forwarded_request(body: bytes, fmt: WireFormat) -> Request:
     document = orjson.loads(body)
     items = document.get(fmt.list_member) if isinstance(document, dict) else None
     if not isinstance(document, dict) or not isinstance(items, list):
-        raise BenchError(f"a forwarded body has no {fmt.list_member!r} list")
+        raise OfflineError(f"a forwarded body has no {fmt.list_member!r} list")
     head = {key: value for key, value in document.items() if key != fmt.list_member}
     return Request(head, items)
 

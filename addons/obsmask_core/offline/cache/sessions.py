@@ -1,9 +1,9 @@
 """The conversations bench_cache replays: real sessions from a folder, and
 ``--input`` files (a request body, or the conversations of a .mitm file, read
 as the client sent them), in any of the three wire formats
-(``benchlib.cache.formats``).
+(``obsmask_core.offline.cache.formats``).
 
-A session keeps what its requests are made of (``benchlib.cache.clients``
+A session keeps what its requests are made of (``obsmask_core.offline.cache.clients``
 makes them): its conversation list, where each request ends, what is sent
 in front of the list (Anthropic's ``system``, Responses' ``instructions``),
 the body's other members (the model, the tool definitions...), sent as they
@@ -17,22 +17,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib.cache.formats import (
+from obsmask_core.conversation.holdout import IGNORED_KEYS
+from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.offline.cache.formats import (
     FORMAT_NAMES,
     body_format,
     conversation,
     other_members,
     request_ends,
 )
-from benchlib.errors import BenchError
-from benchlib.flows import post_bodies
-from benchlib.one_request.inputs import ROUTE_SUFFIXES
-from obsmask_core.conversation.holdout import IGNORED_KEYS
-from obsmask_core.conversation.wire_formats import CHAT, WireFormat
+from obsmask_core.offline.errors import OfflineError
+from obsmask_core.offline.flows import post_bodies
 
 # Seconds between two requests of a session: an agent's turn (the model's
 # answer and the tool's run) well inside Anthropic's 5-minute lifetime.
 PACE_SECONDS = 20.0
+# The addon's default routes, to tell the format of a flow in a .mitm file.
+ROUTE_SUFFIXES = (("/chat/completions", CHAT), ("/v1/messages", ANTHROPIC),
+                  ("/v1/responses", RESPONSES))
 
 
 @dataclass
@@ -63,7 +65,7 @@ class Session:
         if not self.times:
             self.times = [PACE_SECONDS * number for number in range(len(self.request_ends))]
         if len(self.times) != len(self.request_ends):
-            raise BenchError(f"{self.name}: {len(self.times)} times for "
+            raise OfflineError(f"{self.name}: {len(self.times)} times for "
                              f"{len(self.request_ends)} requests")
 
 
@@ -74,12 +76,12 @@ def _read_document(path: Path) -> tuple[object, WireFormat]:
     try:
         document = json.loads(path.read_bytes())
     except OSError as e:
-        raise BenchError(f"{path}: cannot be read ({e.strerror})") from e
+        raise OfflineError(f"{path}: cannot be read ({e.strerror})") from e
     except ValueError as e:
-        raise BenchError(f"{path}: not JSON ({e})") from e
+        raise OfflineError(f"{path}: not JSON ({e})") from e
     fmt = body_format(document)
     if fmt is None:
-        raise BenchError(f"{path}: not a Chat Completions, Anthropic Messages or "
+        raise OfflineError(f"{path}: not a Chat Completions, Anthropic Messages or "
                          "Responses request body")
     return document, fmt
 
@@ -114,12 +116,12 @@ def load_real_sessions(folder: Path, formats: Sequence[str] = FORMAT_NAMES) -> l
         session = body_session(path, "", "real")
         fmt = session.fmt
         if by_format and fmt.name != path.parent.name:
-            raise BenchError(f"{path}: a {fmt.name} body in the {path.parent.name} folder")
+            raise OfflineError(f"{path}: a {fmt.name} body in the {path.parent.name} folder")
         if fmt.name in formats:
             session.name = f"{fmt.name}/{path.stem}"
             sessions.append(session)
     if not sessions:
-        raise BenchError(f"{folder}: no *.json session of the formats {', '.join(formats)}")
+        raise OfflineError(f"{folder}: no *.json session of the formats {', '.join(formats)}")
     return sessions
 
 
@@ -202,7 +204,7 @@ def load_input(path: Path) -> list[Session]:
     bodies = _flow_bodies(path)
     ends = [bodies[position] for position in last_bodies(bodies)]
     if not ends:
-        raise BenchError(f"{path}: no POST to a chat, messages or responses route "
+        raise OfflineError(f"{path}: no POST to a chat, messages or responses route "
                          "with a JSON body")
     return [
         Session(f"{path.name}#{number}", "input", items, fmt=fmt, preamble=preamble)

@@ -1,6 +1,6 @@
 """The tokens of a prompt, block by block, as bench_cache models them.
 
-A request is cut into the blocks a provider caches (``benchlib.cache.model``):
+A request is cut into the blocks a provider caches (``obsmask_core.offline.cache.model``):
 
 - each item of the conversation list is one block per element of its
   ``content`` list, or one block for a string content (or none); the first
@@ -28,9 +28,9 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from benchlib.cache.model import Segment
-from benchlib.errors import BenchError
 from obsmask_core.conversation.holdout import IGNORED_KEYS
+from obsmask_core.offline.cache.model import Segment
+from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, message_strings
 
 FRAMING: tuple[int, ...] = (-1,) * TOKENS_PER_MESSAGE  # not a real token id: never matches text
@@ -49,7 +49,7 @@ def load_encoder() -> Encoder:
             return tiktoken.get_encoding(name).encode_ordinary
         except Exception as e:  # noqa: BLE001 - any failure means "try the next"
             errors.append(f"{name}: {e}")
-    raise BenchError("no tiktoken encoding could be loaded: " + "; ".join(errors))
+    raise OfflineError("no tiktoken encoding could be loaded: " + "; ".join(errors))
 
 
 def canonical_block(block: object) -> object:

@@ -1,6 +1,6 @@
-"""scripts/measure.py: what obsmask does to the bill of your own sessions.
+"""``obsmask measure`` (scripts/measure.py): what obsmask does to the bill of your own sessions.
 
-- the settings in force are ``benchlib.proxy_settings``'s, taken as the
+- the settings in force are ``obsmask_core.offline.proxy_settings``'s, taken as the
   proxy takes them (defaults, the settings file and its profile, ``--set``),
   the same reader as report.py's;
 - ``inputs``: the requests of the inputs (flow files, request bodies), as

@@ -1,6 +1,6 @@
 """One conversation replayed request by request, without obsmask and with
 the settings in force, by the cache benchmark's replay
-(``benchlib.cache.replay``): the bill of each under every price model, and
+(``obsmask_core.offline.cache.replay``): the bill of each under every price model, and
 a single request's estimate.
 
 The replay keeps, per price model, the bill so far after every request,
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.cache.model import PriceModel, SessionBill
-from benchlib.cache.replay import PolicyRun, replay
-from benchlib.cache.sessions import Session
-from benchlib.cache.so_far import worst_so_far
-from benchlib.cache.tokens import MessageTokens
 from obsmask_core.conversation.planner import plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.offline.cache.model import PriceModel, SessionBill
+from obsmask_core.offline.cache.replay import PolicyRun, replay
+from obsmask_core.offline.cache.sessions import Session
+from obsmask_core.offline.cache.so_far import worst_so_far
+from obsmask_core.offline.cache.tokens import MessageTokens
 
 # Masking off: the bill the conversation has without obsmask.
 WITHOUT_OBSMASK = MaskPolicy(enabled=False)

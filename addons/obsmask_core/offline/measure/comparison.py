@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.measure.bill import ConversationBill, RequestEstimate, request_estimate
-from benchlib.measure.conversations import Conversation
-from benchlib.measure.inputs import SentRequest
-from benchlib.measure.usage import ProviderTokens, provider_tokens
+from obsmask_core.offline.measure.bill import ConversationBill, RequestEstimate, request_estimate
+from obsmask_core.offline.measure.conversations import Conversation
+from obsmask_core.offline.measure.inputs import SentRequest
+from obsmask_core.offline.measure.usage import ProviderTokens, provider_tokens
 
 
 @dataclass(frozen=True)

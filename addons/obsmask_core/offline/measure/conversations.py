@@ -1,7 +1,7 @@
 """The requests of the inputs grouped into conversations, each a session
 the cache benchmark's replay bills.
 
-The rule is bench_cache's (``benchlib.cache.sessions.last_bodies``): a
+The rule is bench_cache's (``obsmask_core.offline.cache.sessions.last_bodies``): a
 request whose list another request of the same format continues belongs
 to that request's conversation, and the requests no other one continues
 end a conversation each (a flow file holding two conversations gives two).
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchlib.cache.sessions import Session, continues, last_bodies
-from benchlib.measure.inputs import SentRequest
 from obsmask_core.conversation.holdout import conversation_id
+from obsmask_core.offline.cache.sessions import Session, continues, last_bodies
+from obsmask_core.offline.measure.inputs import SentRequest
 
 SESSION_KIND = "input"
 

@@ -10,21 +10,21 @@ but for those keys.
 
 from __future__ import annotations
 
-from benchlib.cache.policies import policy_settings
-from benchlib.flows import MASKED
-from benchlib.measure.bill import RequestEstimate
-from benchlib.measure.comparison import RequestComparison
-from benchlib.measure.figures import (
+from obsmask_core.offline.cache.policy_json import policy_settings
+from obsmask_core.offline.flows import MASKED
+from obsmask_core.offline.measure.bill import RequestEstimate
+from obsmask_core.offline.measure.comparison import RequestComparison
+from obsmask_core.offline.measure.figures import (
     REPORTED_MODELS,
     Bill,
     ConversationFigures,
     TokenFigures,
     TotalFigures,
 )
-from benchlib.measure.inputs import InputSummary
-from benchlib.measure.run import TOKEN_ENCODING, Measurement
-from benchlib.measure.usage import ProviderTokens, cache_rule
-from benchlib.proxy_settings import ProxySettings
+from obsmask_core.offline.measure.inputs import InputSummary
+from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
+from obsmask_core.offline.measure.usage import ProviderTokens, cache_rule
+from obsmask_core.offline.proxy_settings import ProxySettings
 
 Json = dict[str, object]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchlib.cache.model import CACHE_RULES, PriceModel
-from benchlib.measure.bill import ConversationBill
-from benchlib.measure.comparison import RequestComparison, comparisons
-from benchlib.measure.conversations import Conversation
-from benchlib.measure.prices import PRICED_MODELS, SENSITIVITY
+from obsmask_core.offline.cache.model import CACHE_RULES, PriceModel
+from obsmask_core.offline.measure.bill import ConversationBill
+from obsmask_core.offline.measure.comparison import RequestComparison, comparisons
+from obsmask_core.offline.measure.conversations import Conversation
+from obsmask_core.offline.measure.prices import PRICED_MODELS, SENSITIVITY
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@ them, with what the recording says of each.
 
 An input is a mitmproxy flow file (``mitmdump -w``, or saved from mitmweb)
 or a request body (a JSON file; its format told by its shape, see
-``benchlib.cache.formats.body_format``). In a flow file, a request is a
+``obsmask_core.offline.cache.formats.body_format``). In a flow file, a request is a
 conversation request when the proxy would read it as one: the routes in
 force (``obsmask_*_route``, ``obsmask_hosts``) match it and give its
 format. Its body is the client's: the flow's backup when obsmask masked it
-(``benchlib.flows``), so a session recorded through obsmask measures like
+(``obsmask_core.offline.flows``), so a session recorded through obsmask measures like
 one recorded without it. A flow masked by obsmask whose original was not
 saved (or cannot be read) cannot be measured honestly and is skipped, and
 said so; so is a flow obsmask recorded as a conversation request (its
@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib.cache.formats import conversation
-from benchlib.cache.sessions import Body, read_body
-from benchlib.errors import BenchError
-from benchlib.flows import MASKED, ORIGINAL_LOST, RecordedRequest, recorded_requests
-from benchlib.measure.usage import usage_from_metadata
 from obsmask_core.conversation.provider_usage import ProviderUsage
 from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
+from obsmask_core.offline.cache.formats import conversation
+from obsmask_core.offline.cache.sessions import Body, read_body
+from obsmask_core.offline.errors import OfflineError
+from obsmask_core.offline.flows import MASKED, ORIGINAL_LOST, RecordedRequest, recorded_requests
+from obsmask_core.offline.measure.usage import usage_from_metadata
 from obsmask_core.shared.read_back import word
 
 FLOWS = "flows"
@@ -86,7 +86,7 @@ def is_request_body_file(path: Path) -> bool:
         with open(path, "rb") as file:
             start = file.read(256).lstrip()
     except OSError as e:
-        raise BenchError(f"{path}: cannot be read ({e.strerror})") from None
+        raise OfflineError(f"{path}: cannot be read ({e.strerror})") from None
     return start.startswith(b"{")
 
 
@@ -146,7 +146,7 @@ def read_inputs(paths: Sequence[Path],
         if is_request_body_file(path):
             body = read_body(path)
             if not body[0]:
-                raise BenchError(f"{path}: an empty conversation")
+                raise OfflineError(f"{path}: an empty conversation")
             requests.append(SentRequest(str(path), None, body))
             summaries.append(InputSummary(str(path), REQUEST_BODY, 1, 1))
             continue
@@ -154,6 +154,6 @@ def read_inputs(paths: Sequence[Path],
         requests += found
         summaries.append(summary)
     if not requests:
-        raise BenchError("no conversation request in " + ", ".join(map(str, paths)) + ": "
+        raise OfflineError("no conversation request in " + ", ".join(map(str, paths)) + ": "
                          "no POST to a chat, messages or responses route with a JSON body")
     return requests, summaries

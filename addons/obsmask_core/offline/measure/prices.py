@@ -1,6 +1,6 @@
 """The price models of the settings (``price_model = ...``, the bill
 obsmask's decisions keep) paired with the replay's models of the same
-prices (``benchlib.cache.model``), so that the report names each model as
+prices (``obsmask_core.offline.cache.model``), so that the report names each model as
 the settings do.
 
 The pairs are found by their prices, not listed: a model of the settings
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.cache.model import PRICE_MODELS as REPLAY_MODELS
-from benchlib.cache.model import SENSITIVITY_MODELS, PriceModel
 from obsmask_core.conversation.price_models import PRICE_MODELS as SETTINGS_MODELS
 from obsmask_core.conversation.price_models import PRICE_UNIT
+from obsmask_core.offline.cache.model import PRICE_MODELS as REPLAY_MODELS
+from obsmask_core.offline.cache.model import SENSITIVITY_MODELS, PriceModel
 
 
 @dataclass(frozen=True)

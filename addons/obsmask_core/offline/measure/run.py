@@ -8,17 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.cache.tokens import MessageTokens, load_encoder
-from benchlib.measure.bill import bill_conversation
-from benchlib.measure.conversations import group_conversations
-from benchlib.measure.figures import (
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.measure.bill import bill_conversation
+from obsmask_core.offline.measure.conversations import group_conversations
+from obsmask_core.offline.measure.figures import (
     ConversationFigures,
     TotalFigures,
     conversation_figures,
     total_figures,
 )
-from benchlib.measure.inputs import InputSummary, read_inputs
-from benchlib.proxy_settings import ProxySettings
+from obsmask_core.offline.measure.inputs import InputSummary, read_inputs
+from obsmask_core.offline.proxy_settings import ProxySettings
 
 # The encoding load_encoder loads (its offline copy first).
 TOKEN_ENCODING = "cl100k_base"

@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchlib.cache.so_far import FIRST_JUDGED_REQUEST
-from benchlib.flows import MASKED
-from benchlib.measure.comparison import RequestComparison
-from benchlib.measure.figures import (
+from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
+from obsmask_core.offline.flows import MASKED
+from obsmask_core.offline.measure.comparison import RequestComparison
+from obsmask_core.offline.measure.figures import (
     REPORTED_MODELS,
     Bill,
     ConversationFigures,
     TokenFigures,
     TotalFigures,
 )
-from benchlib.measure.inputs import FLOWS, InputSummary
-from benchlib.measure.run import TOKEN_ENCODING, Measurement
-from benchlib.measure.usage import ANTHROPIC_RULE, cache_rule
-from benchlib.proxy_settings import ProxySettings
+from obsmask_core.offline.measure.inputs import FLOWS, InputSummary
+from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
+from obsmask_core.offline.measure.usage import ANTHROPIC_RULE, cache_rule
+from obsmask_core.offline.proxy_settings import ProxySettings
 
 RULE_TITLES = {ANTHROPIC_RULE: "Anthropic's rule", "openai": "OpenAI's rule"}
 OBSMASK_MARK = "*"

@@ -34,7 +34,7 @@ def usage_from_metadata(value: object) -> ProviderUsage | None:
 
 
 def cache_rule(fmt: WireFormat) -> str:
-    """The replay's cache rule (``benchlib.cache.model``) of the format's provider."""
+    """The replay's cache rule (``obsmask_core.offline.cache.model``) of the format's provider."""
     return ANTHROPIC_RULE if fmt is ANTHROPIC else OPENAI_RULE
 
 

@@ -1,4 +1,4 @@
-"""scripts/report.py: one self-contained HTML page with pictures of what
+"""``obsmask report`` (scripts/report.py): one self-contained HTML page with pictures of what
 obsmask did to the flows of .mitm files.
 
 ``flow_file`` (the flows, read with mitmproxy.io) -> ``conversations`` (the

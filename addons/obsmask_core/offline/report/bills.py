@@ -2,10 +2,10 @@
 masking, by bench_cache's own code.
 
 The conversation's requests as the client sent them (the originals) are
-replayed by ``benchlib.cache.replay``: each request masked as the proxy
+replayed by ``obsmask_core.offline.cache.replay``: each request masked as the proxy
 would mask it under the chosen policy (or not at all, for the bill without
 masking), and billed against the previous request of the same replay under
-the cache and price rules of ``benchlib.cache.model``. The replay needs each
+the cache and price rules of ``obsmask_core.offline.cache.model``. The replay needs each
 request to be the previous one plus new items; where a client rewrote its
 history (compaction, an edited message), the replay starts again there, as
 a new run whose first request shares nothing with the one before it.
@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchlib.cache.model import PRICE_MODELS
-from benchlib.cache.replay import replay
-from benchlib.cache.sessions import Session, same_item
-from benchlib.cache.tokens import MessageTokens
-from benchlib.report.conversations import ParsedBody
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.model import PRICE_MODELS
+from obsmask_core.offline.cache.replay import replay
+from obsmask_core.offline.cache.sessions import Session, same_item
+from obsmask_core.offline.cache.tokens import MessageTokens
+from obsmask_core.offline.report.conversations import ParsedBody
 
 # bench_cache's four price models, by the names of the addon's price_model
 # setting (conversation/price_models.py: the same prices).

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from benchlib.cache.formats import conversation
-from benchlib.report.flow_file import RecordedRequest
 from obsmask_core.conversation.holdout import conversation_id
 from obsmask_core.conversation.request_text import UnsupportedBody, parse_request
 from obsmask_core.conversation.routes import FORMAT_TITLES
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.formats import conversation
+from obsmask_core.offline.report.flow_file import RecordedRequest
 from obsmask_core.shared.read_back import word
 
 OTHER = "other"

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchlib.report.bills import ModelBill
-from benchlib.report.mcp_cuts import McpCut
-from benchlib.report.request_numbers import NO_RECORD, RequestNumbers
-from benchlib.report.svg import LinePlot, Point, Series
+from obsmask_core.offline.report.bills import ModelBill
+from obsmask_core.offline.report.mcp_cuts import McpCut
+from obsmask_core.offline.report.request_numbers import NO_RECORD, RequestNumbers
+from obsmask_core.offline.report.svg import LinePlot, Point, Series
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The flows of mitmproxy flow files (.mitm) that the report draws, read
-with ``mitmproxy.io`` (the one module of the report that imports mitmproxy):
+with ``mitmproxy.io`` (the one module of the report that imports mitmproxy,
+when it reads, so that the report's other modules load without it):
 the requests on the conversation routes, each with the body the client sent
 and the body that went out, and the MCP answers obsmask cut.
 
@@ -7,7 +8,7 @@ A flow that obsmask masked keeps the client's request in its backup
 (mitmproxy's ``flow.backup()``, saved with the flow: what mitmweb's Revert
 brings back); its request is the masked body that was forwarded. A flow
 without a backup went out as the client sent it. The backup is read by
-``benchlib.flows.client_request``, as for measure.py: one reader of it. A
+``obsmask_core.offline.flows.client_request``, as for measure.py: one reader of it. A
 flow obsmask masked whose backup is missing or cannot be read has no
 original: it is skipped (neither drawn nor billed) and listed, as measure.py
 skips it, rather than drawn with the masked body as the client's.
@@ -21,16 +22,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mitmproxy import http, io
-from mitmproxy.exceptions import FlowReadException
-
-from benchlib.errors import BenchError
-from benchlib.flows import client_request, original_lost
 from obsmask_core.conversation.routes import Routes
 from obsmask_core.conversation.wire_formats import FORMATS, WireFormat
-from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA
+from obsmask_core.offline.errors import OfflineError
+from obsmask_core.offline.flows import client_request, original_lost
 from obsmask_core.shared.read_back import mapping, word
+
+if TYPE_CHECKING:
+    from mitmproxy import http
 
 # What obsmask_core.mcp.summary.McpSummary.as_metadata says of a cut answer.
 MCP_CUT_ACTION = "truncated"
@@ -94,7 +95,10 @@ def _format(masking: Mapping[str, object], routes: Routes, method: str, path: st
 
 def read_flow_files(paths: Iterable[Path], routes: Routes) -> RecordedFlows:
     """Every conversation request and MCP cut of the files, in order;
-    BenchError for a file that cannot be read as flows."""
+    OfflineError for a file that cannot be read as flows."""
+    from mitmproxy import http, io
+    from mitmproxy.exceptions import FlowReadException
+
     recorded = RecordedFlows()
     for path in paths:
         recorded.files.append(str(path))
@@ -105,11 +109,13 @@ def read_flow_files(paths: Iterable[Path], routes: Routes) -> RecordedFlows:
                     if isinstance(flow, http.HTTPFlow):
                         _add(recorded, flow, path.name, routes)
         except (OSError, FlowReadException) as e:
-            raise BenchError(f"{path}: cannot be read as mitmproxy flows ({e})") from e
+            raise OfflineError(f"{path}: cannot be read as mitmproxy flows ({e})") from e
     return recorded
 
 
 def _add(recorded: RecordedFlows, flow: http.HTTPFlow, source: str, routes: Routes) -> None:
+    from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA
+
     request = flow.request
     path = request.path.split("?", 1)[0]
     masking = _metadata(flow.metadata, CONVERSATION_METADATA)

@@ -1,5 +1,5 @@
 """The report as one HTML page that needs nothing else: the style is in the
-page, the plots are inline SVG (``benchlib.report.svg``), there is no script,
+page, the plots are inline SVG (``obsmask_core.offline.report.svg``), there is no script,
 no font and no picture to fetch, so it opens offline and can be mailed.
 
 Every number of a table is in its cell twice: as text for the reader
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from benchlib.report.figures import Cell, Figure, Fixed, Table
-from benchlib.report.svg import render_svg
+from obsmask_core.offline.report.figures import Cell, Figure, Fixed, Table
+from obsmask_core.offline.report.svg import render_svg
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from benchlib.report.flow_file import RecordedMcpCut
+from obsmask_core.offline.report.flow_file import RecordedMcpCut
 from obsmask_core.shared.read_back import count
 
 

@@ -1,7 +1,7 @@
 """The masking policy the report replays each conversation under, and the
 words that say where it comes from.
 
-The settings are read by ``benchlib.proxy_settings``, the reader measure.py
+The settings are read by ``obsmask_core.offline.proxy_settings``, the reader measure.py
 uses, as the proxy reads them: the built-in defaults, then the settings file
 (``--config``, or ``--set obsmask_config=PATH``, or else ``mitm.toml`` in the
 current directory when there is one) with its profile (``obsmask_profile``),
@@ -11,7 +11,7 @@ reader's one line.
 
 When the user gives no setting of the masking policy (neither ``--config``
 nor a ``--set`` of the policy's options, the master switch or the profile:
-``benchlib.proxy_settings.policy_options``), the values a conversation's
+``obsmask_core.offline.proxy_settings.policy_options``), the values a conversation's
 flows recorded go over the file's: ``window_turns`` of its masked requests,
 the ``price_model`` and ``allowance_percent`` of the bill obsmask kept (each
 read with ``obsmask_core.shared.read_back``: a flow file may hold anything).
@@ -27,17 +27,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from benchlib.errors import BenchError
-from benchlib.proxy_settings import (
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.routes import Routes
+from obsmask_core.offline.errors import OfflineError
+from obsmask_core.offline.proxy_settings import (
+    PREFIX,
     ProxySettings,
     option_names,
     policy_options,
     route_options,
     settings_in_force,
 )
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.routes import Routes
-from obsmask_core.mitm.conversation_addon import PREFIX
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.read_back import mapping, whole, word
@@ -116,7 +116,7 @@ def _with_values(policy: MaskPolicy, values: Mapping[str, object]) -> MaskPolicy
 
 
 class PolicyChooser:
-    """The user's settings, read once (a wrong one is a BenchError before any
+    """The user's settings, read once (a wrong one is a OfflineError before any
     replay); the policy of each conversation."""
 
     def __init__(self, settings: UserSettings) -> None:
@@ -172,7 +172,7 @@ class PolicyChooser:
                 policy = _with_values(policy, followed)
             except SettingError as e:
                 where = "the flows' metadata" if e.key in followed else "--set or the file"
-                raise BenchError(f"{PREFIX}{e.key} ({where}): {e.message}") from e
+                raise OfflineError(f"{PREFIX}{e.key} ({where}): {e.message}") from e
         if followed:
             parts.append("with " + ", ".join(f"{key} = {value!r}"
                                               for key, value in followed.items())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from benchlib.report.request_numbers import RequestNumbers
+from obsmask_core.offline.report.request_numbers import RequestNumbers
 
 
 def refetch_paragraph(requests: Sequence[RequestNumbers]) -> str | None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.cache.tokens import MessageTokens
-from benchlib.report.conversations import ParsedBody
-from benchlib.report.estimates import prompt_tokens
 from obsmask_core.conversation.apply import apply_plan
 from obsmask_core.conversation.planner import plan_masking
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.offline.cache.tokens import MessageTokens
+from obsmask_core.offline.report.conversations import ParsedBody
+from obsmask_core.offline.report.estimates import prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ReplayedPlan:
     stage: str
     masked: int
     clipped: int
-    input_tokens: int  # of the replayed request (benchlib.report.estimates)
+    input_tokens: int  # of the replayed request (obsmask_core.offline.report.estimates)
     # The replayed request equals the one sent; None when the sent body
     # cannot be read.
     as_sent: bool | None

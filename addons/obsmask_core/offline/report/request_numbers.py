@@ -1,5 +1,5 @@
 """The numbers of one request that the page shows: its input tokens as the
-client sent it and as it went out (``benchlib.report.estimates``), what the
+client sent it and as it went out (``obsmask_core.offline.report.estimates``), what the
 provider reported, what obsmask recorded about its masking, and what the
 replayed policy decides. What obsmask recorded is read with
 ``obsmask_core.shared.read_back``: a figure that is no count, or beyond
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from benchlib.cache.tokens import MessageTokens
-from benchlib.report.conversations import ConversationRequest
-from benchlib.report.estimates import prompt_tokens
-from benchlib.report.replayed_plans import ReplayedPlan
+from obsmask_core.offline.cache.tokens import MessageTokens
+from obsmask_core.offline.report.conversations import ConversationRequest
+from obsmask_core.offline.report.estimates import prompt_tokens
+from obsmask_core.offline.report.replayed_plans import ReplayedPlan
 from obsmask_core.shared.read_back import count, mapping, word
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib.cache.tokens import MessageTokens, load_encoder
-from benchlib.report.bills import ConversationBill, bill_conversation
-from benchlib.report.conversations import Conversation, group_conversations
-from benchlib.report.figures import (
+from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.report.bills import ConversationBill, bill_conversation
+from obsmask_core.offline.report.conversations import Conversation, group_conversations
+from obsmask_core.offline.report.figures import (
     Figure,
     bill_figure,
     cache_figure,
@@ -26,16 +28,14 @@ from benchlib.report.figures import (
     mcp_figure,
     token_figure,
 )
-from benchlib.report.flow_file import LostOriginal, read_flow_files
-from benchlib.report.html_page import Page, Section, render_page
-from benchlib.report.mcp_cuts import McpCut, mcp_cuts
-from benchlib.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
-from benchlib.report.refetches import refetch_paragraph
-from benchlib.report.replayed_plans import replay_plan
-from benchlib.report.request_numbers import RequestNumbers, request_numbers
-from benchlib.report.totals import bill_totals_table, totals, totals_table
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.offline.report.flow_file import LostOriginal, read_flow_files
+from obsmask_core.offline.report.html_page import Page, Section, render_page
+from obsmask_core.offline.report.mcp_cuts import McpCut, mcp_cuts
+from obsmask_core.offline.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
+from obsmask_core.offline.report.refetches import refetch_paragraph
+from obsmask_core.offline.report.replayed_plans import replay_plan
+from obsmask_core.offline.report.request_numbers import RequestNumbers, request_numbers
+from obsmask_core.offline.report.totals import bill_totals_table, totals, totals_table
 
 TITLE = "obsmask report"
 BILL_NOTE = (
@@ -185,7 +185,7 @@ def _lost_originals_statement(lost: Sequence[LostOriginal]) -> str:
 
 def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, int, int]:
     """The page's HTML, its conversation count and its request count;
-    BenchError for a file or setting that cannot be used."""
+    OfflineError for a file or setting that cannot be used."""
     chooser = PolicyChooser(settings)
     recorded = read_flow_files(paths, chooser.routes())
     conversations = group_conversations(recorded.requests)

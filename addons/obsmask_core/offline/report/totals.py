@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchlib.report.bills import ConversationBill
-from benchlib.report.figures import Cell, Fixed, Table, ratio
-from benchlib.report.mcp_cuts import McpCut
-from benchlib.report.request_numbers import NO_RECORD, RequestNumbers
+from obsmask_core.offline.report.bills import ConversationBill
+from obsmask_core.offline.report.figures import Cell, Fixed, Table, ratio
+from obsmask_core.offline.report.mcp_cuts import McpCut
+from obsmask_core.offline.report.request_numbers import NO_RECORD, RequestNumbers
 
 
 @dataclass(frozen=True)
