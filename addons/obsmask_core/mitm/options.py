@@ -182,7 +182,7 @@ def check_unknown_options(options: optmanager.OptManager) -> None:
             continue
         close = difflib.get_close_matches(name, ours, n=1)
         hint = (f"did you mean {close[0]}?" if close
-                else "the options are in the README's settings tables")
+                else "the options are in docs/configuration.md")
         refuse(f"obsmask: unknown option {name} ({hint})")
 
 

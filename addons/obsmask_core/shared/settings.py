@@ -6,7 +6,7 @@ Everything else is derived from that declaration: the check of a TOML table
 (``values_from_table``), the typed value (the dataclass checks itself when it
 is built, so a wrong value is an error, never a silent fallback), the
 mitmproxy options and their help (``obsmask_core.mitm.options``) and the
-README's table. Adding a setting is adding one field.
+table of docs/configuration.md. Adding a setting is adding one field.
 
 The kinds a setting may have are the ones TOML and mitmproxy options can both
 say: ``bool``, ``int``, ``str``, ``tuple[str, ...]`` (an array of strings; a
