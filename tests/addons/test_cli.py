@@ -9,6 +9,7 @@ import pytest
 
 from obsmask_core.mitm import cli
 from obsmask_core.mitm.command_line import listen_host_default
+from obsmask_core.shared.config_file import RECOMMENDED_CONFIG
 from support.processes import ADDON
 
 LOOPBACK = ["--listen-host", "127.0.0.1"]
@@ -47,3 +48,44 @@ def test_the_loopback_is_the_address_unless_the_arguments_choose_one(chosen):
     assert listen_host_default(["-p", "8080"]) == LOOPBACK
     assert listen_host_default(["-p", "8080", *chosen]) == []
     assert listen_host_default(["--set", "listen_port=8080"]) == LOOPBACK
+
+
+def test_init_writes_the_recommended_settings_with_a_header(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init"]) == 0
+    written = (tmp_path / "mitm.toml").read_text(encoding="utf-8")
+    header, _, body = written.partition("\n\n")
+    assert header.startswith("# Written by obsmask init (obsmask ")
+    assert body == RECOMMENDED_CONFIG.read_text(encoding="utf-8")
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_init_refuses_to_replace_a_settings_file_without_force(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mitm.toml").write_text("# mine\n", encoding="utf-8")
+    assert cli.main(["init"]) == 1
+    assert capsys.readouterr().err == (
+        "obsmask init: mitm.toml is already here; --force replaces it\n")
+    assert (tmp_path / "mitm.toml").read_text(encoding="utf-8") == "# mine\n"
+    assert cli.main(["init", "--force"]) == 0
+    assert "[observation_masking.schema1]" in (tmp_path / "mitm.toml").read_text(
+        encoding="utf-8")
+
+
+def test_version_names_obsmask_then_runs_the_tools_own(monkeypatch, capsys):
+    called = []
+    monkeypatch.setitem(cli.TOOLS, "mitmweb", lambda arguments: called.append(arguments))
+    assert cli.main(["mitmweb", "--version"]) == 0
+    assert capsys.readouterr().out.startswith("obsmask: ")
+    assert called == [["--version"]]
+
+
+def test_report_and_measure_are_commands_not_mitmdump_arguments(monkeypatch):
+    seen = {}
+    monkeypatch.setitem(cli.COMMANDS, "report", lambda rest: seen.setdefault("report", rest)
+                        and 0)
+    monkeypatch.setitem(cli.COMMANDS, "measure", lambda rest: seen.setdefault("measure", rest)
+                        and 0)
+    assert cli.main(["report", "a.mitm", "-o", "r.html"]) == 0
+    assert cli.main(["measure", "a.mitm", "--json"]) == 0
+    assert seen == {"report": ["a.mitm", "-o", "r.html"], "measure": ["a.mitm", "--json"]}

@@ -1,6 +1,8 @@
 """The package as a user installs it: ``pip install .`` from a copy of the
-checkout into a new virtual environment, then its ``obsmask`` command in
-front of a stub provider.
+checkout into a new virtual environment (once for the module), then its
+``obsmask`` command: in front of a stub provider, from an empty directory
+(the recommended settings, and ``obsmask init``'s file), ``--version``, and
+``obsmask report`` and ``obsmask measure`` beside the scripts they replace.
 
 The copy holds what git would commit (tracked files and new ones that are not
 ignored, as they are in the working tree), so no build output, venv or cache
@@ -20,12 +22,16 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from benchlib.mitmdump import LISTENING
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
+from obsmask_core.shared.settings import build
 from support.chat import body, conversation
 from support.chat_masking import mask_old_tool_results
 from support.processes import REPO, START_TIMEOUT, stop_process
@@ -112,19 +118,50 @@ def post(port: int, payload: bytes) -> int:
         connection.close()
 
 
-def test_pip_install_gives_an_obsmask_command_that_masks(tmp_path):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The bin/ of a new venv with ``pip install`` of a copy of the checkout."""
+    base = tmp_path_factory.mktemp("install")
+    started = time.monotonic()
+    bin_dir = pip_install(copy_checkout(base / "checkout"), base / "venv")
+    print(f"pip install . took {time.monotonic() - started:.1f} s")
+    return bin_dir
+
+
+def start_obsmask(bin_dir: Path, cwd: Path, log: Path, *arguments: str,
+                  confdir: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as output:
+        return subprocess.Popen(
+            [str(bin_dir / "obsmask"), "-p", "0", "--set", f"confdir={confdir}", *arguments],
+            cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+            env=isolated_env(),
+        )
+
+
+def start_up_lines(bin_dir: Path, cwd: Path, tmp_path: Path) -> list[str]:
+    """The obsmask lines of a proxy started in ``cwd`` with no option, once it
+    listens (then stopped)."""
+    log = tmp_path / f"start-{cwd.name}.log"
+    process = start_obsmask(bin_dir, cwd, log, confdir=tmp_path / f"conf-{cwd.name}")
+    try:
+        wait_for_port(process, log)
+    finally:
+        stop_process(process)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert "Traceback" not in text, text
+    return [line for line in text.splitlines() if "obsmask: conversation masking" in line]
+
+
+def test_pip_install_gives_an_obsmask_command_that_masks(tmp_path, installed):
     """pip install . of a copy of the checkout installs obsmask_core and the
     addon script (not fixtures, tests or scripts) and an ``obsmask`` command;
     that command, given mitmdump's arguments, masks the old tool results of a
     request on its way to the stub provider."""
-    started = time.monotonic()
-    bin_dir = pip_install(copy_checkout(tmp_path / "checkout"), tmp_path / "venv")
-    install_seconds = time.monotonic() - started
-    print(f"pip install . took {install_seconds:.1f} s")
+    bin_dir = installed
     assert installed_top_level(bin_dir) == {"obsmask_core", "obsmask.py"}
 
-    # An empty working directory: no mitm.toml, the built-in defaults and the
-    # options below.
+    # An empty working directory: no mitm.toml, the recommended settings, and
+    # the options below (their spec profile: the plain window, here of 1).
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     log = tmp_path / "obsmask.log"
@@ -134,7 +171,7 @@ def test_pip_install_gives_an_obsmask_command_that_masks(tmp_path):
         process = subprocess.Popen(
             [str(bin_dir / "obsmask"), "--mode", f"reverse:{server.url}", "-p", "0",
              "--listen-host", "127.0.0.1", "--set", f"confdir={tmp_path}",
-             "--set", "obsmask_window_turns=1", "--set", "obsmask_min_free_percent=0"],
+             "--set", "obsmask_profile=spec", "--set", "obsmask_window_turns=1"],
             cwd=run_dir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
             env=isolated_env(),
         )
@@ -150,5 +187,78 @@ def test_pip_install_gives_an_obsmask_command_that_masks(tmp_path):
     text = log.read_text(encoding="utf-8", errors="replace")
     # The addon script came from the new environment, not from the checkout.
     assert "obsmask: conversation masking on: window 1 tool turns" in text, text
-    assert str(tmp_path / "venv") in text and str(REPO) not in text, text
+    assert str(bin_dir.parent) in text and str(REPO) not in text, text
     assert "Traceback" not in text, text
+
+
+def test_from_an_empty_directory_obsmask_runs_the_recommended_settings_and_says_so(
+        tmp_path, installed):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    [line] = start_up_lines(installed, empty, tmp_path)
+    recommended = build(MaskPolicy, policy_values(load_config(str(RECOMMENDED_CONFIG)), ""))
+    assert line.endswith("obsmask: " + describe_policy(
+        recommended, "obsmask's recommended settings (no mitm.toml here)")), line
+    assert "window 1 tool turns" in line and "price_model=auto" in line
+
+
+def test_obsmask_init_writes_the_file_that_the_next_start_reads(tmp_path, installed):
+    work = tmp_path / "work"
+    work.mkdir()
+    init = subprocess.run([str(installed / "obsmask"), "init"], cwd=work, capture_output=True,
+                          text=True, timeout=60, env=isolated_env())
+    assert init.returncode == 0, init.stderr
+    written = (work / "mitm.toml").read_text(encoding="utf-8")
+    assert written.endswith(RECOMMENDED_CONFIG.read_text(encoding="utf-8"))
+    again = subprocess.run([str(installed / "obsmask"), "init"], cwd=work, capture_output=True,
+                           text=True, timeout=60, env=isolated_env())
+    assert again.returncode == 1 and "--force" in again.stderr
+    # An edit of the written file is what the next start runs with.
+    (work / "mitm.toml").write_text(written.replace("window_turns = 1\n", "window_turns = 2\n",
+                                                    1), encoding="utf-8")
+    [line] = start_up_lines(installed, work, tmp_path)
+    assert "window 2 tool turns" in line and line.endswith("(settings: mitm.toml)"), line
+
+
+def test_obsmask_version_names_obsmask_then_mitmproxy(installed):
+    result = subprocess.run([str(installed / "obsmask"), "--version"], capture_output=True,
+                            text=True, timeout=60, env=isolated_env())
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert lines[0] == f"obsmask: {version}"
+    assert lines[1].startswith("Mitmproxy: "), result.stdout
+
+
+def _without_the_date(page: str) -> str:
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "DATE", page)
+
+
+def test_obsmask_report_and_measure_give_what_the_scripts_give(tmp_path, installed):
+    """On the fixtures' flow files, from an empty directory (the recommended
+    settings for both): the installed commands and the checkout's scripts
+    print the same measurement and write the same page."""
+    flows = sorted(str(path) for path in (REPO / "fixtures" / "flows").glob("*.mitm"))
+    assert len(flows) == 3
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(command, cwd=work, capture_output=True, text=True,
+                                timeout=300, env=isolated_env())
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return result
+
+    installed_measure = run([str(installed / "obsmask"), "measure", *flows, "--json"])
+    script_measure = run([sys.executable, str(REPO / "scripts" / "measure.py"), *flows,
+                          "--json"])
+    document = json.loads(installed_measure.stdout)
+    assert document == json.loads(script_measure.stdout)
+    assert document["settings"]["source"] == "obsmask's recommended settings (no mitm.toml here)"
+
+    run([str(installed / "obsmask"), "report", *flows, "-o", "installed.html"])
+    run([sys.executable, str(REPO / "scripts" / "report.py"), *flows, "-o", "script.html"])
+    pages = [_without_the_date((work / name).read_text(encoding="utf-8"))
+             for name in ("installed.html", "script.html")]
+    assert pages[0] == pages[1]
+    assert "<svg" in pages[0]

@@ -1,9 +1,17 @@
 """The ``obsmask`` command of the installed package: mitmdump (or mitmweb)
-with obsmask loaded.
+with obsmask loaded, and the tools around it.
 
     obsmask [mitmdump|mitmweb] [mitmproxy arguments...]
+    obsmask report FLOWS.mitm... [-o report.html]   # offline/commands.py
+    obsmask measure INPUT...                        # offline/commands.py
+    obsmask init [--force]    # ./mitm.toml with the recommended settings
+    obsmask --version         # obsmask's version, then mitmproxy's
 
-It does what ``python3 scripts/proxy.py`` does in a checkout: it calls
+Without a mitm.toml in the current directory the proxy runs with the
+recommended settings the package ships (shared/config_file.py), which
+``obsmask init`` writes there for editing.
+
+The proxy: it does what ``python3 scripts/proxy.py`` does in a checkout: it calls
 mitmproxy's own console entry point (``mitmproxy.tools.main.mitmdump``, what
 the ``mitmdump`` command runs) with ``-s`` naming the addon script,
 ``obsmask.py``, and every other argument as given. The package installs that
@@ -20,13 +28,17 @@ start-up error as ``mitmdump -s`` does, on mitmproxy 11 and 12 alike.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 
 from mitmproxy.tools import main as mitmproxy_tools
 
 from obsmask_core.mitm.command_line import listen_host_default, split_tool
+from obsmask_core.offline.commands import measure_main, report_main
+from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME, RECOMMENDED_CONFIG
 
 ADDON_SCRIPT = Path(__file__).resolve().parents[2] / "obsmask.py"
 TOOLS: dict[str, Callable[[list[str]], int | None]] = {
@@ -43,13 +55,64 @@ def tool_arguments(arguments: Sequence[str]) -> tuple[str, list[str]]:
     return tool, ["-s", str(ADDON_SCRIPT), *listen_host_default(rest), *rest]
 
 
+def obsmask_version() -> str:
+    """The installed distribution's version ("unknown" in a checkout that
+    was not installed)."""
+    try:
+        return metadata.version("obsmask")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def init_main(argv: Sequence[str], prog: str = "obsmask init") -> int:
+    """Write the recommended settings to ./mitm.toml; 1 if one is there
+    already and --force was not given."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=f"Write {DEFAULT_CONFIG_NAME} in the current directory, with "
+        "obsmask's recommended settings and a comment for every key; obsmask started here "
+        "then reads it.")
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace a {DEFAULT_CONFIG_NAME} that is already there")
+    args = parser.parse_args(argv)
+    target = Path(DEFAULT_CONFIG_NAME)
+    if target.exists() and not args.force:
+        print(f"{prog}: {target} is already here; --force replaces it", file=sys.stderr)
+        return 1
+    header = (f"# Written by obsmask init (obsmask {obsmask_version()}): obsmask's recommended "
+              "settings.\n# obsmask started in this directory reads this file; edit it "
+              "freely.\n\n")
+    try:
+        target.write_text(header + RECOMMENDED_CONFIG.read_text(encoding="utf-8"),
+                          encoding="utf-8")
+    except OSError as e:
+        print(f"{prog}: {target}: cannot be written ({e.strerror})", file=sys.stderr)
+        return 1
+    print(f"{prog}: wrote {target.resolve()}", file=sys.stderr)
+    return 0
+
+
+# The commands besides the proxy, each given the arguments after its name.
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "report": lambda rest: report_main(rest, prog="obsmask report"),
+    "measure": lambda rest: measure_main(rest, prog="obsmask measure"),
+    "init": init_main,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the tool until it stops; its exit status."""
+    """Run the command (the proxy until it stops); its exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in COMMANDS:
+        return COMMANDS[arguments[0]](arguments[1:])
+    tool, rest = split_tool(arguments)
+    if rest[:1] == ["--version"]:
+        print(f"obsmask: {obsmask_version()}", flush=True)
+        return TOOLS[tool](["--version"]) or 0
     if not ADDON_SCRIPT.is_file():
         print(f"obsmask: the addon script {ADDON_SCRIPT} is missing; reinstall obsmask",
               file=sys.stderr)
         return 1
-    tool, arguments = tool_arguments(sys.argv[1:] if argv is None else argv)
+    tool, arguments = tool_arguments(arguments)
     return TOOLS[tool](arguments) or 0
 
 
