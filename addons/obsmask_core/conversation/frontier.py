@@ -48,6 +48,7 @@ from obsmask_core.conversation.ledger import (
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.price_models import PriceModel, for_format, openai_cache
 from obsmask_core.conversation.refetch import CallPlace, RefetchWatch, WatchState
+from obsmask_core.conversation.tool_calls import Call
 from obsmask_core.conversation.turn_model import ToolResult, ToolTurnIndex
 
 
@@ -237,9 +238,13 @@ class Frontier:
             self._keep_calls(guarded)
             if self._may_resume(resume):
                 self._restore(resume)
-            elif guarded:  # replayed in full: the guard keeps them again as it goes
-                self._maskable = maskable
-                self._savings = TurnSavings.of(index, maskable)
+            else:
+                if guarded:  # replayed in full: the guard keeps them again as it goes
+                    self._maskable = maskable
+                    self._savings = TurnSavings.of(index, maskable)
+                if resume.refetch is not None:  # the same first items: their calls as read
+                    self._watch = RefetchWatch(index, items, guard=policy.refetch_guard,
+                                               readings=_complete(resume, index))
         # chars_before[i]: characters of the items before item i. Only the
         # rules that measure the request need it; the plain window does not.
         measures = (policy.trigger_tokens or policy.min_free_percent
@@ -583,6 +588,18 @@ class Frontier:
             return
         start, counted, self._changed = chosen
         self._move(start, target, end, counted)
+
+
+def _complete(resume: Checkpoint, index: ToolTurnIndex) -> tuple[tuple[Call, ...], ...]:
+    """The calls the checkpoint's replay read, of the turns that were
+    whole in its request (an item followed each: a run of Responses calls
+    can go on in a later request)."""
+    assert resume.refetch is not None
+    readings, turns = resume.refetch.readings, index.turns
+    whole = 0
+    while whole < min(len(readings), len(turns)) and turns[whole].last + 1 < resume.items:
+        whole += 1
+    return readings[:whole]
 
 
 def _ledger(policy: MaskPolicy, layout: CacheLayout | None,

@@ -70,6 +70,10 @@ class WatchState:
     # result, or a call in between may have changed what it reads.
     repeats_seen: int = 0
     repeats_after_change: int = 0
+    # The calls of each turn read so far, as read: they depend on the items
+    # alone, so a replay of the same items that cannot resume from this
+    # state (another layout, other savings) reads them from here.
+    readings: tuple[tuple[Call, ...], ...] = ()
 
 
 class RefetchWatch:
@@ -77,11 +81,16 @@ class RefetchWatch:
     replay, and finds the re-fetches among them."""
 
     def __init__(self, index: ToolTurnIndex, items: Sequence[object], *, guard: bool,
-                 state: WatchState | None = None) -> None:
+                 state: WatchState | None = None,
+                 readings: tuple[tuple[Call, ...], ...] = ()) -> None:
+        """``state``: where an earlier replay of these items' first ones
+        stood, to go on from; ``readings``: the calls such a replay read,
+        when it cannot go on from its state."""
         self._turns = index.turns
         self._items = items
         self._guard = guard
         state = state or WatchState()
+        self._readings = list(state.readings or readings)
         self._turns_read = state.turns_read
         self._calls = state.calls
         self._last_change = state.last_change
@@ -110,7 +119,12 @@ class RefetchWatch:
         while self._turns_read < len(turns) and turns[self._turns_read].location[0] < end:
             number = self._turns_read
             answer = turns[number].location[0]
-            for call in calls_of(self._items, turns[number]):
+            if number < len(self._readings):
+                calls = self._readings[number]
+            else:
+                calls = tuple(calls_of(self._items, turns[number]))
+                self._readings.append(calls)
+            for call in calls:
                 if self._read(call, number, answer, masked):
                     newly_guarded.append((number, call.call_id))
             self._turns_read += 1
@@ -146,7 +160,8 @@ class RefetchWatch:
             turns_read=self._turns_read, calls=self._calls, last_change=self._last_change,
             seen=tuple(self._seen.items()), guarded_keys=frozenset(self._guarded_keys),
             guarded_calls=frozenset(self._guarded_calls), refetches=tuple(self._refetches),
-            repeats_seen=self._repeats_seen, repeats_after_change=self._repeats_after_change)
+            repeats_seen=self._repeats_seen, repeats_after_change=self._repeats_after_change,
+            readings=tuple(self._readings[:self._turns_read]))
 
 
 # The ledger's estimate: characters per token of a result's text.

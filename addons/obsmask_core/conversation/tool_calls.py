@@ -63,6 +63,7 @@ _COMMAND_SEPARATORS = re.compile(r"&&|\|\||[;|\n]")
 # Redirections that write nothing a later call reads.
 _HARMLESS_REDIRECTIONS = re.compile(r"\d?>&\d|&?\d?>\s*/dev/null")
 _WRITING_OPTIONS = frozenset({"-i", "--in-place", "-delete", "-exec", "-execdir", "-fprint"})
+_PROGRAMS_THAT_MAY_WRITE = frozenset({"sed", "find", "awk"})
 # Names a shell command goes under in the argument objects of the usual
 # tools (mini-swe-agent's bash, Codex's shell, Claude Code's Bash...).
 _COMMAND_KEYS = ("command", "cmd")
@@ -174,19 +175,26 @@ def command_reads_only(line: str) -> bool:
     """Is every command of a shell line a plain read? Quotes are not parsed:
     a ``>`` or a separator inside them counts, which can only call a read a
     change, never the other way round."""
-    line = _HARMLESS_REDIRECTIONS.sub(" ", line)
-    if ">" in line or "`" in line or "$(" in line:
+    if ">" in line:
+        line = _HARMLESS_REDIRECTIONS.sub(" ", line)
+        if ">" in line:
+            return False
+    if "`" in line or "$(" in line:
         return False
     for command in _COMMAND_SEPARATORS.split(line):
-        words = command.split()
-        if not words:
+        # The program and its first argument decide, but for the programs
+        # whose options may write (every option is read for those alone).
+        first = command.split(None, 2)
+        if not first:
             continue
-        program = words[0].rsplit("/", 1)[-1]
+        program = first[0].rsplit("/", 1)[-1]
         if program == "git":
-            if len(words) < 2 or words[1] not in READING_GIT:
+            if len(first) < 2 or first[1] not in READING_GIT:
                 return False
-        elif program not in READING_COMMANDS or any(
-                word in _WRITING_OPTIONS or (word.startswith("-i") and program == "sed")
-                for word in words[1:]):
+        elif program not in READING_COMMANDS:
+            return False
+        elif program in _PROGRAMS_THAT_MAY_WRITE and any(
+                word in _WRITING_OPTIONS or (program == "sed" and word.startswith("-i"))
+                for word in command.split()[1:]):
             return False
     return True
