@@ -39,15 +39,13 @@ sys.path.insert(0, str(REPO / "addons"))
 
 from benchlib.cache.parallel import all_figures  # noqa: E402
 from benchlib.cache.policies import BASELINE, compared_policies  # noqa: E402
-from benchlib.refetch.counts import session_counts  # noqa: E402
+from benchlib.refetch.counts import added_up, session_counts  # noqa: E402
 from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
 from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES  # noqa: E402
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder  # noqa: E402
 
 SESSIONS = REPO / "fixtures/sessions"
-COUNTED = ("calls", "repeats", "repeats_after_a_change", "repeats_with_nothing_changed",
-           "detections", "guard_detections", "guard_kept_results")
 
 
 def main() -> None:
@@ -61,7 +59,7 @@ def main() -> None:
     recommended = compared_policies(args.config)["recommended"].policy
     sessions = load_real_sessions(args.sessions)
     counts = [session_counts(session, recommended) for session in sessions]
-    total = {key: sum(int(c[key]) for c in counts) for key in COUNTED}  # type: ignore[literal-required]
+    total = added_up(counts)
     report: dict[str, object] = {
         "settings": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO)
                         else args.config),
@@ -77,7 +75,7 @@ def main() -> None:
     sys.stdout.write("\n")
 
 
-def _bills(sessions: list, recommended: MaskPolicy, jobs: int) -> dict[str, object]:  # type: ignore[type-arg]
+def _bills(sessions: list[Session], recommended: MaskPolicy, jobs: int) -> dict[str, object]:
     policies = {BASELINE: MaskPolicy(enabled=False),
                 "guard_off": replace(recommended, refetch_guard=False),
                 "guard_on": replace(recommended, refetch_guard=True)}

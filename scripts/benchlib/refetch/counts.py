@@ -63,3 +63,16 @@ def _plan_refetches(body: bytes, policy: MaskPolicy, session: Session) -> tuple[
         return 0, 0
     found = outcome.plan.refetches
     return found.in_conversation, found.guarded_results
+
+
+def added_up(counts: list[SessionCounts]) -> dict[str, int]:
+    """The counts of every session, summed."""
+    return {
+        "calls": sum(c["calls"] for c in counts),
+        "repeats": sum(c["repeats"] for c in counts),
+        "repeats_after_a_change": sum(c["repeats_after_a_change"] for c in counts),
+        "repeats_with_nothing_changed": sum(c["repeats_with_nothing_changed"] for c in counts),
+        "detections": sum(c["detections"] for c in counts),
+        "guard_detections": sum(c["guard_detections"] for c in counts),
+        "guard_kept_results": sum(c["guard_kept_results"] for c in counts),
+    }
