@@ -300,11 +300,12 @@ def check_bills(page: RenderedPage, anchor: str, tokens: Grid, *, replay_is_sent
 def test_the_page_of_a_session_recorded_without_obsmask_shows_what_masking_would_do(
         tmp_path, fmt_name):
     """A fixture recorded without obsmask: no request has obsmask's record;
-    the replay under the built-in settings draws the tokens, the frontier
-    and the bills, and the page says it is a replay."""
+    the replay under the built-in settings (the spec profile of the
+    recommended ones, which apply in a folder without mitm.toml) draws the
+    tokens, the frontier and the bills, and the page says it is a replay."""
     fixture = FLOWS / f"{fmt_name}_session.mitm"
     expected = expected_figures(fmt_name, fixture)
-    page_path = run_report([fixture], tmp_path)
+    page_path = run_report([fixture], tmp_path, "--set", "obsmask_profile=spec")
     page = open_in_browser(page_path, tmp_path)
     anchor = expected.anchor
 
@@ -401,6 +402,31 @@ def test_the_page_of_a_session_masked_by_obsmask_shows_the_flows_figures(tmp_pat
     assert "with masking, replayed under the policy" not in tokens_plot.points
     assert [y for _, y in tokens_plot.points["prompt tokens the provider reported"]] == prompts
     check_bills(page, anchor, tokens, replay_is_sent=True)
+
+    # What obsmask saved leads the page: its plot comes first, and its numbers
+    # are the flows'. Under their price model ("none", the built-in one they
+    # recorded) a bill is the tokens of its requests: the estimate is the
+    # tokens sent so far over those the client sent, the provider's line the
+    # prompt tokens it reported so far over the latter.
+    assert next(iter(page.plots)) == f"plot-saved-saved-{anchor}"
+    saved = page.tables[f"table-saved-saved-{anchor}"]
+    without = numbers(tokens.column("Without masking"))
+    replayed = numbers(tokens.column("Replayed with masking"))
+
+    def so_far(values):
+        return [sum(values[: n + 1]) for n in range(len(values))]
+
+    assert numbers(saved.column("Estimate")) == pytest.approx(
+        [w / wo for w, wo in zip(so_far(replayed), so_far(without), strict=True)], abs=1e-4)
+    assert numbers(saved.column("Provider's counts")) == pytest.approx(
+        [p / wo for p, wo in zip(so_far(prompts), so_far(without), strict=True)], abs=1e-4)
+    assert page.plots[f"plot-saved-saved-{anchor}"].points["estimate (replay)"] == list(zip(
+        [1.0, 2.0, 3.0], numbers(saved.column("Estimate")), strict=True))
+    [line] = [text for text in re.findall(r'<p class="lead saved-line">(.*?)</p>',
+                                          page_path.read_text(encoding="utf-8"))]
+    final = sum(replayed) / sum(without)
+    assert f"the bill is {final:.3f}× the bill without" in html.unescape(line)
+    assert f"own counts (3 request(s)): {sum(prompts) / sum(without):.3f}×" in html.unescape(line)
 
     # The MCP cut, as its flow recorded it.
     mcp = page.tables["table-mcp-mcp"]

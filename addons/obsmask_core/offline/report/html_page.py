@@ -50,6 +50,10 @@ class Section:
 class Page:
     title: str
     intro: tuple[str, ...]
+    # What obsmask saved, first on the page: one line per conversation, then
+    # its plot of the bill with obsmask over the bill without.
+    saved: tuple[str, ...]
+    saved_figures: tuple[Figure, ...]
     totals: Table
     bill_totals: Table | None
     bill_note: str
@@ -111,6 +115,10 @@ def render_page(page: Page) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(page.title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(page.title)}</h1>",
+        '<section id="saved"><h2>What obsmask saved</h2>',
+        *(f'<p class="lead saved-line">{escape(text)}</p>' for text in page.saved),
+        *(render_figure(figure, "saved") for figure in page.saved_figures),
+        "</section>",
         *(f'<p class="lead">{escape(text)}</p>' for text in page.intro),
         "<h2 id=\"totals\">Totals</h2>",
         '<div class="tables">',

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from obsmask_core.conversation.policy import MaskPolicy
 from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.conversation.wire_formats import ANTHROPIC
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.report.bills import ConversationBill, bill_conversation
 from obsmask_core.offline.report.conversations import Conversation, group_conversations
@@ -29,6 +30,7 @@ from obsmask_core.offline.report.figures import (
     token_figure,
 )
 from obsmask_core.offline.report.flow_file import LostOriginal, read_flow_files
+from obsmask_core.offline.report.headline import Saving, saving, saving_figure, saving_line
 from obsmask_core.offline.report.html_page import Page, Section, render_page
 from obsmask_core.offline.report.mcp_cuts import McpCut, mcp_cuts
 from obsmask_core.offline.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
@@ -55,6 +57,7 @@ class ConversationReport:
     requests: list[RequestNumbers]
     bill: ConversationBill | None
     held_out: bool = False  # in the holdout group of its replay
+    saving: Saving | None = None  # the page's headline for it
 
 
 def _sources(conversation: Conversation) -> str:
@@ -154,9 +157,11 @@ def conversation_report(conversation: Conversation, chooser: PolicyChooser,
     if bill is not None:
         figures += [bill_figure(model, bill.request_numbers) for model in bill.models]
     title = conversation.title + (", held out" if held_out else "")
-    section = Section(f"{conversation.name}-{fmt.name}", title, tuple(paragraphs),
-                      tuple(figures))
-    return ConversationReport(section, numbers, bill, held_out)
+    anchor = f"{conversation.name}-{fmt.name}"
+    section = Section(anchor, title, tuple(paragraphs), tuple(figures))
+    headline = (saving(anchor, title, bill, numbers, replay.policy.price_model,
+                       fmt == ANTHROPIC) if bill is not None else None)
+    return ConversationReport(section, numbers, bill, held_out, headline)
 
 
 def _mcp_section(cuts: Sequence[McpCut]) -> Section:
@@ -199,7 +204,7 @@ def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, in
         sections.append(_mcp_section(cuts))
     named = sum(1 for c in conversations if c.fmt is not None)
     intro = [
-        "Made by scripts/report.py from " + ", ".join(Path(p).name for p in recorded.files)
+        "Made by obsmask report from " + ", ".join(Path(p).name for p in recorded.files)
         + f" ({recorded.flows} flows) on "
         + datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC") + ".",
         "Per conversation: the input tokens of each request with and without masking and "
@@ -214,9 +219,13 @@ def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, in
         intro.append(_held_out_statement(held_out, named, chooser.in_force.policy))
     if recorded.lost_originals:
         intro.append(_lost_originals_statement(recorded.lost_originals))
+    savings = [report.saving for report in reports if report.saving is not None]
     page = Page(
         title=TITLE,
         intro=tuple(intro),
+        saved=tuple(saving_line(s) for s in savings) or (
+            "No conversation to bill: nothing saved or spent.",),
+        saved_figures=tuple(saving_figure(s) for s in savings),
         totals=totals_table(totals(recorded.flows, named, requests, cuts, held_out=held_out,
                                    lost_originals=len(recorded.lost_originals))),
         bill_totals=bill_totals_table(bills),
