@@ -423,7 +423,8 @@ def test_without_config_the_settings_file_of_the_current_directory_is_read(
     (("--set", "obsmask_window_turns=two"),
      r"measure: --set obsmask_window_turns=two: [^\n]*(N|n)ot an integer: two"),
     (("--set", "obsmask_batch_turns=0"), r"measure: obsmask_batch_turns: must be 1 or more, got 0"),
-    (("--profile", "missing"), r"measure: mitm.toml: no profile 'missing' \(profiles: no_cache\)"),
+    (("--profile", "missing"),
+     r"measure: mitm.toml: no profile 'missing' \(profiles: no_cache, spec\)"),
 ])
 def test_a_wrong_option_stops_with_one_line_and_status_2(options: tuple[str, ...],
                                                          line: str) -> None:
