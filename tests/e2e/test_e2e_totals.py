@@ -301,6 +301,9 @@ def test_the_summary_at_the_end_of_the_run_states_the_same_sums(run: Run):
         f"{r['unchanged']:,} unchanged{passed}; {r['tool_results_masked']:,} tool results "
         f"masked; {r['tokens_saved']:,} input tokens not sent")
     assert any(f"{sums.mcp['strings_cut']:,} string(s))" in line for line in lines)
+    # The net figure, in one line beside the tokens not sent, never as them.
+    assert lines[1].startswith("obsmask: totals: net bill"), lines
+    assert f"{r['tokens_saved']:,} input tokens not sent" in lines[1]
     reports = sums.requests["provider_reports"]
     assert any(line.startswith(f"obsmask: totals: cache predicted vs reported (anthropic, "
                                f"breakpoints; {reports:,} answer(s)): hit rate ")

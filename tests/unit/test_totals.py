@@ -412,3 +412,27 @@ def test_the_metrics_count_the_cache_predicted_and_reported_by_format_cache_and_
     labels = 'cache="prefix",format="responses"'
     assert values[f'obsmask_cache_predicted_tokens_total{{{labels},kind="cache_read"}}'] == 1_024
     assert values[f'obsmask_cache_reported_tokens_total{{{labels},kind="input"}}'] == 2_100
+
+
+def test_the_net_line_gives_the_bill_ratio_apart_from_the_tokens_not_sent():
+    """The end-of-run summary's second line: the bill with obsmask over the
+    bill without (the same figure obsmask report's page leads with), per
+    price model, never mistaken for the tokens not sent."""
+    totals = Totals()
+    totals.add_flow(masked("c-a", 1, saved=300, with_masking=900, without_masking=1000), None)
+    totals.add_flow(masked("c-b", 1, saved=200, with_masking=1200, without_masking=1000), None)
+    lines = totals.summary_lines()
+    assert lines[1] == (
+        "totals: net bill with obsmask over the bill without, estimated: 1.050× (+5.0%) under "
+        "anthropic (2 conversation(s)); not the 500 input tokens not sent, which is no bill: "
+        "a masked result makes a caching provider bill again what follows it")
+    assert "500 input tokens not sent" in lines[0]
+
+
+def test_without_a_bill_estimate_the_net_line_says_what_the_tokens_not_sent_are():
+    totals = Totals()
+    totals.add_flow({"action": "masked", "format": "chat", "masked_tokens_before": 120,
+                     "masked_tokens_after": 20, "conversation": "c-a"}, None)
+    assert totals.summary_lines()[1] == (
+        "totals: net bill: no estimate (no price model with a cache); 100 input tokens not "
+        "sent, which is the saving only where the provider has no prompt cache")

@@ -151,6 +151,25 @@ class Totals:
                 for name, entry in self.conversations.items()}
         return out
 
+    def net_line(self) -> str:
+        """The net figure in one line, the one that leads obsmask report's
+        page: the bill with masking over the bill without (the ledger's
+        estimate, per price model), told apart from the tokens not sent."""
+        not_sent = f"{self.requests.tokens_saved:,} input tokens not sent"
+        parts = [
+            f"{total.with_masking / total.without_masking:.3f}× "
+            f"({total.with_masking / total.without_masking - 1:+.1%}) under {total.price_model}"
+            f" ({total.conversations:,} conversation(s))"
+            for total in self.bill_totals() if total.without_masking
+        ]
+        if not parts:
+            return (f"totals: net bill: no estimate (no price model with a cache); "
+                    f"{not_sent}, which is the saving only where the provider has no "
+                    "prompt cache")
+        return ("totals: net bill with obsmask over the bill without, estimated: "
+                + ", ".join(parts) + f"; not the {not_sent}, which is no bill: a masked "
+                "result makes a caching provider bill again what follows it")
+
     def summary_lines(self) -> list[str]:
         """The end-of-run summary, a few log lines."""
         r, m = self.requests, self.mcp
@@ -168,6 +187,8 @@ class Totals:
             + (f" ({r.masked_requests_uncounted:,} masked request(s) not counted)"
                if r.masked_requests_uncounted else ""),
         ]
+        if r.requests:
+            lines.append(self.net_line())
         if r.refetches:
             lines.append(f"totals: {r.refetches.describe()}")
         for total in self.bill_totals():
