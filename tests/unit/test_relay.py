@@ -308,13 +308,21 @@ def test_a_404_names_the_path_the_mcp_sdks_serve():
     asyncio.run(with_server(not_found, check))
 
 
-def test_the_shipped_gateway_table_points_at_the_sdk_path():
+def test_the_shipped_gateway_examples_point_at_the_sdk_path():
+    """The shipped settings declare no gateway server; the examples their
+    comment gives to copy post to the path the MCP SDKs' servers answer on."""
+    import tomllib
+
     from obsmask_core.shared.config_file import load_config
     from support.processes import REPO
 
-    servers = load_config(str(REPO / "mitm.toml")).table(("mcp_gateway", "servers"))
-    assert servers and all(parse_upstream(name, str(url)).target == "/mcp"
-                           for name, url in servers.items())
+    assert not load_config(str(REPO / "mitm.toml")).table(("mcp_gateway", "servers"))
+    text = (REPO / "mitm.toml").read_text(encoding="utf-8")
+    section = text.split("[mcp_gateway.servers]", 1)[1].split("\n[", 1)[0]
+    examples = tomllib.loads("\n".join(line.removeprefix("# ") for line in section.splitlines()
+                                       if line.startswith("# ") and '= "http' in line))
+    assert examples and all(parse_upstream(name, str(url)).target == "/mcp"
+                            for name, url in examples.items())
 
 
 def test_a_request_the_gateway_refused_gets_its_error_and_never_reaches_the_server():
