@@ -22,7 +22,7 @@ from benchlib.peers.proxies import PROXY_NAMES
 from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES
 from support.processes import REPO
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.figures]
 
 QUICK_REQUESTS = 3 * 12  # three formats, twelve requests each
 HEADROOM = ("headroom_cache", "headroom_token")

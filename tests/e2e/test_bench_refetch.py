@@ -7,7 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support.processes import REPO
+
+pytestmark = pytest.mark.figures
 
 
 def test_the_refetch_benchmark_counts_every_repeat_of_the_shared_sessions_once():

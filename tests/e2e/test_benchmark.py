@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from obsmask_core.conversation.policy import MaskPolicy
 from support.chat_masking import plan_chat_masking
 from support.processes import REPO
@@ -77,6 +79,7 @@ def cache_benchmark() -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.figures
 def test_the_cache_benchmark_bills_every_family_under_the_providers_caches():
     """Real sessions in the three wire formats, synthetic, adversarial and
     cache_edge ones (Anthropic, sent with Claude Code's breakpoints); the
@@ -126,6 +129,7 @@ def test_the_cache_benchmark_bills_every_family_under_the_providers_caches():
         "no_protocol_errors_in_any_policy", "all_pass"}
 
 
+@pytest.mark.figures
 def test_the_cache_benchmark_meets_its_cost_targets_with_the_shipped_settings():
     """With the recommended settings (mitm.toml's, read by the addon's own
     loader) the bill so far, from the 8th request of every session, is at
