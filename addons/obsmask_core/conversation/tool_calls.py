@@ -60,8 +60,6 @@ READING_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep", "ls-f
                          "rev-parse", "describe", "shortlog"})
 # Where a shell line splits into commands; then what writes inside one.
 _COMMAND_SEPARATORS = re.compile(r"&&|\|\||[;|\n]")
-# Redirections that write nothing a later call reads.
-_HARMLESS_REDIRECTIONS = re.compile(r"\d?>&\d|&?\d?>\s*/dev/null")
 _WRITING_OPTIONS = frozenset({"-i", "--in-place", "-delete", "-exec", "-execdir", "-fprint"})
 _PROGRAMS_THAT_MAY_WRITE = frozenset({"sed", "find", "awk"})
 # Names a shell command goes under in the argument objects of the usual
@@ -175,10 +173,8 @@ def command_reads_only(line: str) -> bool:
     """Is every command of a shell line a plain read? Quotes are not parsed:
     a ``>`` or a separator inside them counts, which can only call a read a
     change, never the other way round."""
-    if ">" in line:
-        line = _HARMLESS_REDIRECTIONS.sub(" ", line)
-        if ">" in line:
-            return False
+    if ">" in line and _redirects_into_a_file(line):
+        return False
     if "`" in line or "$(" in line:
         return False
     for command in _COMMAND_SEPARATORS.split(line):
@@ -198,3 +194,16 @@ def command_reads_only(line: str) -> bool:
                 for word in command.split()[1:]):
             return False
     return True
+
+
+def _redirects_into_a_file(line: str) -> bool:
+    """Does a ``>`` of the line write into a file? ``2>&1``, ``>&2`` and
+    ``> /dev/null`` write nothing a later call reads; ``>>`` appends."""
+    at = line.find(">")
+    while at >= 0:
+        following = line[at + 1:at + 16]
+        if not ((following[:1] == "&" and following[1:2].isdigit())
+                or following.lstrip().startswith("/dev/null")):
+            return True
+        at = line.find(">", at + 1)
+    return False
