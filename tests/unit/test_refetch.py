@@ -12,6 +12,7 @@ import pytest
 from obsmask_core.conversation.planner import MaskPlan
 from obsmask_core.conversation.refetch import count_repeats
 from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.shared.refetch_facts import RefetchFacts
 from support.formats import LONG_OUTPUT, Call, Event, Result, Say, Turn, convert
 from support.planning import plan_of
 
@@ -150,3 +151,14 @@ def test_every_repeat_is_counted_after_a_change_or_with_nothing_changed():
         assert counts.calls == 6
         assert (counts.repeats_seen, counts.repeats_after_change) == (1, 1)
         assert counts.refetches == ()
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_what_a_request_writes_of_its_refetches_reads_back_the_same(fmt):
+    """One value object: the flow's metadata is its ``as_metadata``, and the
+    totals, the view and the report read that back to an equal one."""
+    events = REREAD + read("r5", "d.py") + read("r6", "a.py")
+    for policy in ({}, {"refetch_guard": True}):
+        facts = plan(fmt, events, **policy).refetches
+        assert facts
+        assert RefetchFacts.read(facts.as_metadata()) == facts

@@ -26,7 +26,7 @@ def request(conversation: str, refetches: object = None, *, action: str = "maske
 
 def refetches(calls: list[str], tools: dict[str, int], *, tokens: int = 0, extra: int = 0,
               in_conversation: int = 0, guarded: int = 0) -> Json:
-    """The dict as ``RefetchSummary.as_metadata`` writes it."""
+    """The dict as ``RefetchFacts.as_metadata`` writes it."""
     return {"new": len(calls), "new_calls": calls, "new_tools": tools,
             "result_tokens": tokens, "extra_turns": extra,
             "in_conversation": in_conversation or len(calls), "guarded_results": guarded}

@@ -2,7 +2,7 @@
 calls of the model's newest answer that fetched again a result masking had
 taken, the earlier call each repeats, and what they cost.
 
-Which calls are re-fetches is the flow's record (``RefetchSummary``, read
+Which calls are re-fetches is the flow's record (``RefetchFacts``, read
 back by ``shared.refetch_facts``): the detection is not run again here. The
 earlier call is found in the original request: the latest call before the
 newest answer with the same tool and arguments (``tool_calls``), the one

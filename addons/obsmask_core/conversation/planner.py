@@ -31,8 +31,9 @@ from obsmask_core.conversation.judgements import Judgement, KeptReason
 from obsmask_core.conversation.ledger import BillSoFar, prefix_tokens
 from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
 from obsmask_core.conversation.previous_requests import forget_previous_requests
-from obsmask_core.conversation.refetch import RefetchSummary
+from obsmask_core.conversation.refetch import refetch_facts
 from obsmask_core.conversation.turn_model import Location, ToolResult, ToolTurnIndex
+from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.shared.truncation import truncate_text
 
 DecisionKind = Literal["masked", "clipped", "recalled"]
@@ -95,7 +96,7 @@ class MaskPlan:
     # The frontier breakpoint the request goes out with (Anthropic), if any.
     breakpoint: AddedBreakpoint | None = None
     # Calls the model made again once masking took their result (``refetch``).
-    refetches: RefetchSummary = field(default_factory=RefetchSummary)
+    refetches: RefetchFacts = field(default_factory=RefetchFacts)
 
     @property
     def masked(self) -> int:
@@ -276,8 +277,8 @@ def plan_masking(
             decide(MaskDecision(result.location, result.call_id, result.tool_name,
                                 result.text, result.content, maskable[number]))
     plan.kept.update(counts)
-    plan.refetches = RefetchSummary.of(frontier.refetches.refetches, index,
-                                       counts.get("refetched", 0))
+    plan.refetches = refetch_facts(frontier.refetches.refetches, index,
+                                   counts.get("refetched", 0))
     if plan.decisions:
         plan.stage = "masking"
     if policy.max_input_tokens and items:

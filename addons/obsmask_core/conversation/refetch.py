@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from obsmask_core.conversation.tool_calls import Call, calls_of
 from obsmask_core.conversation.turn_model import ToolTurnIndex
+from obsmask_core.shared.refetch_facts import UNKNOWN_TOOL, RefetchFacts
 
 # A call's place: (turn number, call id). Ids alone are not unique: some
 # clients reuse call_0 in every turn.
@@ -168,56 +169,32 @@ class RefetchWatch:
 _CHARS_PER_TOKEN = 4
 
 
-@dataclass(frozen=True, slots=True)
-class RefetchSummary:
+def refetch_facts(refetches: Sequence[Refetch], index: ToolTurnIndex,
+                  guarded_results: int) -> RefetchFacts:
     """What a request shows of re-fetches: those in the model's newest
     answer (new with this request; counting these alone counts each once
-    per conversation), what their results weigh, and the conversation's."""
-
-    new_calls: tuple[str, ...] = ()
-    new_tools: tuple[tuple[str, int], ...] = ()
-    # The tokens of the new re-fetches' results (characters / 4).
-    result_tokens: int = 0
-    # 1 when the newest answer made nothing but re-fetches: a model turn
-    # the agent would not have needed.
-    extra_turns: int = 0
-    in_conversation: int = 0
-    # Results the guard keeps in this request.
-    guarded_results: int = 0
-
-    @classmethod
-    def of(cls, refetches: Sequence[Refetch], index: ToolTurnIndex,
-           guarded_results: int) -> RefetchSummary:
-        if not refetches and not guarded_results:
-            return cls()
-        newest = index.answer_starts[-1] if index.answer_starts else -1
-        new = [refetch for refetch in refetches if refetch.answer == newest]
-        places = {(refetch.turn, refetch.call_id) for refetch in new}
-        chars = sum(len(result.text or "") for result in index.results
-                    if (result.turn, result.call_id) in places)
-        tools: dict[str, int] = {}
-        for refetch in new:
-            tool = refetch.tool_name or "unknown"
-            tools[tool] = tools.get(tool, 0) + 1
-        calls_in_answer = sum(len(turn.call_ids) for turn in index.turns
-                              if turn.location[0] == newest)
-        return cls(
-            new_calls=tuple(refetch.call_id for refetch in new),
-            new_tools=tuple(sorted(tools.items())),
-            result_tokens=-(-chars // _CHARS_PER_TOKEN),
-            extra_turns=int(bool(new) and len(new) == calls_in_answer),
-            in_conversation=len(refetches), guarded_results=guarded_results)
-
-    def __bool__(self) -> bool:
-        return bool(self.in_conversation or self.guarded_results)
-
-    def as_metadata(self) -> dict[str, object]:
-        return {
-            "new": len(self.new_calls), "new_calls": list(self.new_calls),
-            "new_tools": dict(self.new_tools), "result_tokens": self.result_tokens,
-            "extra_turns": self.extra_turns, "in_conversation": self.in_conversation,
-            "guarded_results": self.guarded_results,
-        }
+    per conversation), the tokens of their results, whether that answer
+    made nothing but re-fetches (a model turn the agent would not have
+    needed), the conversation's count, and the results the guard keeps."""
+    if not refetches and not guarded_results:
+        return RefetchFacts()
+    newest = index.answer_starts[-1] if index.answer_starts else -1
+    new = [refetch for refetch in refetches if refetch.answer == newest]
+    places = {(refetch.turn, refetch.call_id) for refetch in new}
+    chars = sum(len(result.text or "") for result in index.results
+                if (result.turn, result.call_id) in places)
+    tools: dict[str, int] = {}
+    for refetch in new:
+        tool = refetch.tool_name or UNKNOWN_TOOL
+        tools[tool] = tools.get(tool, 0) + 1
+    calls_in_answer = sum(len(turn.call_ids) for turn in index.turns
+                          if turn.location[0] == newest)
+    return RefetchFacts(
+        new=len(new), new_calls=tuple(refetch.call_id for refetch in new),
+        new_tools=tuple(sorted(tools.items())),
+        result_tokens=-(-chars // _CHARS_PER_TOKEN),
+        extra_turns=int(bool(new) and len(new) == calls_in_answer),
+        in_conversation=len(refetches), guarded_results=guarded_results)
 
 
 def count_repeats(index: ToolTurnIndex, items: Sequence[object]) -> WatchState:

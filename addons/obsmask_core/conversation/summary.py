@@ -56,7 +56,7 @@ class MaskSummary:
     # block, and the cache_control copied from the client's.
     frontier_breakpoint: dict[str, object] | None = None
     # Calls the model made again once masking took their result
-    # (``refetch.RefetchSummary``), when the conversation has any.
+    # (``shared.refetch_facts.RefetchFacts``), when the conversation has any.
     refetches: dict[str, object] | None = None
 
     @classmethod

@@ -1,6 +1,7 @@
 """A request's re-fetches as its flow's metadata says them
-(``flow.metadata["obsmask"]["refetches"]``, written by
-``conversation.refetch.RefetchSummary``), read back with a check of every
+(``flow.metadata["obsmask"]["refetches"]``): one value object, made by the
+conversation's planner (``conversation.refetch.refetch_facts``), written
+with ``as_metadata`` and read back with ``read``, with a check of every
 value. The totals add them up, the content view and the report show them;
 all read them here (the totals may not lean on the conversation's folder).
 
@@ -63,3 +64,11 @@ class RefetchFacts:
 
     def __bool__(self) -> bool:
         return bool(self.new or self.in_conversation or self.guarded_results)
+
+    def as_metadata(self) -> dict[str, object]:
+        return {
+            "new": self.new, "new_calls": list(self.new_calls),
+            "new_tools": dict(self.new_tools), "result_tokens": self.result_tokens,
+            "extra_turns": self.extra_turns, "in_conversation": self.in_conversation,
+            "guarded_results": self.guarded_results,
+        }
