@@ -16,7 +16,8 @@ steps go on on the same connection. Any other exception ends the process
 with a traceback on stderr and status 1.
 
 Prints one JSON document on stdout: ``{"steps": [...]}``, one entry per
-step: ``url``, ``name``, ``arguments``, then ``ok: true`` with ``isError``
+step: ``url``, ``name``, ``arguments``, the protocol version the session
+agreed on (``protocol_version``), then ``ok: true`` with ``isError``
 and ``content`` (each block's type and text), or ``ok: false`` with
 ``error``.
 """
@@ -55,8 +56,9 @@ async def _session(url: str, steps: list[dict[str, Any]], mode: str,
                         read_timeout_seconds=timeout, cache=None)
         with anyio.fail_after(timeout * (2 + len(steps))):
             async with client:
+                protocol = getattr(client, "protocol_version", None)
                 for step in steps:
-                    report: dict[str, Any] = dict(step)
+                    report: dict[str, Any] = dict(step, protocol_version=protocol)
                     try:
                         result = await client.call_tool(step["name"], step["arguments"])
                     except MCPError as error:

@@ -4,7 +4,9 @@ and local stub servers, all on 127.0.0.1.
 With ``obsmask_recall_enabled=true`` the proxy serves an MCP server itself
 at ``/obsmask/mcp`` (streamable HTTP, JSON answers, no session) with one
 tool, ``recall`` (``id``, optional ``first_line``/``last_line``,
-``pattern``).
+``pattern``). It speaks both protocol eras of the SDK: the initialize
+handshake (2025-11-25) and the stateless one (2026-07-28, server/discover),
+and so does the gateway.
 
 Conversation results: a masked result's placeholder ends with
 ``; recall id=<tool call id>``. Calling ``recall`` with that id answers a
@@ -492,6 +494,10 @@ class CutRun:
     cut: dict[str, list[str]]  # variant -> the texts through the gateway
     ids: dict[str, str]  # variant -> the recall id of its marker
     recalls: list[dict[str, Any]]  # the steps at the second mitmdump
+    # The same gateway calls and recalls made by a client of the other
+    # protocol era (the SDK's default mode: 2026-07-28, no initialize).
+    cut_by_protocol: dict[str, list[str]]  # protocol version -> gateway texts
+    recalls_by_protocol: dict[str, list[dict[str, Any]]]
     ping_after: tuple[int, str, Any]
     data_dir_files: list[str]
     first: MitmdumpProcess
@@ -536,6 +542,13 @@ def cut_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutRun]:
             route = f"http://127.0.0.1:{first.port}/api/mcp-gateway/{variant}/rpc"
             plan += [log_call(route, variant)] * times
         steps = _run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], [first])["steps"]
+        gateway_plan = plan[len(urls):]
+        cut_by_protocol = {}
+        for mode in ("legacy", "auto"):
+            answered = _run_client([str(MCP_CALLS), "--plan", json.dumps(gateway_plan),
+                                    "--mode", mode], [first])["steps"]
+            cut_by_protocol[str(answered[0]["protocol_version"])] = [
+                _only_text(step) for step in answered]
         texts = [_only_text(step) for step in steps]
         direct = {"sse": texts[0], "json": texts[1]}
         cut = {"sse": texts[2:4], "json": texts[4:5]}
@@ -564,9 +577,15 @@ def cut_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutRun]:
                     {"url": url, "name": "recall", "arguments": {"id": UNKNOWN_CUT_ID}})
         plan.append({"url": url, "name": "recall", "arguments": {"id": "call_after_error"}})
         recalls = _run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], [second])["steps"]
+        recalls_by_protocol = {}
+        for mode in ("legacy", "auto"):
+            answered = _run_client([str(MCP_CALLS), "--plan", json.dumps(plan), "--mode", mode],
+                                   [second])["steps"]
+            recalls_by_protocol[str(answered[0]["protocol_version"])] = answered
         ping = _post_json(second.port, RECALL_PATH, {"jsonrpc": "2.0", "id": 99,
                                                      "method": "ping"})
-        yield CutRun(direct, cut, ids, recalls, ping, data_dir_files, first, second)
+        yield CutRun(direct, cut, ids, recalls, cut_by_protocol, recalls_by_protocol, ping,
+                     data_dir_files, first, second)
 
 
 def _only_text(step: dict[str, Any]) -> str:
@@ -586,6 +605,27 @@ def _recall_step(run: CutRun, variant: str, ranged: bool) -> dict[str, Any]:
     (step,) = [s for s in run.recalls
                if s["arguments"]["id"] == recall_id and ("first_line" in s["arguments"]) == ranged]
     return step
+
+
+def test_the_gateway_and_the_recall_server_answer_both_protocol_eras_alike(
+    cut_run: CutRun
+) -> None:
+    """A client of the real SDK in its default mode (protocol 2026-07-28,
+    stateless, no initialize) and one that initializes (2025-11-25) get
+    the same cut texts through the gateway, and the same recalls, errors
+    included, from the proxy's recall server."""
+    assert set(cut_run.cut_by_protocol) == {"2026-07-28", "2025-11-25"}
+    old, new = (cut_run.cut_by_protocol[v] for v in ("2025-11-25", "2026-07-28"))
+    assert old == new == cut_run.cut["sse"] + cut_run.cut["json"]
+    assert set(cut_run.recalls_by_protocol) == {"2026-07-28", "2025-11-25"}
+
+    def answers(steps: list[dict[str, Any]]) -> list[object]:
+        return [(s["ok"], s.get("content"), (s.get("error") or {}).get("code")) for s in steps]
+
+    old_recalls, new_recalls = (cut_run.recalls_by_protocol[v]
+                                for v in ("2025-11-25", "2026-07-28"))
+    assert answers(old_recalls) == answers(new_recalls) == answers(cut_run.recalls)
+    assert any(step["ok"] for step in new_recalls) and not all(step["ok"] for step in new_recalls)
 
 
 @pytest.mark.parametrize("variant", list(LOG_LINES))

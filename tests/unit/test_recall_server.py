@@ -149,3 +149,47 @@ def test_any_bytes_get_an_answer_never_an_exception(body):
     assert answer.status in (200, 202, 400)
     if answer.status == 400:
         assert json.loads(answer.body)["error"]["code"] in (PARSE_ERROR, -32600)
+
+
+# The stateless protocol era (2026-07-28) ------------------------------------------------
+
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+
+
+def test_a_modern_client_discovers_the_server_instead_of_initializing():
+    status, reply = post({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                          "params": {"_meta": MODERN}})
+    assert status == 200 and isinstance(reply, dict)
+    result = reply["result"]
+    assert result["supportedVersions"] == ["2026-07-28"]
+    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "obsmask"
+    # A probe with no version is one of the handshake era: no such method.
+    _, reply = post({"jsonrpc": "2.0", "id": 2, "method": "server/discover"})
+    assert reply["error"]["code"] == METHOD_NOT_FOUND
+
+
+def test_every_result_of_the_modern_era_says_it_is_complete_and_lists_are_cacheable():
+    status, listed = post({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
+                           "params": {"_meta": MODERN}})
+    assert status == 200
+    assert listed["result"]["resultType"] == "complete"
+    assert (listed["result"]["ttlMs"], listed["result"]["cacheScope"]) == (0, "private")
+    _, called = post({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                           "params": {"name": "recall", "arguments": {"id": CUT_ID},
+                                      "_meta": MODERN}})
+    assert called["result"]["resultType"] == "complete"
+    assert called["result"]["content"][0]["text"] == LONG
+    # The handshake era's results stay as they were.
+    _, old = post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+    assert "resultType" not in old["result"] and "ttlMs" not in old["result"]
+
+
+def test_a_version_the_server_does_not_speak_is_refused_with_the_ones_it_does():
+    _, reply = post({"jsonrpc": "2.0", "id": 6, "method": "server/discover",
+                          "params": {"_meta": {"io.modelcontextprotocol/protocolVersion":
+                                               "2099-01-01"}}})
+    error = reply["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}

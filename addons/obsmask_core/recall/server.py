@@ -27,6 +27,12 @@ from obsmask_core.shared.recall_text import (
 # The protocol versions it speaks, newest first: an initialize asking for
 # one of them gets it, any other gets the newest.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+# The stateless era (no initialize: a client asks server/discover, then
+# every request carries its version in params._meta).
+MODERN_PROTOCOL_VERSIONS = ("2026-07-28",)
+PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "obsmask", "version": "0.1.0"}
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -86,10 +92,11 @@ class ServerAnswer:
 
 
 class CallFailed(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: JsonObject | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
 
 
 def answer_post(body: bytes, lookup: Lookup | None, store_days: int) -> ServerAnswer:
@@ -131,9 +138,12 @@ def _message_of(reply: JsonObject) -> object:
     return error.get("message") if isinstance(error, dict) else None
 
 
-def _error(request_id: object, code: int, message: str) -> JsonObject:
-    return {"jsonrpc": "2.0", "id": request_id,
-            "error": {"code": code, "message": f"obsmask recall: {message}"}}
+def _error(request_id: object, code: int, message: str,
+           data: JsonObject | None = None) -> JsonObject:
+    error: JsonObject = {"code": code, "message": f"obsmask recall: {message}"}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 class _Session:
@@ -161,10 +171,10 @@ class _Session:
         try:
             result = self._result(method, params)
         except CallFailed as e:
-            if e.code == METHOD_NOT_FOUND:
-                # Clients probe for methods of newer protocol versions
-                # (server/discover) and fall back: not worth a warning.
-                return _error(request_id, e.code, e.message)
+            if e.code in (METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION):
+                # Clients probe for methods and versions of other protocol
+                # eras and fall back: not worth a warning.
+                return _error(request_id, e.code, e.message, e.data)
             return self._fail(request_id, e.code, e.message)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
@@ -173,6 +183,28 @@ class _Session:
         return _error(request_id, code, message)
 
     def _result(self, method: str, params: JsonObject) -> JsonObject:
+        meta = params.get("_meta")
+        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if version is None:
+            return self._handshake_result(method, params)
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            raise CallFailed(UNSUPPORTED_PROTOCOL_VERSION,
+                             f"protocol version {version!r} is not supported",
+                             {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version})
+        if method == "server/discover":
+            result: JsonObject = {
+                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "capabilities": {"tools": {"listChanged": False}},
+                "instructions": INSTRUCTIONS, "ttlMs": 0, "cacheScope": "private",
+                "_meta": {SERVER_INFO_META_KEY: SERVER_INFO}}
+        else:
+            result = self._handshake_result(method, params)
+            if method == "tools/list":  # a cacheable result on this wire
+                result = {**result, "ttlMs": 0, "cacheScope": "private"}
+        # The 2026-07-28 wire requires every result to say it is complete.
+        return {**result, "resultType": "complete"}
+
+    def _handshake_result(self, method: str, params: JsonObject) -> JsonObject:
         if method == "initialize":
             asked = params.get("protocolVersion")
             version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
@@ -186,7 +218,8 @@ class _Session:
         if method == "tools/call":
             return self._call(params)
         raise CallFailed(METHOD_NOT_FOUND, f"no method {method!r} (this server has "
-                                           "initialize, ping, tools/list and tools/call)")
+                                           "initialize or server/discover, ping, tools/list "
+                                           "and tools/call)")
 
     def _call(self, params: JsonObject) -> JsonObject:
         if params.get("name") != TOOL_NAME:
