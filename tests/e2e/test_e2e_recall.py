@@ -38,7 +38,6 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -48,7 +47,7 @@ from typing import Any
 
 import pytest
 
-from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
+from support.agents import CLIENTS, needs_clients, run_client
 from support.mcp_servers import start_mcp_server
 from support.processes import REPO, MitmdumpProcess, running_mitmdump
 from support.recording_server import Answer, Recorded, RecordingServer, recording_server
@@ -59,7 +58,6 @@ AGENT = CLIENTS / "recall_chat_agent.py"
 MCP_CALLS = CLIENTS / "mcp_calls.py"
 MCP_CLIENT = CLIENTS / "mcp_client.py"
 LOG_SERVER = CLIENTS / "log_mcp_server.py"
-PROCESS_TIMEOUT = 60.0
 CREATED = 1_700_000_000
 
 RECALL_PATH = "/obsmask/mcp"
@@ -82,21 +80,6 @@ UNKNOWN_CUT_ID = "cut-0000000000000000"
 INVALID_PARAMS = -32602
 LOG_LINES = {"sse": 2000, "json": 1200}
 LOG_RANGE = {"sse": (1200, 1210), "json": (1, 2)}
-
-
-def _run_client(command: list[str], proxies: list[MitmdumpProcess]) -> dict[str, Any]:
-    """Run a client program of tests/clients to its end: its JSON report,
-    or a failure with its error output and mitmdump's."""
-    assert CLIENTS_PYTHON is not None
-    done = subprocess.run(
-        [CLIENTS_PYTHON, *command], cwd=REPO, env=client_env(), capture_output=True,
-        text=True, encoding="utf-8", timeout=PROCESS_TIMEOUT, check=False,
-    )
-    if done.returncode != 0:
-        outputs = "".join(f"\nmitmdump's output:\n{p.tail(60)}" for p in proxies)
-        raise AssertionError(f"{command[0]} failed ({done.returncode}):\n{done.stderr}{outputs}")
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
 
 
 def _empty_config(directory: Path) -> Path:
@@ -235,7 +218,7 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Conversat
         with running_mitmdump(arguments, REPO, work / "confdir") as proxy:
             proxy.wait_for(r"obsmask: recall on")
             base = f"http://127.0.0.1:{proxy.port}"
-            report = _run_client(
+            report = run_client(
                 [str(AGENT), "--base-url", f"{base}/v1", "--recall-url", base + RECALL_PATH,
                  "--turns", "8"],
                 [proxy],
@@ -541,11 +524,11 @@ def cut_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutRun]:
         for variant, times in (("sse", 2), ("json", 1)):
             route = f"http://127.0.0.1:{first.port}/api/mcp-gateway/{variant}/rpc"
             plan += [log_call(route, variant)] * times
-        steps = _run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], [first])["steps"]
+        steps = run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], [first])["steps"]
         gateway_plan = plan[len(urls):]
         cut_by_protocol = {}
         for mode in ("legacy", "auto"):
-            answered = _run_client([str(MCP_CALLS), "--plan", json.dumps(gateway_plan),
+            answered = run_client([str(MCP_CALLS), "--plan", json.dumps(gateway_plan),
                                     "--mode", mode], [first])["steps"]
             cut_by_protocol[str(answered[0]["protocol_version"])] = [
                 _only_text(step) for step in answered]
@@ -576,10 +559,10 @@ def cut_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutRun]:
         plan.insert(min(2, len(plan)),
                     {"url": url, "name": "recall", "arguments": {"id": UNKNOWN_CUT_ID}})
         plan.append({"url": url, "name": "recall", "arguments": {"id": "call_after_error"}})
-        recalls = _run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], [second])["steps"]
+        recalls = run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], [second])["steps"]
         recalls_by_protocol = {}
         for mode in ("legacy", "auto"):
-            answered = _run_client([str(MCP_CALLS), "--plan", json.dumps(plan), "--mode", mode],
+            answered = run_client([str(MCP_CALLS), "--plan", json.dumps(plan), "--mode", mode],
                                    [second])["steps"]
             recalls_by_protocol[str(answered[0]["protocol_version"])] = answered
         ping = _post_json(second.port, RECALL_PATH, {"jsonrpc": "2.0", "id": 99,
@@ -755,7 +738,7 @@ def test_with_recall_off_the_recall_route_answers_a_json_rpc_error_with_404(
     message = body["error"]["message"]
     assert message.startswith("obsmask recall:") and "off" in message, message
     url = f"http://127.0.0.1:{recall_off.proxy.port}{RECALL_PATH}"
-    failed = _run_client([str(MCP_CLIENT), "--url", url, "--mode", "legacy", "--timeout", "10",
+    failed = run_client([str(MCP_CLIENT), "--url", url, "--mode", "legacy", "--timeout", "10",
                           "--expect-error"], [recall_off.proxy])
     assert failed["ok"] is True and failed["error"]["message"] == message, failed
     assert [(e["method"], e["status"]) for e in failed["exchanges"]] == [("POST", 404)]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -35,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
+from support.agents import CLIENTS, needs_clients, run_client
 from support.mcp_servers import McpServer, start_mcp_server
 from support.processes import REPO, MitmdumpProcess, running_mitmdump, wait_for_lines
 from support.redis_server import RedisServer, needs_redis
@@ -44,7 +43,6 @@ pytestmark = [pytest.mark.e2e, needs_clients, needs_redis]
 
 MCP_CALLS = CLIENTS / "mcp_calls.py"
 LOG_SERVER = CLIENTS / "log_mcp_server.py"
-PROCESS_TIMEOUT = 60.0
 RECALL_PATH = "/obsmask/mcp"
 PREFIX = "e2e-two-proxies:"
 MARKER = re.compile(
@@ -57,22 +55,9 @@ WEEK_MS = 7 * 86_400_000
 OUTAGE_WARNING = r"obsmask: recall store: .* until it works again"
 
 
-def _run_client(command: list[str], proxies: list[MitmdumpProcess]) -> dict[str, Any]:
-    assert CLIENTS_PYTHON is not None
-    done = subprocess.run(
-        [CLIENTS_PYTHON, *command], cwd=REPO, env=client_env(), capture_output=True,
-        text=True, encoding="utf-8", timeout=PROCESS_TIMEOUT, check=False,
-    )
-    if done.returncode != 0:
-        outputs = "".join(f"\nmitmdump's output:\n{p.tail(60)}" for p in proxies)
-        raise AssertionError(f"{command[0]} failed ({done.returncode}):\n{done.stderr}{outputs}")
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
-
-
 def _texts(plan: list[dict[str, Any]], proxies: list[MitmdumpProcess]) -> list[str]:
     texts = []
-    for step in _run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], proxies)["steps"]:
+    for step in run_client([str(MCP_CALLS), "--plan", json.dumps(plan)], proxies)["steps"]:
         assert step["ok"] and not step["isError"], step
         (block,) = step["content"]
         texts.append(block["text"])

@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +81,22 @@ def run_program(
         encoding="utf-8", errors="replace", timeout=timeout, check=False,
     )
     return done, time.monotonic() - started
+
+
+CLIENT_TIMEOUT = 60.0
+
+
+def run_client(command: list[str], proxies: list[MitmdumpProcess]) -> dict[str, Any]:
+    """Run a client program of tests/clients (its path, then its arguments)
+    under the clients' Python to its end: its JSON report, or a failure
+    with its error output and the output of the mitmdumps it went through."""
+    assert CLIENTS_PYTHON is not None
+    done = subprocess.run(
+        [CLIENTS_PYTHON, *command], cwd=REPO, env=client_env(), capture_output=True,
+        text=True, encoding="utf-8", timeout=CLIENT_TIMEOUT, check=False,
+    )
+    if done.returncode != 0:
+        outputs = "".join(f"\nmitmdump's output:\n{p.tail(60)}" for p in proxies)
+        raise AssertionError(f"{command[0]} failed ({done.returncode}):\n{done.stderr}{outputs}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
