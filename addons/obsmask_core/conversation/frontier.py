@@ -215,9 +215,6 @@ class Frontier:
         self._policy = policy
         self._maskable = maskable
         self._savings = TurnSavings.of(index, maskable)
-        # Re-fetches, read answer by answer as the replay goes; the results
-        # the guard keeps leave what masking may free (``_keep_calls``).
-        self._watch = RefetchWatch(index, items, guard=policy.refetch_guard)
         self._results_of: dict[CallPlace, list[int]] | None = None
         # What the masked turns before the frontier free, as the ledger counts it.
         self._counted_before_frontier = 0
@@ -233,18 +230,25 @@ class Frontier:
         self._replayed_to = 0
         # The items as the checkpoint kept for this request holds them.
         self.items_written: bytes | None = None
+        # Re-fetches, read answer by answer as the replay goes (from where the
+        # resumed replay stood); the results the guard keeps leave what
+        # masking may free (``_keep_calls``).
+        watched: WatchState | None = None
+        readings: tuple[tuple[Call, ...], ...] = ()
         if resume is not None:
             guarded = resume.refetch.guarded_calls if resume.refetch is not None else ()
             self._keep_calls(guarded)
             if self._may_resume(resume):
                 self._restore(resume)
+                watched = resume.refetch
             else:
                 if guarded:  # replayed in full: the guard keeps them again as it goes
                     self._maskable = maskable
                     self._savings = TurnSavings.of(index, maskable)
                 if resume.refetch is not None:  # the same first items: their calls as read
-                    self._watch = RefetchWatch(index, items, guard=policy.refetch_guard,
-                                               readings=_complete(resume, index))
+                    readings = _complete(resume, index)
+        self._watch = RefetchWatch(index, items, guard=policy.refetch_guard, state=watched,
+                                   readings=readings)
         # chars_before[i]: characters of the items before item i. Only the
         # rules that measure the request need it; the plain window does not.
         measures = (policy.trigger_tokens or policy.min_free_percent
@@ -315,9 +319,6 @@ class Frontier:
             self.ledger.restore(resume.ledger)
         self._judged, self._replayed_to = resume.judged_turns, resume.items
         self._masks_something = resume.masks_something
-        if resume.refetch is not None:
-            self._watch = RefetchWatch(self._index, self._item_list,
-                                       guard=self._policy.refetch_guard, state=resume.refetch)
 
     def checkpoint(self, items_json: bytes, *, closed: bool = True) -> Checkpoint:
         """Where this replay stands now that it has replayed the whole
@@ -357,7 +358,7 @@ class Frontier:
                        cold_ends=tuple(sorted(self._cold_ends & ends)))
 
     @property
-    def refetches(self) -> RefetchWatch:
+    def watch(self) -> RefetchWatch:
         """The re-fetches found in the request, and the calls the guard keeps."""
         return self._watch
 

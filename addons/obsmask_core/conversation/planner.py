@@ -277,7 +277,7 @@ def plan_masking(
             decide(MaskDecision(result.location, result.call_id, result.tool_name,
                                 result.text, result.content, maskable[number]))
     plan.kept.update(counts)
-    plan.refetches = refetch_facts(frontier.refetches.refetches, index,
+    plan.refetches = refetch_facts(frontier.watch.refetches, index,
                                    counts.get("refetched", 0))
     if plan.decisions:
         plan.stage = "masking"

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from obsmask_core.conversation.ledger import CHARS_PER_TOKEN
 from obsmask_core.conversation.tool_calls import Call, calls_of
 from obsmask_core.conversation.turn_model import ToolTurnIndex
 from obsmask_core.shared.refetch_facts import UNKNOWN_TOOL, RefetchFacts
@@ -165,10 +166,6 @@ class RefetchWatch:
             readings=tuple(self._readings[:self._turns_read]))
 
 
-# The ledger's estimate: characters per token of a result's text.
-_CHARS_PER_TOKEN = 4
-
-
 def refetch_facts(refetches: Sequence[Refetch], index: ToolTurnIndex,
                   guarded_results: int) -> RefetchFacts:
     """What a request shows of re-fetches: those in the model's newest
@@ -192,7 +189,7 @@ def refetch_facts(refetches: Sequence[Refetch], index: ToolTurnIndex,
     return RefetchFacts(
         new=len(new), new_calls=tuple(refetch.call_id for refetch in new),
         new_tools=tuple(sorted(tools.items())),
-        result_tokens=-(-chars // _CHARS_PER_TOKEN),
+        result_tokens=-(-chars // CHARS_PER_TOKEN),
         extra_turns=int(bool(new) and len(new) == calls_in_answer),
         in_conversation=len(refetches), guarded_results=guarded_results)
 
