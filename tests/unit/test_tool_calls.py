@@ -103,3 +103,19 @@ def test_a_shell_line_of_plain_reads_only_reads(command):
 def test_a_shell_line_that_may_write_or_run_counts_as_a_change(command):
     assert not command_reads_only(command)
     assert not reads_only("bash", {"command": command})
+
+
+def test_arguments_nested_past_pythons_recursion_get_a_key_of_their_own():
+    """Bad input never breaks the rewrite: arguments no writing can compare
+    are read, and are the same call as no other."""
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(1200):
+        inner["a"] = {}
+        inner = inner["a"]  # type: ignore[assignment]
+    events = [Say("user", "go"), Turn([Call("a", "grep", deep)]), Result("a", "x"),
+              Turn([Call("b", "grep", deep)]), Result("b", "y")]
+    items = convert(ANTHROPIC, events)
+    index = ANTHROPIC.index(items)
+    one, two = (call.key for turn in index.turns for call in calls_of(items, turn))
+    assert one != two

@@ -123,19 +123,28 @@ def _call(call_id: str, name: str | None, arguments: object) -> Call:
         except orjson.JSONDecodeError:
             text = arguments.strip().encode("utf-8", "surrogatepass")
             return Call(call_id, name, _key(name, text), reads_only(name, None))
-    return Call(call_id, name, _key(name, _canonical(value)), reads_only(name, value))
+    canonical = _canonical(value)
+    # Arguments no writing can compare (nested past what Python recurses
+    # through): a key of the call's own, the same as no other call's.
+    key = _key(name, canonical) if canonical is not None else b"\x01" + call_id.encode(
+        "utf-8", "surrogatepass")
+    return Call(call_id, name, key, reads_only(name, value))
 
 
 def _key(name: str | None, arguments: bytes) -> bytes:
     return (name or "").encode("utf-8", "surrogatepass") + b"\x00" + arguments
 
 
-def _canonical(value: object) -> bytes:
+def _canonical(value: object) -> bytes | None:
     """The arguments written as JSON with sorted keys and no whitespace."""
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # an integer past 64 bits, a lone surrogate: no key order then
+    except TypeError:  # an integer past 64 bits, a lone surrogate, deep nesting
+        pass
+    try:
         return repr(value).encode("utf-8", "surrogatepass")
+    except RecursionError:
+        return None
 
 
 def reads_only(name: str | None, arguments: object) -> bool:
