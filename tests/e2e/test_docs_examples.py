@@ -349,6 +349,10 @@ def test_a_shell_recipe_of_the_docs_works_against_local_stubs(block: Block, tmp_
                            *shlex.split(line, comments=True)[2:]]
                 if "mitmweb" in command:
                     command += ["--set", "web_open_browser=false"]
+                if not re.search(r"(?:^|\s)(?:-p|--listen-port)\s", line):
+                    # A recipe that keeps mitmproxy's own port (8080) must not
+                    # need it free on the machine that runs the tests.
+                    command += ["--listen-port", str(free_port())]
                 stack.enter_context(started(command, folder, env, tmp_path / f"proxy{n}.log"))
             else:
                 shell.append(line)
