@@ -105,9 +105,11 @@ def test_a_shell_line_that_may_write_or_run_counts_as_a_change(command):
     assert not reads_only("bash", {"command": command})
 
 
-def test_arguments_nested_past_pythons_recursion_get_a_key_of_their_own():
-    """Bad input never breaks the rewrite: arguments no writing can compare
-    are read, and are the same call as no other."""
+def test_arguments_nested_past_pythons_recursion_are_read_without_an_error():
+    """Bad input never breaks the rewrite: arguments nested deeper than
+    Python can write (where it cannot: 3.11 stops earlier than 3.12) are
+    read, and either written whole, so the same arguments are the same
+    call, or given a key of the call's own, the same call as no other."""
     deep: dict[str, object] = {}
     inner = deep
     for _ in range(1200):
@@ -118,4 +120,4 @@ def test_arguments_nested_past_pythons_recursion_get_a_key_of_their_own():
     items = convert(ANTHROPIC, events)
     index = ANTHROPIC.index(items)
     one, two = (call.key for turn in index.turns for call in calls_of(items, turn))
-    assert one != two
+    assert (one, two) == (b"\x01a", b"\x01b") or (one == two and one.startswith(b"grep\x00{"))
