@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO / "addons"))
 
 from benchlib.one_request.inputs import repeat_history  # noqa: E402
 from benchlib.timing import Action, medians_ms  # noqa: E402
-from obsmask_core.conversation.planner import plan_masking  # noqa: E402
-from obsmask_core.conversation.policy import MaskPolicy, policy_values  # noqa: E402
-from obsmask_core.conversation.wire_formats import CHAT  # noqa: E402
+from obsmask_core.conversation.planning.planner import plan_masking  # noqa: E402
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values  # noqa: E402
+from obsmask_core.conversation.turns.wire_formats import CHAT  # noqa: E402
 from obsmask_core.shared.config_file import load_config  # noqa: E402
 from obsmask_core.shared.settings import build  # noqa: E402
 

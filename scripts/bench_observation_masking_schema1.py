@@ -34,8 +34,8 @@ from benchlib.errors import BenchError  # noqa: E402
 from benchlib.one_request.inputs import read_request_bodies, repeat_history  # noqa: E402
 from benchlib.one_request.measure import measure  # noqa: E402
 from benchlib.one_request.report import ReportSettings, json_report, summary_text, totals  # noqa: E402
-from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
-from obsmask_core.conversation.wire_formats import FORMATS  # noqa: E402
+from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
+from obsmask_core.conversation.turns.wire_formats import FORMATS  # noqa: E402
 from obsmask_core.shared.tokens import TokenCounter  # noqa: E402
 
 DEFAULT_INPUT = REPO / "fixtures/sessions/chat/deepseek_chat_dev__sqlfluff__sqlfluff-1517.json"

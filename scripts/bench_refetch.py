@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "addons"))
 from benchlib.cache.parallel import all_figures  # noqa: E402
 from benchlib.cache.policies import BASELINE, compared_policies  # noqa: E402
 from benchlib.refetch.counts import added_up, session_counts  # noqa: E402
-from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
+from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
 from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES  # noqa: E402
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder  # noqa: E402

@@ -74,14 +74,14 @@ import orjson  # noqa: E402
 from benchlib.load.bodies import chat_body  # noqa: E402
 from benchlib.load.mix import numbered_body  # noqa: E402
 from benchlib.timing import medians_ms, time_once  # noqa: E402
-from obsmask_core.conversation.planner import (  # noqa: E402
+from obsmask_core.conversation.body.request_text import parse_request  # noqa: E402
+from obsmask_core.conversation.masking.rewrite import mask_request_body  # noqa: E402
+from obsmask_core.conversation.planning.planner import (  # noqa: E402
     forget_checkpoints,
     forget_judgements,
 )
-from obsmask_core.conversation.policy import MaskPolicy  # noqa: E402
-from obsmask_core.conversation.request_text import parse_request  # noqa: E402
-from obsmask_core.conversation.rewrite import mask_request_body  # noqa: E402
-from obsmask_core.conversation.wire_formats import FORMATS, WireFormat  # noqa: E402
+from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
+from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat  # noqa: E402
 from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, run_off_loop  # noqa: E402
 from obsmask_core.offline.proxy_settings import settings_in_force  # noqa: E402
 from obsmask_core.shared.json_text import skip_whitespace  # noqa: E402

@@ -22,7 +22,7 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from obsmask_core.conversation.error_heuristic import looks_like_error  # noqa: E402
+from obsmask_core.conversation.planning.error_heuristic import looks_like_error  # noqa: E402
 
 SESSIONS = REPO / "fixtures/sessions/chat"
 

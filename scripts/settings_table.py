@@ -24,8 +24,8 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy  # noqa: E402
-from obsmask_core.conversation.routes import Routes  # noqa: E402
+from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy  # noqa: E402
+from obsmask_core.conversation.settings.routes import Routes  # noqa: E402
 from obsmask_core.gateway.upstreams import GATEWAY_SECTION, GatewaySettings  # noqa: E402
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits  # noqa: E402
 from obsmask_core.mitm.settings_addon import SWITCH_SECTION, MasterSwitch  # noqa: E402

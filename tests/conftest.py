@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from obsmask_core.conversation.previous_requests import forget_previous_requests
+from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
 
 
 @pytest.fixture

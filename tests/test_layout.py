@@ -113,7 +113,7 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     (package / "conversation" / "bad.py").write_text(
         "from obsmask_core.mcp.jsonrpc import scan_jsonrpc\n")
     (package / "shared" / "bad.py").write_text(
-        "def later():\n    import obsmask_core.conversation.policy\n")
+        "def later():\n    import obsmask_core.conversation.settings.policy\n")
     (package / "mcp" / "bad.py").write_text("from mitmproxy import http\n")
     (package / "gateway" / "fine.py").write_text("from obsmask_core.mcp import jsonrpc\n")
     (package / "recall" / "bad.py").write_text("from obsmask_core.conversation import recall\n")

@@ -16,11 +16,11 @@ import zstandard
 from mitmproxy import exceptions
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.conversation import rewrite
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.policy import MaskPolicy, policy_values
-from obsmask_core.conversation.previous_requests import forget_previous_requests
-from obsmask_core.conversation.wire_formats import ANTHROPIC, RESPONSES
+from obsmask_core.conversation.masking import rewrite
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, RESPONSES
 from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile

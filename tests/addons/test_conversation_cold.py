@@ -10,8 +10,8 @@ import json
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.conversation.planner import forget_judgements
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.conversation.planning.planner import forget_judgements
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile
 from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert

@@ -15,7 +15,7 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.conversation.last_seen_redis import RedisLastSeen
+from obsmask_core.conversation.billing.last_seen_redis import RedisLastSeen
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import SettingsFile

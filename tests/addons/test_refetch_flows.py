@@ -11,9 +11,9 @@ import logging
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.conversation.outcomes import Masked, RewriteOutcome, Unchanged
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile

@@ -10,7 +10,7 @@ import logging
 import pytest
 from mitmproxy.test import tflow
 
-from obsmask_core.conversation.usage_stream import SseUsageReader
+from obsmask_core.conversation.usage.usage_stream import SseUsageReader
 from obsmask_core.mitm.usage_tap import UsageTap
 from support.usage import ANTHROPIC_STREAM, STREAM_IDS, STREAMS
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from support.chat_masking import plan_chat_masking
 from support.processes import REPO
 

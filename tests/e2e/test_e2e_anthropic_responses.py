@@ -42,10 +42,10 @@ from pathlib import Path
 
 import pytest
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.error_heuristic import looks_like_error
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import ANTHROPIC, RESPONSES, WireFormat
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.planning.error_heuristic import looks_like_error
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, RESPONSES, WireFormat
 from support.agents import CLIENTS, needs_clients, run_agent
 from support.caching_provider import AnthropicPromptCache, InvalidRequest, OpenAIPromptCache
 from support.json_values import as_list, as_object, as_str

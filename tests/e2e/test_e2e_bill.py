@@ -37,14 +37,14 @@ from pathlib import Path
 import pytest
 from mitmproxy import http
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.breakpoints import read_layout
-from obsmask_core.conversation.holdout import conversation_bucket
-from obsmask_core.conversation.planner import plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_body import ExactBody
-from obsmask_core.conversation.rewrite import HELD_OUT, mask_read_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.billing.breakpoints import read_layout
+from obsmask_core.conversation.body.request_body import ExactBody
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.masking.rewrite import HELD_OUT, mask_read_body
+from obsmask_core.conversation.planning.holdout import conversation_bucket
+from obsmask_core.conversation.planning.planner import plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from support.agents import needs_clients
 from support.anthropic_shell_agent import run_shell_agent
 from support.flow_files import read_flows

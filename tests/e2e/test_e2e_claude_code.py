@@ -52,10 +52,10 @@ from urllib.parse import urlsplit
 import pytest
 from mitmproxy import http, io
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
 from support.flow_files import original_content
 from support.json_values import as_list, as_object

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from benchlib.mitmdump import LISTENING
-from obsmask_core.conversation.policy import MaskPolicy, policy_values
-from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.conversation.masking.summary import describe_policy
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
 from obsmask_core.shared.settings import build
 from support.chat import body, conversation

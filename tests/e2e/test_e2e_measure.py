@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from benchlib.cache.figures import session_figures
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.sessions import load_input
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.flows import recorded_requests

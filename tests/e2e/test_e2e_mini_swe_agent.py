@@ -44,9 +44,9 @@ from pathlib import Path
 import pytest
 from mitmproxy import http, io
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.chat_masking import check_chat_invariants
 from support.mini_swe_agent import (
     MiniRun,

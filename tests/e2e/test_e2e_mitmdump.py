@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from mitmproxy import io
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import FORMATS
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import FORMATS
 from support.chat import body, conversation
 from support.chat_masking import mask_old_tool_results
 from support.processes import (

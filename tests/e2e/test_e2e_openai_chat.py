@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from support.agents import CLIENTS, needs_clients, run_agent
 from support.chat_masking import mask_old_tool_results
 from support.processes import REPO, MitmdumpProcess, running_mitmdump

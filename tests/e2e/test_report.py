@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from obsmask_core.conversation.holdout import conversation_id
-from obsmask_core.conversation.wire_formats import FORMATS
+from obsmask_core.conversation.planning.holdout import conversation_id
+from obsmask_core.conversation.turns.wire_formats import FORMATS
 from support.browser import rendered_dom, screenshot
 from support.flow_files import post_flow, read_flows, write_flows
 from support.mcp_flows import mcp_flow, response_message

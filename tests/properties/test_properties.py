@@ -10,10 +10,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.error_heuristic import looks_like_error
-from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
-from obsmask_core.conversation.request_text import loads, parse_request
-from obsmask_core.conversation.rewrite import mask_request_body
+from obsmask_core.conversation.body.request_text import loads, parse_request
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.planning.error_heuristic import looks_like_error
+from obsmask_core.conversation.settings.policy import MaskPolicy, render_placeholder
 from support.chat import LONG_OUTPUT
 from support.chat_masking import check_chat_invariants, mask_old_tool_results
 

@@ -20,10 +20,10 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.outcomes import Masked, Refused, Unreadable
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.masking.outcomes import Masked, Refused, Unreadable
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from support.caching_provider import AnthropicPromptCache, Breakpoint, breakpoints
 from support.chat import LONG_OUTPUT
 from support.formats import Call, Event, Result, Say, Turn, convert, marked_as_claude_code

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_properties_frontier import growing_conversations, requests_of
 
-from obsmask_core.conversation import planner
-from obsmask_core.conversation.frontier import Frontier
-from obsmask_core.conversation.planner import MaskPlan, forget_judgements, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.price_models import PRICE_MODELS
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS
+from obsmask_core.conversation.planning import planner
+from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.formats import Call, Event, Result, Turn, convert
 
 policies = st.builds(

@@ -24,20 +24,20 @@ from hypothesis import strategies as st
 from test_properties_checkpoints import same_plan
 from test_properties_frontier import growing_conversations, policies, requests_of
 
-from obsmask_core.conversation import planner
-from obsmask_core.conversation.apply import apply_plan
-from obsmask_core.conversation.breakpoints import CacheLayout, read_layout
-from obsmask_core.conversation.frontier import Frontier
-from obsmask_core.conversation.ledger import prefix_tokens
-from obsmask_core.conversation.planner import MaskPlan, forget_judgements, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.price_models import (
+from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
+from obsmask_core.conversation.billing.ledger import prefix_tokens
+from obsmask_core.conversation.billing.price_models import (
     PRICE_MODELS,
     PRICE_UNIT,
     PriceModel,
     openai_cache,
 )
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.planning import planner
+from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.billing import chars_of, common_prefix, so_far
 from support.formats import Event, Say, claude_code_body, convert
 

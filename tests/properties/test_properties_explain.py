@@ -1,5 +1,5 @@
 """Property-based tests of the content view's explanation
-(``conversation/explain.py``): on arbitrary conversations, in every format
+(``conversation/view/explain.py``): on arbitrary conversations, in every format
 and under any policy (clipping included), the explanation of a masked body
 agrees with the plan that made it, result by result, the diff alone
 finds the same changes, and the page's diff pairs exactly the items that
@@ -13,10 +13,10 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.explain import MaskingExplanation, explain_masking
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.view.explain import MaskingExplanation, explain_masking
 from support.chat import LONG_OUTPUT
 from support.formats import FORMATS, Call, Event, Result, Say, Turn, convert
 

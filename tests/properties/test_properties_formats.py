@@ -10,11 +10,11 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.planner import plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC, RESPONSES
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.planning.planner import plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, RESPONSES
 from support.chat import LONG_OUTPUT
 from support.formats import (
     FORMATS,

@@ -10,10 +10,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.planner import MASKED, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.planning.planner import MASKED, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from support.chat import LONG_OUTPUT
 from support.formats import Call, Event, Result, Say, Turn, convert, result_values, skeleton
 from support.planning import DISPATCH

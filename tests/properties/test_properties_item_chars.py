@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.breakpoints import prompt_chars
+from obsmask_core.conversation.billing.breakpoints import prompt_chars
 from obsmask_core.shared.tokens import message_strings
 
 json_values = st.recursive(

@@ -1,4 +1,4 @@
-"""Property-based tests of the ledger (``conversation/ledger.py``) as the
+"""Property-based tests of the ledger (``conversation/billing/ledger.py``) as the
 frontier uses it: a conversation grown one request at a time, with any
 policy, under every price model.
 
@@ -27,17 +27,17 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_properties_frontier import growing_conversations, policies, requests_of
 
-from obsmask_core.conversation import planner
-from obsmask_core.conversation.apply import apply_plan
-from obsmask_core.conversation.breakpoints import CacheLayout, read_layout
-from obsmask_core.conversation.frontier import Frontier
-from obsmask_core.conversation.invariants import check_only_planned_changes
-from obsmask_core.conversation.outcomes import Masked, Refused, Unreadable
-from obsmask_core.conversation.planner import MASKED, MaskPlan, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.price_models import PRICE_MODELS, PRICE_UNIT
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
+from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.masking.invariants import check_only_planned_changes
+from obsmask_core.conversation.masking.outcomes import Masked, Refused, Unreadable
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.planning import planner
+from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.planning.planner import MASKED, MaskPlan, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.billing import rebill, so_far
 from support.chat import LONG_OUTPUT
 from support.formats import (

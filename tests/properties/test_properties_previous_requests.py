@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from test_properties_checkpoints import edited, policies
 from test_properties_frontier import growing_conversations, requests_of
 
-from obsmask_core.conversation import planner
-from obsmask_core.conversation.frontier import Frontier
-from obsmask_core.conversation.planner import MaskPlan, forget_judgements
-from obsmask_core.conversation.request_body import ExactBody
-from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.conversation.body.request_body import ExactBody
+from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.planning import planner
+from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.encoders import ENCODERS
 from support.formats import convert
 

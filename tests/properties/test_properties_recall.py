@@ -12,10 +12,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.outcomes import Masked, Unchanged
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_text import loads
-from obsmask_core.conversation.rewrite import mask_request_body
+from obsmask_core.conversation.body.request_text import loads
+from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.shared.recall_text import RecallQuery
 from support.formats import (
     FORMATS,

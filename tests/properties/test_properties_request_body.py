@@ -11,13 +11,13 @@ import orjson
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation import request_body as request_body_module
-from obsmask_core.conversation.grown_body import GrownBody
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_body import ExactBody, QuickBody, Replacement
-from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.body import request_body as request_body_module
+from obsmask_core.conversation.body.request_body import ExactBody, QuickBody, Replacement
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.reuse.grown_body import GrownBody
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from support.encoders import ENCODERS
 from support.formats import Call, Event, Result, Say, Turn, convert
 

@@ -1,5 +1,5 @@
 """Property-based tests of the streamed usage reader
-(``conversation/usage_stream.py``): any stream of events, split into
+(``conversation/usage/usage_stream.py``): any stream of events, split into
 chunks anywhere (compressed or not), reads like the whole stream; memory
 stays under the cap; and no input makes it raise."""
 
@@ -12,8 +12,8 @@ import zlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.provider_usage import ProviderUsage, usage_from_json
-from obsmask_core.conversation.usage_stream import SseUsageReader, usage_from_sse
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage, usage_from_json
+from obsmask_core.conversation.usage.usage_stream import SseUsageReader, usage_from_sse
 from support.usage import read
 
 

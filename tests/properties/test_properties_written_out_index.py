@@ -9,13 +9,13 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.tool_turns import (
+from obsmask_core.conversation.turns.tool_turns import (
     ANTHROPIC_TEXT_TYPES,
     _list_text,
     index_anthropic_tool_turns,
     index_chat_tool_turns,
 )
-from obsmask_core.conversation.turn_model import Linker, ToolTurnIndex, call_id_of, name_of
+from obsmask_core.conversation.turns.turn_model import Linker, ToolTurnIndex, call_id_of, name_of
 
 
 def same_index(fast: ToolTurnIndex, reference: ToolTurnIndex) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from obsmask_core.conversation.ledger import prefix_tokens
-from obsmask_core.conversation.price_models import PRICE_MODELS
+from obsmask_core.conversation.billing.ledger import prefix_tokens
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS
 
 
 def chars_of(value: object) -> int:

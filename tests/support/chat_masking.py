@@ -4,15 +4,15 @@ rules themselves (independent of the code under test)."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.apply import apply_plan
-from obsmask_core.conversation.outcomes import RewriteOutcome
-from obsmask_core.conversation.planner import MaskPlan, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_body import ExactBody
-from obsmask_core.conversation.request_text import UnsupportedBody
-from obsmask_core.conversation.rewrite import mask_read_body
-from obsmask_core.conversation.turn_model import ChatMessage
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.body.request_body import ExactBody
+from obsmask_core.conversation.body.request_text import UnsupportedBody
+from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.masking.outcomes import RewriteOutcome
+from obsmask_core.conversation.masking.rewrite import mask_read_body
+from obsmask_core.conversation.planning.planner import MaskPlan, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.turn_model import ChatMessage
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.chat import user
 
 # Masks every result outside the last turn, and only moves when a tool turn

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import cast
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.breakpoints import CacheLayout, read_layout
-from obsmask_core.conversation.planner import MaskPlan, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.planning.planner import MaskPlan, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.formats import Event, changed_results, claude_code_body, convert
 
 # A structured block that the default preserve_patterns keeps when the

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.usage_stream import MAX_EVENT_BYTES, SseUsageReader
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
+from obsmask_core.conversation.usage.usage_stream import MAX_EVENT_BYTES, SseUsageReader
 
 CHAT_JSON = {
     "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",

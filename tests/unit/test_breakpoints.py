@@ -1,12 +1,12 @@
 """What an Anthropic request says about its prompt cache
-(``conversation/breakpoints.py``): the client's breakpoints, where the
+(``conversation/billing/breakpoints.py``): the client's breakpoints, where the
 frontier breakpoint may go, and the model's smallest cacheable prompt."""
 
 from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.breakpoints import (
+from obsmask_core.conversation.billing.breakpoints import (
     MAX_BREAKPOINTS,
     blocks_of,
     closing_block,

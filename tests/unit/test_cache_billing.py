@@ -1,5 +1,5 @@
 """How the ledger prices one request under the provider's cache
-(``conversation/cache_billing.py``): Anthropic's breakpoints, where only a
+(``conversation/billing/cache_billing.py``): Anthropic's breakpoints, where only a
 breakpoint writes and a read reaches back 20 block boundaries, and OpenAI's
 automatic prefix cache in steps of 128 tokens. Prices are in thousandths of
 the base input price."""
@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.breakpoints import CacheLayout
-from obsmask_core.conversation.cache_billing import BreakpointBilling, Forwarded, PrefixBilling
-from obsmask_core.conversation.price_models import PRICE_MODELS, openai_cache
+from obsmask_core.conversation.billing.breakpoints import CacheLayout
+from obsmask_core.conversation.billing.cache_billing import (
+    BreakpointBilling,
+    Forwarded,
+    PrefixBilling,
+)
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS, openai_cache
 
 ANTHROPIC = PRICE_MODELS["anthropic"]
 MARK = {"type": "ephemeral"}

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
-from obsmask_core.conversation.planner import plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome
+from obsmask_core.conversation.planning.planner import plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from obsmask_core.offline.cache import replay as replay_module
 from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK, ClientRequests, Request
 from obsmask_core.offline.cache.model import (

@@ -1,4 +1,4 @@
-"""What the content view says of a masked request (``conversation/explain.py``),
+"""What the content view says of a masked request (``conversation/view/explain.py``),
 in all three wire formats: every result is listed once, with what the diff
 of the two bodies shows and why the plan kept it; a plan that does not give
 the masked body back (settings changed) leaves the diff's facts and says the
@@ -14,19 +14,19 @@ from collections import Counter
 
 import pytest
 
-from obsmask_core.conversation.explain import (
+from obsmask_core.conversation.billing.last_seen import Recorded
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy, render_placeholder
+from obsmask_core.conversation.settings.routes import FORMAT_TITLES
+from obsmask_core.conversation.turns.wire_formats import CHAT, WireFormat
+from obsmask_core.conversation.view.explain import (
     MaskingExplanation,
     MaskingRecord,
     NotExplained,
     explain_masking,
     masking_page,
 )
-from obsmask_core.conversation.last_seen import Recorded
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy, render_placeholder
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.routes import FORMAT_TITLES
-from obsmask_core.conversation.wire_formats import CHAT, WireFormat
 from obsmask_core.shared.recall_text import RecallQuery
 from obsmask_core.shared.truncation import TRUNCATION_MARK
 from obsmask_core.shared.view_text import DIFF_WORK, ViewLine, page_text

@@ -1,4 +1,4 @@
-"""What the content view says of re-fetches (``conversation/explain.py``,
+"""What the content view says of re-fetches (``conversation/view/explain.py``,
 ``explain_refetches.py``), in all three wire formats: the calls of the
 newest answer the flow recorded as re-fetches, each with the earlier call
 it repeats and what they cost; the kept reason "refetched" explained like
@@ -11,7 +11,12 @@ from typing import get_args
 
 import pytest
 
-from obsmask_core.conversation.explain import (
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.planning.judgements import KeptReason
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import CHAT, WireFormat
+from obsmask_core.conversation.view.explain import (
     REASON_MEANINGS,
     MaskingExplanation,
     MaskingRecord,
@@ -19,12 +24,7 @@ from obsmask_core.conversation.explain import (
     explain_masking,
     masking_page,
 )
-from obsmask_core.conversation.explain_refetches import RefetchedCall
-from obsmask_core.conversation.judgements import KeptReason
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import CHAT, WireFormat
+from obsmask_core.conversation.view.explain_refetches import RefetchedCall
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.shared.view_text import page_text
 from support.formats import (

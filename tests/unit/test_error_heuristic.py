@@ -1,5 +1,5 @@
 """What reads as an error report for ``keep_errors``
-(``conversation/error_heuristic.py``): a marker counts where it says that
+(``conversation/planning/error_heuristic.py``): a marker counts where it says that
 something failed (a traceback, a line that starts with an exception or
 ``error:``, a compiler's error, a network failure, JSON that reports an
 error), not where a text merely mentions errors (source code, configuration,
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.error_heuristic import looks_like_error
+from obsmask_core.conversation.planning.error_heuristic import looks_like_error
 
 PADDING = "ordinary output line\n" * 20
 

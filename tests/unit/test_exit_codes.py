@@ -1,5 +1,5 @@
 """A command that failed by its exit code reads as an error for
-``keep_errors`` (``conversation/exit_codes.py``): an exit code other than 0
+``keep_errors`` (``conversation/planning/exit_codes.py``): an exit code other than 0
 in the line or the JSON member where a coding agent reports how a command
 ended, not a text that merely mentions exit codes."""
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from obsmask_core.conversation.error_heuristic import looks_like_error
-from obsmask_core.conversation.exit_codes import EDGE_LINES
+from obsmask_core.conversation.planning.error_heuristic import looks_like_error
+from obsmask_core.conversation.planning.exit_codes import EDGE_LINES
 
 # The command's own output: no error word, nothing the other rules know.
 OUTPUT = "cat: missing_file.txt: No such file or directory"

@@ -1,4 +1,4 @@
-"""Where the masking frontier stands (``conversation/frontier.py``):
+"""Where the masking frontier stands (``conversation/planning/frontier.py``):
 ``batch_turns`` moves it in steps, ``trigger_tokens`` holds it until the
 request is big enough, ``min_free_percent`` until a move frees enough of what
 it makes the provider bill again; each rule judged turn by turn on the
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.formats import Call, Event, Result, Say, Turn, convert, session
 from support.planning import masked_ids, plan_of
 

@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.invariants import check_only_planned_changes
-from obsmask_core.conversation.outcomes import Masked, Unchanged
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.masking.invariants import check_only_planned_changes
+from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert
 
 POLICY = MaskPolicy(window_turns=1, price_model="anthropic", allowance_percent=2,

@@ -1,14 +1,14 @@
-"""The frontier's checkpoints (``conversation/frontier.py``,
-``conversation/checkpoints.py``): a request resumes the replay where the
+"""The frontier's checkpoints (``conversation/planning/frontier.py``,
+``conversation/planning/checkpoints.py``): a request resumes the replay where the
 conversation's previous request left it only when that is a state its own
 replay goes through; otherwise it replays in full."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.checkpoints import Checkpoints, _weight, items_json
-from obsmask_core.conversation.frontier import Frontier
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.planning.checkpoints import Checkpoints, _weight, items_json
+from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.formats import Call, Result, Turn, convert, session
 
 POLICY = MaskPolicy(window_turns=1, price_model="anthropic", min_free_percent=0)
@@ -105,9 +105,9 @@ def test_a_number_too_big_for_a_float_is_never_taken_for_null():
     it as null, and a request holding it would pass for one holding null
     (in the Responses format, an item of type null starts a model answer;
     one of type 1e400 does not)."""
-    from obsmask_core.conversation.planner import forget_judgements
-    from obsmask_core.conversation.rewrite import mask_request_body
-    from obsmask_core.conversation.wire_formats import RESPONSES
+    from obsmask_core.conversation.masking.rewrite import mask_request_body
+    from obsmask_core.conversation.planning.planner import forget_judgements
+    from obsmask_core.conversation.turns.wire_formats import RESPONSES
 
     policy = MaskPolicy(price_model="anthropic", window_turns=1)
 

@@ -1,4 +1,4 @@
-"""The frontier at a conversation's cold ends (``conversation/frontier.py``,
+"""The frontier at a conversation's cold ends (``conversation/planning/frontier.py``,
 ``ledger.py``, ``cache_billing.py``): a request the conversation came back
 to after the cache's lifetime is billed whole, as sent and as forwarded, so
 a move there is free and the frontier catches up; every later request,
@@ -12,14 +12,14 @@ from typing import cast
 
 import pytest
 
-from obsmask_core.conversation.apply import apply_plan
-from obsmask_core.conversation.breakpoints import CacheLayout, read_layout
-from obsmask_core.conversation.checkpoints import items_json
-from obsmask_core.conversation.frontier import LOOKBACK_TURNS, Checkpoint, Frontier
-from obsmask_core.conversation.ledger import prefix_tokens
-from obsmask_core.conversation.planner import MaskPlan, forget_judgements, plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
+from obsmask_core.conversation.billing.ledger import prefix_tokens
+from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.planning.checkpoints import items_json
+from obsmask_core.conversation.planning.frontier import LOOKBACK_TURNS, Checkpoint, Frontier
+from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.billing import chars_of
 from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert
 

@@ -1,4 +1,4 @@
-"""The frontier with a price model (``conversation/frontier.py``, ``ledger.py``)
+"""The frontier with a price model (``conversation/planning/frontier.py``, ``ledger.py``)
 and the holdout (``holdout.py``): results that leave the window are masked
 only when the bill of the conversation so far stays within allowance_percent
 of the bill without masking, the others are kept for good ("cache"); a stable
@@ -11,14 +11,18 @@ import re
 
 import pytest
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.holdout import conversation_bucket, conversation_id, held_out
-from obsmask_core.conversation.outcomes import Masked, Unchanged
-from obsmask_core.conversation.planner import CLIPPED, MaskPlan
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import HELD_OUT, mask_request_body
-from obsmask_core.conversation.summary import LeftAlone
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
+from obsmask_core.conversation.masking.rewrite import HELD_OUT, mask_request_body
+from obsmask_core.conversation.masking.summary import LeftAlone
+from obsmask_core.conversation.planning.holdout import (
+    conversation_bucket,
+    conversation_id,
+    held_out,
+)
+from obsmask_core.conversation.planning.planner import CLIPPED, MaskPlan
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.settings import check_value
 from support.billing import rebill, so_far

@@ -13,13 +13,14 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation import grown_body, request_body
-from obsmask_core.conversation.grown_body import GrownBody, GrownItems
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_body import ExactBody
-from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.wire_formats import CHAT, RESPONSES
+from obsmask_core.conversation.body import request_body
+from obsmask_core.conversation.body.request_body import ExactBody
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.reuse import grown_body
+from obsmask_core.conversation.reuse.grown_body import GrownBody, GrownItems
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import CHAT, RESPONSES
 from support.chat import body, conversation, tool_result, tool_turn
 from support.chat_masking import ANSWER_AND_REPLY as ANSWER
 from support.chat_masking import LAST_TURN_POLICY as POLICY

@@ -11,12 +11,13 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation import request_body, tool_turns
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.previous_requests import forget_previous_requests
-from obsmask_core.conversation.request_body import ExactBody, QuickBody
-from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.body import request_body
+from obsmask_core.conversation.body.request_body import ExactBody, QuickBody
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
+from obsmask_core.conversation.turns import tool_turns
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.chat import body, conversation, user
 from support.chat_masking import ANSWER_AND_REPLY as ANSWER
 from support.chat_masking import LAST_TURN_POLICY as POLICY

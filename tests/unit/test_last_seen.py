@@ -1,4 +1,4 @@
-"""The table of when conversations were last seen (``conversation/last_seen.py``):
+"""The table of when conversations were last seen (``conversation/billing/last_seen.py``):
 a request that comes more than the cache's lifetime after its conversation's
 previous one records its end as cold, for every later request; the table
 is bounded, loses the least recently seen first, and is shared by threads."""
@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 import pytest
 
-from obsmask_core.conversation.last_seen import (
+from obsmask_core.conversation.billing.last_seen import (
     A_DAY,
     AN_HOUR,
     LastSeen,

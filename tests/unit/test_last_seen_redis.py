@@ -1,5 +1,5 @@
 """The table of when conversations were last seen, in Redis
-(``conversation/last_seen_redis.py``), against a real redis-server: two
+(``conversation/billing/last_seen_redis.py``), against a real redis-server: two
 proxies sharing it see one conversation's pauses as one (measured from its
 latest request through either), the same cold ends, also after a restart;
 it answers as the in-memory table does; it is bounded like it; and a
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from obsmask_core.conversation.last_seen import LastSeen, LastSeenTable, Visit
-from obsmask_core.conversation.last_seen_redis import RETRY_SECONDS, RedisLastSeen
+from obsmask_core.conversation.billing.last_seen import LastSeen, LastSeenTable, Visit
+from obsmask_core.conversation.billing.last_seen_redis import RETRY_SECONDS, RedisLastSeen
 from support.redis_server import RedisServer, free_port, needs_redis, running_redis
 
 pytestmark = needs_redis

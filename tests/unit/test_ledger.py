@@ -1,4 +1,4 @@
-"""The ledger (``conversation/ledger.py``): the bill of a conversation so far,
+"""The ledger (``conversation/billing/ledger.py``): the bill of a conversation so far,
 with obsmask's decisions and without, one request at a time; whether the next
 request fits in the allowance; the token estimate; the flow's metadata."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.cache_billing import Forwarded
-from obsmask_core.conversation.ledger import BillSoFar, Ledger, prefix_tokens
-from obsmask_core.conversation.price_models import PRICE_MODELS
+from obsmask_core.conversation.billing.cache_billing import Forwarded
+from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS
 
 ANTHROPIC = PRICE_MODELS["anthropic"]
 OPENAI = PRICE_MODELS["openai"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchlib.cache.figures import session_figures
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.model import CACHE_RULES, PRICE_MODELS
 from obsmask_core.offline.cache.sessions import load_real_sessions
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder

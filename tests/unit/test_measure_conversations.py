@@ -6,8 +6,8 @@ recorded request is paired with the replayed request of its length."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.holdout import conversation_id
-from obsmask_core.conversation.wire_formats import CHAT, RESPONSES
+from obsmask_core.conversation.planning.holdout import conversation_id
+from obsmask_core.conversation.turns.wire_formats import CHAT, RESPONSES
 from obsmask_core.offline.measure.conversations import group_conversations
 from obsmask_core.offline.measure.inputs import SentRequest
 from support.chat import conversation, user

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from benchlib.errors import BenchError
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.routes import Routes
+from obsmask_core.conversation.settings.routes import Routes
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.offline.measure.inputs import FLOWS, REQUEST_BODY, read_inputs
 from support.flow_files import post_flow, with_unreadable_backup, write_flows
 from support.formats import session, to_anthropic, to_chat, to_responses

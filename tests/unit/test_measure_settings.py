@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.offline.proxy_settings import SettingsRefused, settings_in_force
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
 from obsmask_core.shared.settings import build, declared

@@ -4,9 +4,9 @@ paired with the replay's (``scripts/benchlib/measure/prices.py``)."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.price_models import PRICE_MODELS
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.offline.measure.prices import PRICED_MODELS
 from obsmask_core.offline.measure.usage import (
     ProviderTokens,

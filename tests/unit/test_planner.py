@@ -1,4 +1,4 @@
-"""The planner's rules (``conversation/planner.py``), run against all three
+"""The planner's rules (``conversation/planning/planner.py``), run against all three
 wire formats.
 
 The same policy, with the same invariants, works on all three through one model
@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.planner import CLIPPED, MASKED, plan_masking
-from obsmask_core.conversation.policy import (
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.planning.planner import CLIPPED, MASKED, plan_masking
+from obsmask_core.conversation.settings.policy import (
     DEFAULT_PLACEHOLDER_TEMPLATE,
     MaskPolicy,
     render_placeholder,
 )
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from obsmask_core.shared.truncation import TRUNCATION_MARK, truncate_text
 from support.chat import LONG_OUTPUT
 from support.formats import (

@@ -1,4 +1,4 @@
-"""The planner's rules (``conversation/planner.py``) on Chat Completions
+"""The planner's rules (``conversation/planning/planner.py``) on Chat Completions
 ``messages`` lists, through the helper ``mask_old_tool_results``
 (support/chat_masking.py): the masked list out, the input untouched.
 
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.policy import (
+from obsmask_core.conversation.settings.policy import (
     DEFAULT_PLACEHOLDER_TEMPLATE,
     MaskPolicy,
     render_placeholder,

@@ -1,4 +1,4 @@
-"""The masking policy's settings (``conversation/policy.py``): read from TOML
+"""The masking policy's settings (``conversation/settings/policy.py``): read from TOML
 values, refused when wrong, overlaid by a profile of the settings file (every
 profile checked), the placeholder rendered, and the shipped ``mitm.toml``
 valid."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.policy import MaskPolicy, policy_values, render_placeholder
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values, render_placeholder
 from obsmask_core.shared.config_file import ConfigFile, load_config
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.settings import build, check_value
@@ -35,7 +35,7 @@ def test_wrong_values_of_the_cache_and_budget_keys_are_refused(key, value, messa
 
 
 def test_shipped_settings_file_is_valid_and_has_the_no_cache_profile():
-    from obsmask_core.conversation.policy import policy_values
+    from obsmask_core.conversation.settings.policy import policy_values
     from obsmask_core.shared.config_file import load_config
     from obsmask_core.shared.settings import build
     from support.processes import REPO

@@ -10,22 +10,24 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation import planner, rewrite, tool_turns
-from obsmask_core.conversation import previous_requests as previous_requests_module
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.previous_requests import (
+from obsmask_core.conversation.body.request_body import ExactBody, QuickBody, loads_marking_end
+from obsmask_core.conversation.masking import rewrite
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.planning import planner
+from obsmask_core.conversation.reuse import previous_requests as previous_requests_module
+from obsmask_core.conversation.reuse.previous_requests import (
     DOCUMENT_AFTER_REQUESTS,
     DOCUMENT_CONVERSATIONS,
     DOCUMENT_IDLE_SECONDS,
     PreviousRequest,
     PreviousRequests,
 )
-from obsmask_core.conversation.request_body import ExactBody, QuickBody, loads_marking_end
-from obsmask_core.conversation.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.tool_turns import IndexedItems
-from obsmask_core.conversation.turn_model import ToolResult, ToolTurnIndex
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns import tool_turns
+from obsmask_core.conversation.turns.tool_turns import IndexedItems
+from obsmask_core.conversation.turns.turn_model import ToolResult, ToolTurnIndex
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.chat import body, conversation, user
 from support.chat_masking import ANSWER_AND_REPLY as ANSWER
 from support.chat_masking import LAST_TURN_POLICY as POLICY

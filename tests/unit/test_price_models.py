@@ -1,4 +1,4 @@
-"""The price models (``conversation/price_models.py``): what a provider bills
+"""The price models (``conversation/billing/price_models.py``): what a provider bills
 for a request's input tokens, in thousandths of the base input price,
 depending on how many of them it shares with the previous request."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.price_models import PRICE_MODELS, PRICE_UNIT, PriceModel
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT, PriceModel
 
 ANTHROPIC = PRICE_MODELS["anthropic"]
 OPENAI = PRICE_MODELS["openai"]

@@ -1,5 +1,5 @@
 """Reading the usage a provider reported in a buffered answer
-(``conversation/provider_usage.py``): the input, output and cached input
+(``conversation/usage/provider_usage.py``): the input, output and cached input
 tokens (``usage.prompt_tokens_details.cached_tokens`` for OpenAI,
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` for
 Anthropic), and nothing from a body that is not what it should be.
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.provider_usage import ProviderUsage, usage_from_json
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage, usage_from_json
 from support.usage import ANTHROPIC_JSON, CHAT_JSON, RESPONSES_JSON
 
 

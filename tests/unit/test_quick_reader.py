@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from obsmask_core.conversation.outcomes import Masked, Unreadable
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.masking.outcomes import Masked, Unreadable
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import CHAT
 
 
 def test_a_body_nested_past_what_python_compares_is_masked_or_unreadable_never_raises():

@@ -1,4 +1,4 @@
-"""Recall of a masked conversation result (``conversation/recall.py`` and
+"""Recall of a masked conversation result (``conversation/masking/recall.py`` and
 the rewrite): the stub the recall tool answered with is replaced, on the way
 to the provider, by the original text of the named result taken from the
 same request; the same request always gives the same bytes; the recalled
@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.outcomes import Masked
-from obsmask_core.conversation.policy import DEFAULT_PLACEHOLDER_TEMPLATE, MaskPolicy
-from obsmask_core.conversation.request_text import loads
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.body.request_text import loads
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import DEFAULT_PLACEHOLDER_TEMPLATE, MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.shared.recall_text import RecallQuery
 from support.formats import (
     FORMAT_IDS,

@@ -5,7 +5,7 @@ profile gives the built-in defaults back."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
 from obsmask_core.shared.settings import build
 from support.processes import REPO

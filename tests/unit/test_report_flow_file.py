@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from benchlib.errors import BenchError
-from obsmask_core.conversation.routes import Routes
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT
+from obsmask_core.conversation.settings.routes import Routes
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT
 from obsmask_core.offline.report.flow_file import LostOriginal, read_flow_files
 from support.flow_files import post_flow, with_unreadable_backup, write_flows
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.wire_formats import CHAT
+from obsmask_core.conversation.turns.wire_formats import CHAT
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.report.conversations import group_conversations
 from obsmask_core.offline.report.flow_file import RecordedRequest

@@ -1,5 +1,5 @@
 """Parsing a request body with the place of each conversation item
-(``conversation/request_text.py``): the spans hold the items' own text, the
+(``conversation/body/request_text.py``): the spans hold the items' own text, the
 values read as ``json.loads`` reads them (duplicate keys, NaN), and a body
 that cannot be rewritten raises UnsupportedBody with a reason that never
 quotes the body."""
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.request_text import (
+from obsmask_core.conversation.body.request_text import (
     NonFiniteNumber,
     UnsupportedBody,
     loads,
@@ -172,7 +172,7 @@ def test_reasons_for_bodies_that_are_not_json_objects():
 def test_a_number_too_big_for_a_float_is_kept_as_written():
     """1e400 overflows a float: it is read like NaN and Infinity, as the
     text it was written as, never as inf."""
-    from obsmask_core.conversation.request_text import NonFiniteNumber, loads
+    from obsmask_core.conversation.body.request_text import NonFiniteNumber, loads
 
     assert loads('[1e400, -1e400, 1.5, 2]') == [NonFiniteNumber("1e400"),
                                                 NonFiniteNumber("-1e400"), 1.5, 2]

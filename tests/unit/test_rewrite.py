@@ -1,4 +1,4 @@
-"""Masking whole request bodies (``conversation/rewrite.py``): the real
+"""Masking whole request bodies (``conversation/masking/rewrite.py``): the real
 sessions in fixtures/sessions/, the same conversations in the three wire
 formats, are masked with the same decisions and nothing else changes; and a
 body built by the test helpers is masked."""
@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from obsmask_core.conversation.apply import mask_items
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_text import loads
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES
+from obsmask_core.conversation.body.request_text import loads
+from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from support.chat import body as chat_body_bytes
 from support.formats import changed_results, skeleton
 from support.processes import REPO

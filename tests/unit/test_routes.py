@@ -1,5 +1,5 @@
 """Which requests are conversations, and in which format
-(``conversation/routes.py``): a POST whose path, without its query, matches
+(``conversation/settings/routes.py``): a POST whose path, without its query, matches
 a route's regular expression; the first route in field order wins, and an
 empty route turns its format off."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
+from obsmask_core.conversation.settings.routes import FORMAT_TITLES, Routes
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.settings import declared
 

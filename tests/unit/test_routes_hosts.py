@@ -1,11 +1,11 @@
-"""The ``obsmask_hosts`` route (``conversation/routes.py``): a regular
+"""The ``obsmask_hosts`` route (``conversation/settings/routes.py``): a regular
 expression searched in the request's host, lower case; empty, any host."""
 
 from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.routes import Routes
+from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.shared.errors import SettingError
 
 PROVIDERS = Routes(hosts=r"(^|\.)(openai|anthropic)\.com$")

@@ -4,8 +4,8 @@ neutral value, and no other."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.conversation.masking.summary import describe_policy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 
 
 def test_the_spec_window_names_only_its_own_settings():

@@ -1,5 +1,5 @@
 """The calls of a tool turn as re-fetch detection compares them
-(``conversation/tool_calls.py``): the same tool with the same arguments as
+(``conversation/turns/tool_calls.py``): the same tool with the same arguments as
 JSON is the same call in every wire format, whatever the key order and the
 whitespace; and a call counts as only reading when its tool or its shell
 command is known to read, never otherwise."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.tool_calls import calls_of, command_reads_only, reads_only
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.conversation.turns.tool_calls import calls_of, command_reads_only, reads_only
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.formats import Call, Event, Result, Say, Turn, convert
 
 FORMATS = [CHAT, ANTHROPIC, RESPONSES]

@@ -1,4 +1,4 @@
-"""The tool-turn model of each wire format (``conversation/tool_turns.py``):
+"""The tool-turn model of each wire format (``conversation/turns/tool_turns.py``):
 where a turn begins and ends, which turn each result belongs to (the latest
 earlier one that declared its id), which results are orphans, and where the
 model's answers begin (a request of the conversation ends just before one)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.tool_turns import (
+from obsmask_core.conversation.turns.tool_turns import (
     index_anthropic_tool_turns,
     index_chat_tool_turns,
     index_responses_tool_turns,

@@ -1,5 +1,5 @@
 """Reading the usage a provider reported in a streamed answer
-(``conversation/usage_stream.py``): in the last events of each API's stream,
+(``conversation/usage/usage_stream.py``): in the last events of each API's stream,
 as the chunks pass (however they are cut), by the SSE rules, in bounded
 memory, gzip- or deflate-compressed or not.
 
@@ -14,8 +14,12 @@ import zlib
 
 import pytest
 
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.usage_stream import MAX_EVENT_BYTES, SseUsageReader, usage_from_sse
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
+from obsmask_core.conversation.usage.usage_stream import (
+    MAX_EVENT_BYTES,
+    SseUsageReader,
+    usage_from_sse,
+)
 from support.usage import (
     ANTHROPIC_JSON,
     ANTHROPIC_STREAM,

@@ -7,7 +7,7 @@ import json
 
 import orjson
 
-from obsmask_core.conversation.value_search import find_values
+from obsmask_core.conversation.body.value_search import find_values
 
 
 def test_a_value_is_found_where_a_member_value_is_written():

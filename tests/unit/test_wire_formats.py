@@ -1,4 +1,4 @@
-"""The three request formats (``conversation/wire_formats.py``): where each
+"""The three request formats (``conversation/turns/wire_formats.py``): where each
 keeps its conversation and a result's value, what a masked value becomes
 (a string: the placeholder; a list of blocks: its non-text blocks where they
 were, its text blocks one text block at the first one's place, with that
@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, FORMATS, RESPONSES, set_at
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, FORMATS, RESPONSES, set_at
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
 DOCUMENT = {"type": "document", "source": {"type": "text", "data": "kept"}}

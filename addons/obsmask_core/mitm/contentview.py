@@ -6,7 +6,7 @@ diff.
 Its render priority makes mitmproxy's "auto" choose it for the messages
 obsmask changed (a masked request; a cut answer, or, when the cut answer
 was streamed and so has no body, its request), and never for another one.
-The pages are made by the pure modules (``conversation/explain.py``,
+The pages are made by the pure modules (``conversation/view/explain.py``,
 ``mcp/explain.py``); here they are only handed to mitmproxy, through the API
 the installed version offers: mitmproxy 12's ``Contentview`` (registered
 with ``contentviews.add``, which keeps it to the end), or mitmproxy 11's
@@ -25,14 +25,14 @@ from mitmproxy.addonmanager import Loader
 from mitmproxy.contentviews.base import View as LegacyView
 from mitmproxy.flow import Flow
 
-from obsmask_core.conversation.explain import (
+from obsmask_core.conversation.turns.wire_formats import FORMATS
+from obsmask_core.conversation.view.explain import (
     MaskingExplanation,
     MaskingRecord,
     NotExplained,
     explain_masking,
     masking_page,
 )
-from obsmask_core.conversation.wire_formats import FORMATS
 from obsmask_core.mcp.explain import CutRecord, cut_page, explain_cuts, streamed_page
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.flows import (

@@ -15,19 +15,19 @@ from dataclasses import dataclass
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.conversation.last_seen import LastSeen, Visit
-from obsmask_core.conversation.outcomes import (
+from obsmask_core.conversation.billing.last_seen import LastSeen, Visit
+from obsmask_core.conversation.masking.outcomes import (
     Masked,
     Refused,
     RewriteOutcome,
     Unchanged,
     Unreadable,
 )
-from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy, policy_values
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
-from obsmask_core.conversation.summary import LeftAlone, MaskSummary, describe_policy
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.masking.summary import LeftAlone, MaskSummary, describe_policy
+from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy, policy_values
+from obsmask_core.conversation.settings.routes import FORMAT_TITLES, Routes
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.mitm.body_encoding import EncodedBody, encoded
 from obsmask_core.mitm.flows import (
     CONVERSATION_METADATA,

@@ -29,7 +29,7 @@ from pathlib import Path
 from mitmproxy import http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.conversation.last_seen_redis import RedisLastSeen
+from obsmask_core.conversation.billing.last_seen_redis import RedisLastSeen
 from obsmask_core.mitm.flows import add_comment, guarded, log_once_sent, where
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile

@@ -7,8 +7,8 @@ import logging
 
 from mitmproxy import http
 
-from obsmask_core.conversation.provider_usage import ProviderUsage, usage_from_json
-from obsmask_core.conversation.usage_stream import SseUsageReader, usage_from_sse
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage, usage_from_json
+from obsmask_core.conversation.usage.usage_stream import SseUsageReader, usage_from_sse
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, log_once_sent, where
 
 logger = logging.getLogger(__name__)

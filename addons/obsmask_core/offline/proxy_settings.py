@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from obsmask_core.conversation.policy import POLICY_SECTION, MaskPolicy, policy_values
-from obsmask_core.conversation.routes import Routes
-from obsmask_core.conversation.summary import describe_policy
+from obsmask_core.conversation.masking.summary import describe_policy
+from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy, policy_values
+from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.config_file import ConfigFile, load_config
 from obsmask_core.shared.errors import ConfigError, SettingError

@@ -3,7 +3,7 @@ pretty-printed, and the unified diff of two texts, whole or part by part,
 its work bounded (``DIFF_WORK``): mitmproxy renders a view on its event
 loop, so a slow diff would hold up the proxy.
 
-Both features explain what they did with these (``conversation/explain.py``,
+Both features explain what they did with these (``conversation/view/explain.py``,
 ``mcp/explain.py``); ``mitm/contentview.py`` hands the lines to mitmproxy,
 which shows each kind in its own style (mitmproxy 11) or as plain text
 (mitmproxy 12).

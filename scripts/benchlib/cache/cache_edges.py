@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from benchlib.cache.synthetic import SYSTEM_PROMPT, result_size, task_text
 from benchlib.cache.text_maker import TextMaker
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from obsmask_core.offline.cache.sessions import PACE_SECONDS, Session
 
 CACHE_EDGE_SEED = 2001

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from benchlib.cache.policies import BASELINE
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.replay import PolicyRun, replay_policies
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.so_far import ratio_so_far, worst_so_far

@@ -14,7 +14,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 from benchlib.cache.figures import SessionFigures, session_figures
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.shared.tokens import message_strings

@@ -10,7 +10,7 @@ import tomli
 
 from _bootstrap import REPO
 from benchlib.errors import BenchError
-from obsmask_core.conversation.policy import MaskPolicy, policy_values
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.offline.cache.policy_json import policy_settings
 from obsmask_core.shared.config_file import load_config
 from obsmask_core.shared.errors import ConfigError, SettingError

@@ -10,11 +10,11 @@ from typing import TypedDict, TypeGuard
 
 from benchlib.errors import BenchError
 from benchlib.timing import median_ms
-from obsmask_core.conversation.outcomes import Masked, Unchanged
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.request_text import loads
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.body.request_text import loads
+from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.shared.tokens import TokenCounter, estimate_input_tokens
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from benchlib.one_request.measure import RequestFigures, SkippedRequest, is_measured
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.clients import Request
 from obsmask_core.offline.cache.model import (
     CACHE_RULES,

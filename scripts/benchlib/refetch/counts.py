@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypedDict
 
-from obsmask_core.conversation.outcomes import Masked, Unchanged
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.refetch import count_repeats
-from obsmask_core.conversation.rewrite import mask_request_body
+from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.planning.refetch import count_repeats
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.sessions import Session
 

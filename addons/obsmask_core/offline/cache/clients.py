@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from obsmask_core.conversation.holdout import IGNORED_KEYS
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.planning.holdout import IGNORED_KEYS
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
 from obsmask_core.offline.cache.sessions import Session
 

@@ -20,8 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from obsmask_core.conversation.tool_turns import RESPONSES_CALL_TYPES
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, FORMATS, RESPONSES, WireFormat
+from obsmask_core.conversation.turns.tool_turns import RESPONSES_CALL_TYPES
+from obsmask_core.conversation.turns.wire_formats import (
+    ANTHROPIC,
+    CHAT,
+    FORMATS,
+    RESPONSES,
+    WireFormat,
+)
 
 FORMAT_NAMES = tuple(FORMATS)  # chat, anthropic, responses
 # The top-level member sent in front of the list, per format.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.settings.policy import MaskPolicy
 
 
 def policy_settings(policy: MaskPolicy) -> dict[str, object]:

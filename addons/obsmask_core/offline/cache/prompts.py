@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.clients import Request
 from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
 from obsmask_core.offline.cache.model import (

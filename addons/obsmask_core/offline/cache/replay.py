@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from obsmask_core.conversation.last_seen import LastSeen, Visit
-from obsmask_core.conversation.outcomes import Masked, RewriteOutcome
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.rewrite import mask_request_body
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.billing.last_seen import LastSeen, Visit
+from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome
+from obsmask_core.conversation.masking.rewrite import mask_request_body
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.clients import ClientRequests, Request
 from obsmask_core.offline.cache.model import Prompt, PromptCaches, Segment, SessionBill
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader, breakpoint_errors

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from obsmask_core.conversation.holdout import IGNORED_KEYS
-from obsmask_core.conversation.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from obsmask_core.conversation.planning.holdout import IGNORED_KEYS
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from obsmask_core.offline.cache.formats import (
     FORMAT_NAMES,
     body_format,

@@ -28,7 +28,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from obsmask_core.conversation.holdout import IGNORED_KEYS
+from obsmask_core.conversation.planning.holdout import IGNORED_KEYS
 from obsmask_core.offline.cache.model import Segment
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, message_strings

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from obsmask_core.conversation.planner import plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
+from obsmask_core.conversation.planning.planner import plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.model import PriceModel, SessionBill
 from obsmask_core.offline.cache.replay import PolicyRun, replay
 from obsmask_core.offline.cache.sessions import Session

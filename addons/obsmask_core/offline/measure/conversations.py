@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from obsmask_core.conversation.holdout import conversation_id
+from obsmask_core.conversation.planning.holdout import conversation_id
 from obsmask_core.offline.cache.sessions import Session, continues, last_bodies
 from obsmask_core.offline.measure.inputs import SentRequest
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.routes import FORMAT_TITLES, Routes
+from obsmask_core.conversation.settings.routes import FORMAT_TITLES, Routes
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.offline.cache.formats import conversation
 from obsmask_core.offline.cache.sessions import Body, read_body
 from obsmask_core.offline.errors import OfflineError

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from obsmask_core.conversation.price_models import PRICE_MODELS as SETTINGS_MODELS
-from obsmask_core.conversation.price_models import PRICE_UNIT
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS as SETTINGS_MODELS
+from obsmask_core.conversation.billing.price_models import PRICE_UNIT
 from obsmask_core.offline.cache.model import PRICE_MODELS as REPLAY_MODELS
 from obsmask_core.offline.cache.model import SENSITIVITY_MODELS, PriceModel
 

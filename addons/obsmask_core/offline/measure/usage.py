@@ -3,7 +3,7 @@
 replay's estimate.
 
 The providers count alike only in part (see
-``obsmask_core.conversation.provider_usage``): OpenAI's ``input_tokens`` is
+``obsmask_core.conversation.usage.provider_usage``): OpenAI's ``input_tokens`` is
 the whole prompt, ``cached_input_tokens`` the part of it read from the
 cache; Anthropic's ``input_tokens`` is only what was neither read from
 nor written to its cache, so its prompt is the sum of the three figures.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from obsmask_core.conversation.provider_usage import ProviderUsage
-from obsmask_core.conversation.wire_formats import ANTHROPIC, WireFormat
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.shared.read_back import count, mapping
 
 ANTHROPIC_RULE = "anthropic"

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.model import PRICE_MODELS
 from obsmask_core.offline.cache.replay import replay
 from obsmask_core.offline.cache.sessions import Session, same_item
@@ -25,7 +25,7 @@ from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ParsedBody
 
 # bench_cache's four price models, by the names of the addon's price_model
-# setting (conversation/price_models.py: the same prices).
+# setting (conversation/billing/price_models.py: the same prices).
 PRICE_MODEL_NAMES = {"anthropic": "anthropic", "openai_90": "openai",
                      "openai_50": "openai_50", "no_cache": "none"}
 NO_MASKING = MaskPolicy(enabled=False)

@@ -2,7 +2,7 @@
 wire format reads it.
 
 A conversation is named by a hash of its first user message
-(``obsmask_core.conversation.holdout.conversation_id``): obsmask writes that
+(``obsmask_core.conversation.planning.holdout.conversation_id``): obsmask writes that
 name into the metadata of every request it planned; for a request recorded
 without it (obsmask off, an older obsmask, a plain mitmdump) the name is
 computed here from the body the client sent, the same way. A request whose
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from obsmask_core.conversation.holdout import conversation_id
-from obsmask_core.conversation.request_text import UnsupportedBody, parse_request
-from obsmask_core.conversation.routes import FORMAT_TITLES
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.body.request_text import UnsupportedBody, parse_request
+from obsmask_core.conversation.planning.holdout import conversation_id
+from obsmask_core.conversation.settings.routes import FORMAT_TITLES
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.formats import conversation
 from obsmask_core.offline.report.flow_file import RecordedRequest
 from obsmask_core.shared.read_back import word

@@ -8,7 +8,7 @@ tokens here are what the bill without a cache charges for it."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader
 from obsmask_core.offline.cache.sessions import Session

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from obsmask_core.conversation.routes import Routes
-from obsmask_core.conversation.wire_formats import FORMATS, WireFormat
+from obsmask_core.conversation.settings.routes import Routes
+from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.offline.flows import client_request, original_lost
 from obsmask_core.shared.read_back import mapping, word

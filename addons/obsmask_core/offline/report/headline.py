@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.price_models import PRICE_MODELS, PRICE_UNIT, for_format
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT, for_format
 from obsmask_core.offline.report.bills import ConversationBill, ModelBill
 from obsmask_core.offline.report.figures import REQUEST_AXIS, Figure, Fixed, Table
 from obsmask_core.offline.report.request_numbers import ProviderFigures, RequestNumbers

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.routes import Routes
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.offline.proxy_settings import (
     PREFIX,
@@ -79,7 +79,7 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
         bill = mapping(summary.get("bill"))
         if masked and not bill:
             # A masked request was planned: without a bill, its price model
-            # had no cache (conversation/summary.py keeps the bill otherwise).
+            # had no cache (conversation/masking/summary.py keeps the bill otherwise).
             found["price_model"] = "none"
             found.pop("allowance_percent", None)
         price_model, allowance = word(bill.get("price_model")), whole(bill.get("allowance_percent"))

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from obsmask_core.conversation.apply import apply_plan
-from obsmask_core.conversation.planner import plan_masking
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.wire_formats import WireFormat
+from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.planning.planner import plan_masking
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ParsedBody
 from obsmask_core.offline.report.estimates import prompt_tokens

@@ -19,7 +19,7 @@ from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
 
 NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
 # Formats whose input_tokens leave out the tokens read from or written to
-# the cache (conversation/provider_usage.py: Anthropic's).
+# the cache (conversation/usage/provider_usage.py: Anthropic's).
 CACHE_OUTSIDE_INPUT = frozenset({"anthropic"})
 
 

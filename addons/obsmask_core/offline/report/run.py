@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from obsmask_core.conversation.policy import MaskPolicy
-from obsmask_core.conversation.summary import describe_policy
-from obsmask_core.conversation.wire_formats import ANTHROPIC
+from obsmask_core.conversation.masking.summary import describe_policy
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.report.bills import ConversationBill, bill_conversation
 from obsmask_core.offline.report.conversations import Conversation, group_conversations

@@ -1,0 +1,160 @@
+"""The bill of a conversation so far, with obsmask's past decisions and with
+none, replayed from the request's own history.
+
+Every request of a conversation holds the earlier ones as prefixes, so the
+frontier replays them in order and bills each twice under the configured
+price model and the provider's cache as it runs it (``cache_billing``): as
+the client sent it, and as obsmask forwarded it. A move of the frontier
+changes the forwarded history at its first newly masked result, and the
+provider bills again what it can no longer read from its cache; the ledger
+allows a move only when the bill so far with masking, this request
+included, stays within ``allowance_percent`` of the bill without.
+
+Between moves a masked request costs at most what the unmasked one does (it
+reads what it read before, and is shorter by what it no longer sends), so
+checking at every move keeps the bill so far within the allowance at every
+request. A request the conversation came back to after the cache's lifetime
+(a cold end) reads nothing, as sent or as forwarded: a move there re-bills
+nothing, the masked request costs no more than the original, and the
+frontier may catch up. Tokens are estimated (characters / 4 and a few per item), never
+counted with an encoding, so the decision is the same whether or not one
+has loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from obsmask_core.conversation.billing.cache_billing import (
+    Billing,
+    BillingState,
+    Forwarded,
+    PrefixBilling,
+)
+from obsmask_core.conversation.billing.price_models import PRICE_UNIT, PriceModel
+
+# The estimate: about 4 characters a token, and the framing of each item
+# (OpenAI's cookbook counts 3).
+CHARS_PER_TOKEN = 4
+FRAMING_TOKENS = 3
+
+
+def prefix_tokens(chars: int, items: int) -> int:
+    """Estimated tokens of the first ``items`` items, ``chars`` characters of text."""
+    return chars // CHARS_PER_TOKEN + FRAMING_TOKENS * items
+
+
+@dataclass(frozen=True)
+class BillSoFar:
+    """The ledger at a request, for the flow's metadata. Bills are in input
+    tokens at the base price (a cached token counts as its price, 0.1 for
+    Anthropic's reads): estimates, not the provider's figures. ``cache``
+    names the provider's cache as the ledger ran it, and ``predicted`` what
+    it expects the provider to report for this request (read from and
+    written to the cache, in estimated tokens), beside the provider's own
+    report (``provider_usage``)."""
+
+    price_model: str
+    requests: int
+    with_masking: float
+    without_masking: float
+    allowance_percent: int
+    cache: str = "prefix"
+    predicted_read: int = 0
+    predicted_written: int = 0
+    predicted_input: int = 0
+    # The requests (by their items) the replay billed as cold: the
+    # conversation came back to them after its cache had expired.
+    cold_ends: tuple[int, ...] = ()
+
+    @property
+    def ratio(self) -> float | None:
+        return self.with_masking / self.without_masking if self.without_masking else None
+
+    def as_metadata(self) -> dict[str, object]:
+        ratio = self.ratio
+        return {
+            "price_model": self.price_model,
+            "requests": self.requests,
+            "estimated_with_masking": round(self.with_masking, 1),
+            "estimated_without_masking": round(self.without_masking, 1),
+            "ratio": round(ratio, 4) if ratio is not None else None,
+            "allowance_percent": self.allowance_percent,
+            # How much of the allowance the bill so far uses (0 while
+            # masking has saved more than it re-billed).
+            "allowance_used": round(max(0.0, self.with_masking - self.without_masking), 1),
+            "cache": self.cache,
+            "predicted": {"input_tokens": self.predicted_input,
+                          "cache_read_tokens": self.predicted_read,
+                          "cache_write_tokens": self.predicted_written},
+            "cold_ends": list(self.cold_ends),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerState:
+    """A ledger's running figures, to resume a replay from (``Checkpoint``)."""
+
+    requests: int
+    with_masking: int
+    without_masking: int
+    billing: BillingState
+
+
+class Ledger:
+    """The two bills of a conversation, one request at a time."""
+
+    def __init__(self, model: PriceModel, allowance_percent: int,
+                 billing: Billing | None = None) -> None:
+        self.model = model
+        self.allowance_percent = allowance_percent
+        self.billing: Billing = billing if billing is not None else PrefixBilling(model)
+        self.requests = 0
+        self.with_masking = 0  # in thousandths of the base price
+        self.without_masking = 0
+
+    @property
+    def minimum(self) -> int:
+        """No masked request may be shorter than this (``Billing.minimum``)."""
+        return self.billing.minimum
+
+    def plain_cost(self, tokens: int, end: int = 0) -> int:
+        """The next request as the client sent it (``end`` items, ``tokens``
+        estimated tokens): it begins with the whole previous one."""
+        return self.billing.plain_cost(end, tokens)
+
+    def masked_cost(self, forwarded: Forwarded) -> int:
+        return self.billing.masked_cost(forwarded)
+
+    def affordable(self, masked_cost: int, plain_cost: int) -> bool:
+        """Would the bill so far with masking stay within the allowance if
+        the next request cost ``masked_cost`` (and ``plain_cost`` unmasked)?"""
+        spent = self.with_masking + masked_cost
+        budget = self.without_masking + plain_cost
+        return spent * 100 <= budget * (100 + self.allowance_percent)
+
+    def record(self, plain_tokens: int, plain_cost: int, forwarded: Forwarded,
+               masked_cost: int, end: int = 0) -> None:
+        self.requests += 1
+        self.with_masking += masked_cost
+        self.without_masking += plain_cost
+        self.billing.record(end, plain_tokens, forwarded)
+
+    def expire(self) -> None:
+        """The provider's cache has expired before the next request."""
+        self.billing.expire()
+
+    def state(self) -> LedgerState:
+        return LedgerState(self.requests, self.with_masking, self.without_masking,
+                           self.billing.state())
+
+    def restore(self, state: LedgerState) -> None:
+        self.requests, self.with_masking, self.without_masking = (
+            state.requests, state.with_masking, state.without_masking)
+        self.billing.restore(state.billing)
+
+    def so_far(self) -> BillSoFar:
+        read, written, total = self.billing.predicted()
+        return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
+                         self.without_masking / PRICE_UNIT, self.allowance_percent,
+                         self.billing.name, read, written, total)

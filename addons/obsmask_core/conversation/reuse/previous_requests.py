@@ -1,0 +1,431 @@
+"""The conversation's previous request, kept so the next one costs less.
+
+An agent sends its whole history again with every request: the next
+request is the previous one with a few items added at the end of its list,
+byte for byte, and masking mostly plans the same replacements for it (the
+frontier moves now and then, not at every request). Its masked body is then
+the previous masked body up to where the list closes, followed by the
+client's own bytes from there: nothing to search for, splice or parse
+again. ``rewrite`` decides when that holds; this module keeps what it needs
+and finds the previous request a body grew from. The body itself need not
+be read whole either: when the previous request's read proved where its
+list closes, the next body is read as that request's items and its added
+items, which alone are parsed: from that request's document (the body as
+orjson read it), kept for a few conversations
+(``request_body.QuickBody.grown``, which says why that read is the whole
+read's), or else with the older items read only if something asks for
+them (``grown_body``), with the index, the name and the frontier's
+checkpoint of that request.
+
+Why such a body is right without a second parse:
+
+- the previous request P was masked into M, and M was parsed again and
+  checked; that parse also proved where M's list closes (``request_body``
+  inserts a marker just before a ``]``: it comes out as the list's last
+  element only if that ``]`` closes the list);
+- the next request B begins with P's bytes up to where P's list closes and
+  ends with P's bytes from there on; what lies between is ``,`` and items
+  that parse on their own as a list, and B's own read proved that its list
+  closes right after them;
+- JSON reads left to right: B reads as P with those items appended to the
+  list, nothing else changed, and M with the same bytes inserted at the
+  same place reads as M with the same items appended;
+- the plan for B makes exactly P's replacements (places, texts, kinds), all
+  in P's items: the result is B with those replacements, the body a splice
+  and a check would have given.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from weakref import WeakKeyDictionary
+
+from obsmask_core.conversation.planning.holdout import ConversationName
+from obsmask_core.conversation.planning.judgements import Judgement
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.tool_turns import IndexedItems
+from obsmask_core.conversation.turns.turn_model import Location
+
+# The latest requests of every conversation, as many as fit in these bytes
+# (their bodies and masked bodies), per policy; the least recently used go
+# first. Sized for 50 agents, some with 1.5 MB histories (bench_load.py's
+# agents): with 64 MB they pushed each other out before their next request
+# (31% of the requests reused the previous masked body, against 80%).
+REQUESTS_KEPT = 256
+PREVIOUS_BYTES_KEPT = 256 * 1024 * 1024
+# And the documents of some of them (each body as orjson read it, for
+# reading the next body from it and its added items alone), counted at
+# DOCUMENT_WEIGHT_PERCENT of the body's bytes (140-180% on the real
+# sessions, tracemalloc), while few conversations are going on: at most
+# DOCUMENT_CONVERSATIONS used in the last DOCUMENT_IDLE_SECONDS, and in
+# these bytes. A document's objects live from one request to the next, and
+# every full collection of the garbage collector walks them, holding the
+# GIL: with many agents the collections cost more than the reads spare
+# (bench_load.py's 50 agents, in one process: masking took 10% longer with
+# the documents that fit in 16 MB, and a full collection 108 ms instead of
+# 30 with all of them), while for a few agents a request costs a quarter
+# less (bench_rewrite.py, whole sessions).
+DOCUMENT_CONVERSATIONS = 8
+# And only from a conversation's third request in a row on: one that stops
+# after a request or two (a title, a one-off question, a benchmark's pair)
+# would leave a document whose objects only add to the collector's walks
+# (the load benchmark's requests of 280 KB, each of a new conversation,
+# took 1 ms longer).
+DOCUMENT_AFTER_REQUESTS = 3
+DOCUMENT_IDLE_SECONDS = 120.0
+DOCUMENT_BYTES_KEPT = 32 * 1024 * 1024
+DOCUMENT_WEIGHT_PERCENT = 170
+# And the index of their items (the next request's index is made from it
+# and its added items alone), for as many results as these allow. An index
+# is lighter than a document, but its turns and results are named tuples,
+# which the collector walks for as long as they live (it stops walking only
+# plain tuples of plain values). The load benchmark's 10 MB bodies (4,100
+# results each, one every 0.25 s, masked while the collector is paused:
+# ``mitm.off_loop``) piled up 41,000 results and 170,000 tuples that one
+# collection then walked in 62 ms, and a stream stalled that long. So no
+# index of more than INDEX_RESULTS_PER_REQUEST results is kept (a 1.5 MB
+# history holds 600-900), and at most INDEX_RESULTS_KEPT in all, holding at
+# most INDEX_CHARS_KEPT characters of the results' texts (its own copies:
+# the load benchmark's 200 conversations fit, and mitmdump grew by 100 MB),
+# least recently used out first.
+INDEX_RESULTS_PER_REQUEST = 2_500
+INDEX_RESULTS_KEPT = 100_000
+INDEX_CHARS_KEPT = 128 * 1024 * 1024
+# A body is compared with a kept request first by the bytes just before
+# where the kept list closes (where the conversations of one agent, which
+# share a long start, differ), then in full.
+_FINGERPRINT_BYTES = 64
+# What a kept request weighs besides its bytes.
+_REQUEST_BYTES = 1000
+# A body is looked for only among the kept requests that begin with its
+# first bytes (and the few whose list closes before that many bytes): with
+# many conversations going on, looking at every kept request cost more than
+# reading a 100 KB body.
+_START_BYTES = 256
+
+# The requests a body may have grown from: same format, recall on or off,
+# and the same first _START_BYTES bytes (None: a list that closes before).
+StartKey = tuple[str, bool, bytes | None]
+
+# (place, new text, kind) of each replacement of a plan, in order.
+Signature = tuple[tuple[Location, str, str], ...]
+
+
+@dataclass(frozen=True)
+class PreviousRequest:
+    """A request as it went out, and where its list closes.
+
+    ``end`` is the position of the ``]`` that closes the list in ``body``
+    (a guess until a later request's read proves it; ``end_proven`` when
+    its own read, or the check of its masked body, did). ``masked`` is the
+    body that went out when masking changed it, with ``masked_end`` where
+    its list closes (proven by its check); None when the body went out
+    unchanged. ``written`` is orjson's writing of the list's items without
+    the closing bracket (the bytes the frontier's checkpoint of the request
+    holds, not a copy), ``items`` their number.
+    ``conversation`` is the conversation's name and holdout bucket when a
+    user message among the items gave them (``holdout``): every request
+    that begins with them has the same."""
+
+    fmt: str
+    recall: bool
+    body: bytes
+    end: int
+    items: int
+    written: bytes
+    signature: Signature
+    masked: bytes | None = None
+    masked_end: int = 0
+    # How many requests of the conversation came one after the other, this
+    # one the last (1: not grown from a kept request).
+    in_a_row: int = 1
+    end_proven: bool = False
+    conversation: ConversationName | None = None
+
+    @property
+    def tail(self) -> bytes:
+        return self.body[self.end:]
+
+    @cached_property
+    def start_key(self) -> StartKey:
+        """The kept requests a body may have grown from are the ones of its
+        own start key (``start_keys_of``): it begins with their bytes up to
+        where their list closes."""
+        start = self.body[:_START_BYTES] if self.end >= _START_BYTES else None
+        return self.fmt, self.recall, start
+
+    @cached_property
+    def fingerprint(self) -> bytes:
+        """The bytes just before where the list closes (see ``grown_from``)."""
+        return self.body[max(0, self.end - _FINGERPRINT_BYTES):self.end]
+
+    @cached_property
+    def weight(self) -> int:
+        # ``written`` is the checkpoint's, weighed with the checkpoints while
+        # they keep it; once they let it go, this keeps it alive (no more
+        # bytes than the body it was written from).
+        return (len(self.body) + _REQUEST_BYTES
+                + (len(self.masked) if self.masked is not None else 0))
+
+
+def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
+    """The start keys of the kept requests ``body`` may have grown from."""
+    return (fmt, recall, body[:_START_BYTES]), (fmt, recall, None)
+
+
+# A parsed body: its top-level members, the list among them.
+Document = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Grown:
+    """A body that begins with a previous request's bytes up to where its
+    list closes, and ends with the rest of them: what lies between
+    (``added``, from ``start`` to ``end``) should be new items.
+    ``document`` is the previous request's body as orjson read it, when
+    its read proved where its list closes and it is still kept, and
+    ``indexed`` the index of its items when that is kept, with its results'
+    judgements (``judgements``: by number, None for one not judged)."""
+
+    previous: PreviousRequest
+    start: int
+    end: int
+    document: Document | None = None
+    indexed: IndexedItems | None = None
+    judgements: Sequence[Judgement | None] = ()
+
+    def added(self, body: bytes) -> bytes:
+        return body[self.start:self.end]
+
+
+@dataclass(frozen=True)
+class KeptIndex:
+    """A kept request's index, and its results' judgements."""
+
+    indexed: IndexedItems
+    judgements: Sequence[Judgement | None]
+
+
+@dataclass(frozen=True)
+class KeptDocument:
+    """A kept request's document, and what it weighs."""
+
+    document: Document
+    weight: int
+
+
+class PreviousRequests:
+    """The latest request of each conversation, for one policy. Shared by
+    the event loop and the worker thread, hence the lock."""
+
+    def __init__(self, bytes_kept: int = PREVIOUS_BYTES_KEPT,
+                 requests_kept: int = REQUESTS_KEPT,
+                 document_bytes_kept: int = DOCUMENT_BYTES_KEPT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._bytes_kept = bytes_kept
+        self._requests_kept = requests_kept
+        self._document_bytes_kept = document_bytes_kept
+        self._bytes = 0
+        self._kept: OrderedDict[int, PreviousRequest] = OrderedDict()
+        # The documents of kept requests (by the same key), least recently
+        # used first, with their weight; a request's goes when it goes.
+        self._documents: OrderedDict[int, KeptDocument] = OrderedDict()
+        # When each kept request was kept or last grown from (its place in
+        # ``_kept`` is the order of these).
+        self._used: dict[int, float] = {}
+        # The kept requests by start key, and the order in which they were
+        # kept or last grown from (the order of ``_kept``).
+        self._by_start: dict[StartKey, set[int]] = {}
+        self._recency: dict[int, int] = {}
+        self._uses = itertools.count()
+        self._document_bytes = 0
+        # The indexes of kept requests (by the same key), least recently
+        # used first, and how many results and characters they hold.
+        self._indexes: OrderedDict[int, KeptIndex] = OrderedDict()
+        self._index_results = 0
+        self._index_chars = 0
+        self._lock = threading.Lock()
+
+    def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
+        """The kept request ``body`` grew from: one with the same bytes if
+        there is one (a retry), else the most recent it grew from."""
+        with self._lock:
+            keys = [key for start in start_keys_of(body, fmt, recall)
+                    for key in self._by_start.get(start, ())]
+            keys.sort(key=self._recency.__getitem__, reverse=True)
+            candidates = [self._kept[key] for key in keys]
+        found: Grown | None = None
+        size = len(body)
+        # Every candidate is looked at, the latest first (a retry's may be
+        # older than the one the body grew from): the cheap tests first.
+        for previous in candidates:
+            end = previous.end
+            tail_at = size - (len(previous.body) - end)
+            if tail_at < end or previous.fmt != fmt or previous.recall != recall:
+                continue
+            if tail_at == end:
+                if body != previous.body:
+                    continue
+                found = Grown(previous, end, tail_at)
+                break
+            fingerprint = previous.fingerprint
+            if found is None and body.startswith(fingerprint, end - len(fingerprint)) \
+                    and body.endswith(previous.tail) \
+                    and body.startswith(memoryview(previous.body)[:end]):
+                found = Grown(previous, end, tail_at)
+        if found is None:
+            return None
+        key = id(found.previous)
+        with self._lock:
+            if key not in self._kept:
+                return found  # dropped meanwhile: its document too
+            self._kept.move_to_end(key)
+            self._used[key] = self._clock()
+            self._recency[key] = next(self._uses)
+            kept_index = self._indexes.get(key)
+            if kept_index is not None:
+                self._indexes.move_to_end(key)
+            kept_document = self._documents.get(key)
+            if kept_document is not None:
+                self._documents.move_to_end(key)
+        return Grown(found.previous, found.start, found.end,
+                     kept_document.document if kept_document is not None else None,
+                     *((kept_index.indexed, kept_index.judgements)
+                       if kept_index is not None else ()))
+
+    def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
+             document: Document | None = None, indexed: IndexedItems | None = None,
+             judgements: Sequence[Judgement | None] = ()) -> None:
+        """Keep ``request``, in place of ``replaces`` (the request it grew
+        from: no later request needs that one rather than this), with its
+        body as orjson read it (``document``: only when the read proved
+        where its list closes), the index of its items (``indexed``) and its
+        results' judgements."""
+        size = request.weight
+        with self._lock:
+            if replaces is not None and self._kept.pop(id(replaces), None) is not None:
+                self._bytes -= replaces.weight
+                self._forget(id(replaces), replaces)
+            if size > self._bytes_kept:
+                return
+            self._kept[id(request)] = request
+            self._used[id(request)] = self._clock()
+            self._recency[id(request)] = next(self._uses)
+            self._by_start.setdefault(request.start_key, set()).add(id(request))
+            self._bytes += size
+            while self._bytes > self._bytes_kept or len(self._kept) > self._requests_kept:
+                key, dropped = self._kept.popitem(last=False)
+                self._bytes -= dropped.weight
+                self._forget(key, dropped)
+            # Kept only with its request (a document under a key no longer
+            # kept could come back as another request's).
+            if indexed is not None and id(request) in self._kept:
+                self._keep_index(id(request), KeptIndex(indexed, judgements))
+            if document is not None and id(request) in self._kept \
+                    and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
+                self._keep_document(id(request), KeptDocument(
+                    document, len(request.body) * DOCUMENT_WEIGHT_PERCENT // 100))
+
+    def _keep_document(self, key: int, kept: KeptDocument) -> None:
+        """Keep the document of the request kept under ``key`` (lock held)
+        while few conversations are going on and it fits."""
+        weight = kept.weight
+        if self._conversations_going_on() > DOCUMENT_CONVERSATIONS:
+            # Many agents at work: the documents still kept go too.
+            self._documents.clear()
+            self._document_bytes = 0
+            return
+        # Room made from the documents of conversations gone idle (ended).
+        since = self._clock() - DOCUMENT_IDLE_SECONDS
+        while self._document_bytes + weight > self._document_bytes_kept and self._documents:
+            oldest = next(iter(self._documents))
+            if self._used.get(oldest, since) > since:
+                return
+            self._document_bytes -= self._documents.pop(oldest).weight
+        if self._document_bytes + weight > self._document_bytes_kept:
+            return
+        self._documents[key] = kept
+        self._document_bytes += weight
+
+    def _keep_index(self, key: int, kept: KeptIndex) -> None:
+        """Keep the index of the request kept under ``key`` (lock held),
+        making room from the least recently used."""
+        results, chars = len(kept.indexed.index.results), kept.indexed.text_chars
+        if results > INDEX_RESULTS_PER_REQUEST or chars > INDEX_CHARS_KEPT:
+            return
+        while (self._index_results + results > INDEX_RESULTS_KEPT
+               or self._index_chars + chars > INDEX_CHARS_KEPT) and self._indexes:
+            self._forget_index(self._indexes.popitem(last=False)[1])
+        self._indexes[key] = kept
+        self._index_results += results
+        self._index_chars += chars
+
+    def _forget_index(self, dropped: KeptIndex) -> None:
+        self._index_results -= len(dropped.indexed.index.results)
+        self._index_chars -= dropped.indexed.text_chars
+
+    def _conversations_going_on(self) -> int:
+        """How many kept requests were used lately, up to one more than
+        DOCUMENT_CONVERSATIONS (lock held): the latest used come last."""
+        since = self._clock() - DOCUMENT_IDLE_SECONDS
+        count = 0
+        for key in reversed(self._kept):
+            if self._used[key] < since or count > DOCUMENT_CONVERSATIONS:
+                break
+            count += 1
+        return count
+
+    def _forget(self, key: int, request: PreviousRequest) -> None:
+        """What goes with a request no longer kept (lock held): its key
+        may be a later request's."""
+        self._used.pop(key, None)
+        self._recency.pop(key, None)
+        same_start = self._by_start.get(request.start_key)
+        if same_start is not None:
+            same_start.discard(key)
+            if not same_start:
+                del self._by_start[request.start_key]
+        kept_document = self._documents.pop(key, None)
+        if kept_document is not None:
+            self._document_bytes -= kept_document.weight
+        kept_index = self._indexes.pop(key, None)
+        if kept_index is not None:
+            self._forget_index(kept_index)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+            self._documents.clear()
+            self._document_bytes = 0
+            self._indexes.clear()
+            self._index_results = 0
+            self._index_chars = 0
+            self._used.clear()
+            self._by_start.clear()
+            self._recency.clear()
+
+
+# Per policy, like the planner's judgements and checkpoints.
+_previous: WeakKeyDictionary[MaskPolicy, PreviousRequests] = WeakKeyDictionary()
+
+
+def previous_requests(policy: MaskPolicy) -> PreviousRequests | None:
+    """The kept requests of ``policy`` (None for a policy that cannot be a
+    key: one built with lists, not tuples)."""
+    try:
+        return _previous.get(policy) or _previous.setdefault(policy, PreviousRequests())
+    except TypeError:
+        return None
+
+
+def forget_previous_requests() -> None:
+    for kept in list(_previous.values()):
+        kept.clear()
