@@ -15,7 +15,7 @@ import sys
 import threading
 
 from obsmask_core.mitm import conversation_addon
-from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES
+from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, OffLoop
 from support.chat import body, conversation
 from support.conversation_flows import chat_flow
 
@@ -192,7 +192,7 @@ def test_pauses_that_overlap_switch_the_collector_back_on_only_at_the_last_end()
     """The event loop and the worker may pause the collector at once: the
     first to end must not switch it back on under the other; and a
     collector the user switched off stays off."""
-    from obsmask_core.mitm.off_loop import without_collector
+    without_collector = OffLoop().without_collector
 
     inside_first: list[bool] = []
     first_in, second_done = threading.Event(), threading.Event()
@@ -224,9 +224,6 @@ def test_once_the_proxy_runs_the_objects_made_at_start_up_are_left_out_of_collec
     modules, classes and functions made at start-up are frozen out of them
     when the proxy starts running, and only once (a reloaded script does
     not freeze what the proxy made since)."""
-    from obsmask_core.mitm import off_loop
-
-    monkeypatch.setattr(off_loop, "_frozen", False)
     gc.unfreeze()
     try:
         masking.running()

@@ -22,16 +22,18 @@ def obsmask_addons() -> list[object]:
     addon looks at the flow, and both features ask it whether recall is
     on), the totals after the features (a flow's facts are complete once
     their hooks have run), the content view (it hooks no flow), and one
-    tiktoken encoding in memory for both features."""
+    tiktoken encoding in memory and one worker thread for big bodies
+    (the conversation addon's) for both features."""
     settings = SettingsFile()
     tokens = TokenCounter()
     recall = Recall(settings)
+    masking = ConversationMasking(settings, tokens, recall)
     return [
         settings,
         recall,
-        ConversationMasking(settings, tokens, recall),
+        masking,
         McpGateway(settings),
-        McpTruncation(settings, tokens, recall),
+        McpTruncation(settings, tokens, recall, masking.off_loop),
         RunTotals(settings),
         MaskingView(),
     ]

@@ -37,12 +37,7 @@ from obsmask_core.mitm.flows import (
     log_once_sent,
     where,
 )
-from obsmask_core.mitm.off_loop import (
-    freeze_startup_objects,
-    off_loop,
-    run_off_loop,
-    without_collector,
-)
+from obsmask_core.mitm.off_loop import OffLoop, freeze_startup_objects
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -116,6 +111,8 @@ class ConversationMasking:
         # clock of live requests.
         self.last_seen = LastSeen()
         self._clock = clock
+        # The worker thread for big bodies, shared with the MCP addon.
+        self.off_loop = OffLoop()
 
     def load(self, loader: Loader) -> None:
         self._options.update(add_options(loader, MaskPolicy, PREFIX))
@@ -156,10 +153,10 @@ class ConversationMasking:
             work = Rewrite(flow.request, fmt, self.policy,
                            self.recall is not None and self.recall.enabled,
                            exact_tokens=not flow.live, visit=self._visit(flow))
-            if off_loop(flow.request):
+            if self.off_loop.takes(flow.request):
                 return self._rewrite_off_loop(flow, work)
             # The collector waits, as on the worker (see without_collector).
-            self._report(flow, fmt, without_collector(lambda: self._rewrite(work)))
+            self._report(flow, fmt, self.off_loop.without_collector(lambda: self._rewrite(work)))
         return None
 
     def _visit(self, flow: http.HTTPFlow) -> Visit:
@@ -177,7 +174,7 @@ class ConversationMasking:
         """A big body: decoded, masked and encoded again on a worker thread,
         while every other flow moves; the flow is changed back on the loop."""
         with guarded(flow, "forwarded unchanged"):
-            rewritten = await run_off_loop(lambda: self._rewrite(work))
+            rewritten = await self.off_loop.run(lambda: self._rewrite(work))
             self._report(flow, work.fmt, rewritten)
 
     def _rewrite(self, work: Rewrite) -> Rewritten | str:

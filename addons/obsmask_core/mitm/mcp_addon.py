@@ -59,7 +59,7 @@ from obsmask_core.mitm.flows import (
 )
 from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
-from obsmask_core.mitm.off_loop import off_loop, run_off_loop, without_collector
+from obsmask_core.mitm.off_loop import OffLoop
 from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
@@ -154,7 +154,7 @@ class McpTruncation:
     every MCP transport."""
 
     def __init__(self, settings: SettingsFile, tokens: TokenCounter | None = None,
-                 recall: Recall | None = None) -> None:
+                 recall: Recall | None = None, off_loop: OffLoop | None = None) -> None:
         self.settings = settings
         self.limits = TruncationLimits()
         self.tool_limits = self.limits.tool_limits()
@@ -164,6 +164,8 @@ class McpTruncation:
         self.recall = recall
         # The ceilings servers declared for their tools (tools/list answers).
         self.ceilings = ToolCeilings()
+        # The worker thread for big answers: the conversation addon's, in a proxy.
+        self.off_loop = off_loop or OffLoop()
         self._options: set[str] = set(FILE_OPTIONS)
 
     @property
@@ -312,15 +314,15 @@ class McpTruncation:
         # A big answer is cut on the worker thread that conversation masking
         # uses too (one bounded pool: mitm/off_loop.py), while every other
         # flow moves; the flow is changed back on the loop.
-        if off_loop(response):
+        if self.off_loop.takes(response):
             return self._truncate_off_loop(flow, response, job)
-        self._apply(flow, response, job, without_collector(lambda: job.run(response)))
+        self._apply(flow, response, job, self.off_loop.without_collector(lambda: job.run(response)))
         return None
 
     async def _truncate_off_loop(self, flow: http.HTTPFlow, response: http.Response,
                                  job: _BufferedCut) -> None:
         with guarded(flow, "answered unchanged"):
-            answer = await run_off_loop(lambda: job.run(response))
+            answer = await self.off_loop.run(lambda: job.run(response))
             self._apply(flow, response, job, answer)
 
     def _apply(self, flow: http.HTTPFlow, response: http.Response, job: _BufferedCut,
