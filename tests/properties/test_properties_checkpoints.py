@@ -7,36 +7,21 @@ time does resume."""
 
 from __future__ import annotations
 
-import copy
 from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_properties_frontier import growing_conversations, requests_of
 
-from obsmask_core.conversation.billing.price_models import PRICE_MODELS
 from obsmask_core.conversation.planning import planner
 from obsmask_core.conversation.planning.frontier import Frontier
 from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from support.conversation_strategies import growing_conversations, requests_of
+from support.conversation_strategies import priced_policies as policies
 from support.formats import Call, Event, Result, Turn, convert
+from support.resumed_replays import edited, same_plan
 
-policies = st.builds(
-    MaskPolicy,
-    refetch_guard=st.booleans(),
-    window_turns=st.integers(1, 4),
-    batch_turns=st.integers(1, 3),
-    trigger_tokens=st.sampled_from([0, 500, 3000]),
-    min_chars=st.sampled_from([0, 300]),
-    min_free_percent=st.sampled_from([0, 20, 80]),
-    max_input_tokens=st.sampled_from([0, 4000]),
-    keep_last_k_per_tool=st.integers(0, 1),
-    price_model=st.sampled_from(sorted(PRICE_MODELS)),
-    allowance_percent=st.sampled_from([0, 2, 10]),
-    clip_head_chars=st.just(200),
-    clip_tail_chars=st.just(100),
-)
 formats = st.sampled_from([CHAT, ANTHROPIC, RESPONSES])
 
 
@@ -48,16 +33,6 @@ def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
 
     with mock.patch.object(planner, "_frontier", fresh):
         return plan_masking(fmt.index(items), policy, items, recall=recall)
-
-
-def same_plan(resumed: MaskPlan, full: MaskPlan) -> None:
-    assert resumed.frontier_turn == full.frontier_turn
-    assert resumed.decisions == full.decisions
-    assert resumed.kept == full.kept
-    assert resumed.kept_at == full.kept_at
-    assert resumed.bill == full.bill
-    assert resumed.stage == full.stage
-    assert resumed.refetches == full.refetches
 
 
 def with_reused_ids(events: list[Event]) -> list[Event]:
@@ -79,21 +54,6 @@ def with_reused_ids(events: list[Event]) -> list[Event]:
         else:
             out.append(event)
     return out
-
-
-def edited(items: list[object], at: int) -> list[object]:
-    """The items with one string value of item ``at`` changed (a client
-    that rewrote its history)."""
-    changed = copy.deepcopy(items)
-    item = changed[at]
-    if isinstance(item, dict):
-        for key, value in item.items():
-            if isinstance(value, str):
-                item[key] = value + " (edited)"
-                break
-        else:
-            item["edited"] = "yes"
-    return changed
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,8 +21,6 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_properties_checkpoints import same_plan
-from test_properties_frontier import growing_conversations, policies, requests_of
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.ledger import prefix_tokens
@@ -39,7 +37,9 @@ from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgemen
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.billing import chars_of, common_prefix, so_far
+from support.conversation_strategies import growing_conversations, policies, requests_of
 from support.formats import Event, Say, claude_code_body, convert
+from support.resumed_replays import same_plan
 
 FLOAT_EPSILON = 1e-6
 

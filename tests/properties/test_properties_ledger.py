@@ -25,7 +25,6 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_properties_frontier import growing_conversations, policies, requests_of
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
@@ -40,6 +39,7 @@ from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.billing import rebill, so_far
 from support.chat import LONG_OUTPUT
+from support.conversation_strategies import growing_conversations, policies, requests_of
 from support.formats import (
     FORMATS,
     Call,

@@ -9,8 +9,6 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_properties_checkpoints import edited, policies
-from test_properties_frontier import growing_conversations, requests_of
 
 from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
@@ -18,8 +16,11 @@ from obsmask_core.conversation.planning import planner
 from obsmask_core.conversation.planning.frontier import Frontier
 from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from support.conversation_strategies import growing_conversations, requests_of
+from support.conversation_strategies import priced_policies as policies
 from support.encoders import ENCODERS
 from support.formats import convert
+from support.resumed_replays import edited
 
 # A member after the list that holds the next member's name, brackets and
 # a list of its own: where the list closes must not be taken from it.

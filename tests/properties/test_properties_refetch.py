@@ -12,11 +12,11 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_properties_frontier import growing_conversations, policies
 
 from obsmask_core.conversation.planning.planner import MASKED, MaskPlan, plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from support.conversation_strategies import growing_conversations, policies
 from support.formats import Call, Event, Say, Turn, convert
 
 # The per-tool rule follows the frontier's last move, not the request the

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -22,9 +20,8 @@ from obsmask_core.gateway.errors import (
 from obsmask_core.gateway.relay import ERROR_HEADER, REFUSED_HEADER, RELAY_HEADER, GatewayRelay
 from obsmask_core.gateway.upstreams import parse_upstream
 from support.http_servers import elicits_then_answers, read_head
+from support.relay_harness import REQUEST, free_port, relay_to, with_server
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-REQUEST = b'{"jsonrpc": "2.0", "id": "r-1", "method": "tools/call"}'
 NOTIFICATION = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'
 
 
@@ -58,25 +55,6 @@ def dechunk(data: bytes) -> bytes:
         if size == 0:
             return out
         out, data = out + data[:size], data[size + 2:]
-
-
-def relay_to(port: int, timeout: float = 5.0) -> GatewayRelay:
-    upstream = parse_upstream("up", f"http://127.0.0.1:{port}/mcp")
-    return GatewayRelay(lambda: {"up": upstream}, lambda: timeout)
-
-
-async def with_server(handler: Handler, test: Callable[[int], Awaitable[None]]) -> None:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
-    try:
-        await test(server.sockets[0].getsockname()[1])
-    finally:
-        server.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_refused_connection_answers_the_request_id_with_status_200():

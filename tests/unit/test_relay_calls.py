@@ -12,7 +12,6 @@ import asyncio
 import json
 
 import pytest
-from test_relay import REQUEST, free_port, relay_to, with_server
 
 from obsmask_core.gateway import relay as relay_module
 from obsmask_core.gateway.errors import (
@@ -36,6 +35,7 @@ from support.http_servers import (
     read_head,
     waits_for_its_end,
 )
+from support.relay_harness import REQUEST, free_port, relay_to, with_server
 
 ANSWER = b'{"jsonrpc": "2.0", "id": "r-1", "result": {"content": []}}'
 CLIENT_HEADERS = [(b"Host", b"127.0.0.1:8080"), (b"Content-Type", b"application/json"),
