@@ -280,7 +280,7 @@ def test_hooks_never_raise_into_mitmproxy(context, caplog, monkeypatch):
     def broken(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("obsmask_core.mitm.mcp_addon.truncate_jsonrpc_body", broken)
+    monkeypatch.setattr("obsmask_core.mitm.mcp_cuts.truncate_jsonrpc_body", broken)
     flow = mcp_flow(response_message())
     with caplog.at_level(logging.ERROR):
         run_hooks(addon, flow)

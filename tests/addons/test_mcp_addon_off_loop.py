@@ -22,7 +22,7 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import tflow
 
-from obsmask_core.mitm import mcp_addon
+from obsmask_core.mitm import mcp_cuts
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.mitm.off_loop import DECODED_PER_ENCODED_BYTE, OFF_LOOP_BYTES
 from obsmask_core.shared.truncation import TRUNCATION_MARK
@@ -68,13 +68,13 @@ def test_a_big_answer_is_cut_on_a_worker_thread_like_it_is_cut_inline(
         context, monkeypatch, content_type):
     addon, _ = context
     threads: list[str] = []
-    run = mcp_addon._BufferedCut.run
+    run = mcp_cuts.AnswerCut.run
 
-    def watched(job: mcp_addon._BufferedCut, response: http.Response) -> object:
+    def watched(job: mcp_cuts.AnswerCut, response: http.Response) -> object:
         threads.append(threading.current_thread().name)
         return run(job, response)
 
-    monkeypatch.setattr(mcp_addon._BufferedCut, "run", watched)
+    monkeypatch.setattr(mcp_cuts.AnswerCut, "run", watched)
     off_loop = big_flow(addon, content_type)
     assert respond_in_loop(addon, off_loop)
     inline = big_flow(addon, content_type)
@@ -91,13 +91,13 @@ def test_an_answer_below_the_threshold_is_cut_at_once_with_the_collector_paused(
     the cut returns; the collector is on again afterwards."""
     addon, _ = context
     collector_on: list[bool] = []
-    run = mcp_addon._BufferedCut.run
+    run = mcp_cuts.AnswerCut.run
 
-    def watched(job: mcp_addon._BufferedCut, response: http.Response) -> object:
+    def watched(job: mcp_cuts.AnswerCut, response: http.Response) -> object:
         collector_on.append(gc.isenabled())
         return run(job, response)
 
-    monkeypatch.setattr(mcp_addon._BufferedCut, "run", watched)
+    monkeypatch.setattr(mcp_cuts.AnswerCut, "run", watched)
     flow = requested(addon, mcp_flow(response_message()))
     assert not respond_in_loop(addon, flow)
     assert TRUNCATION_MARK.encode() in (flow.response.raw_content or b"")
@@ -126,7 +126,7 @@ def test_a_failure_on_the_worker_leaves_the_answer_as_it_came(context, monkeypat
     def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("broken")
 
-    monkeypatch.setattr(mcp_addon, "truncate_jsonrpc_body", broken)
+    monkeypatch.setattr(mcp_cuts, "truncate_jsonrpc_body", broken)
     flow = big_flow(addon)
     before = outcome(flow)
     with caplog.at_level(logging.ERROR):

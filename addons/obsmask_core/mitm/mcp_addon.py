@@ -25,29 +25,16 @@ never cut.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 
 from mitmproxy import http
 from mitmproxy.addonmanager import Loader
 
-from obsmask_core.mcp.cut import (
-    Cut,
-    NothingToCut,
-    NotJsonRpc,
-    TextTruncation,
-    truncate_jsonrpc_body,
-)
+from obsmask_core.mcp.cut import TextTruncation
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits
-from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers, StreamDecision
-from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
+from obsmask_core.mcp.scope import EVERY_RESPONSE, McpAnswers
 from obsmask_core.mcp.summary import COMMENT_PREFIX, McpSummary
-from obsmask_core.mcp.tool_limits import (
-    AnswerLimits,
-    ToolCeilings,
-    declared_ceilings,
-)
-from obsmask_core.mitm.body_encoding import EncodedBody, encoded
+from obsmask_core.mcp.tool_limits import AnswerLimits, ToolCeilings, declared_ceilings
 from obsmask_core.mitm.flows import (
     CONVERSATION_METADATA,
     MARK,
@@ -57,6 +44,7 @@ from obsmask_core.mitm.flows import (
     log_once_sent,
     where,
 )
+from obsmask_core.mitm.mcp_cuts import AnswerCut, CutOutcome, say_why
 from obsmask_core.mitm.mcp_scope import McpScope, server_key, server_name
 from obsmask_core.mitm.mcp_stream import SseTap
 from obsmask_core.mitm.off_loop import OffLoop
@@ -74,7 +62,6 @@ METADATA_KEY = MCP_METADATA
 EVENT_STREAM = "text/event-stream"
 
 
-
 def _is_event_stream(message: http.Message) -> bool:
     return str(message.headers.get("content-type", "")).lower().startswith(EVENT_STREAM)
 
@@ -83,70 +70,6 @@ def _looks_like_jsonrpc(body: bytes) -> bool:
     """Cheap test before a real scan: JSON that names "jsonrpc"."""
     start = body[:64].lstrip()
     return start[:1] in (b"{", b"[") and b'"jsonrpc"' in body
-
-
-def _say_why(flow: http.HTTPFlow, reason: str) -> None:
-    flow.metadata.setdefault(MCP_METADATA, {}).setdefault("mcp", reason)
-
-
-@dataclass
-class _CutAnswer:
-    """What cutting a buffered answer came to: its new raw body and headers
-    (None: it goes out unchanged), and why it was not read, if it was not."""
-
-    body: EncodedBody | None = None
-    truncations: list[TextTruncation] = field(default_factory=list)
-    read: bool = True  # False: the body could not be decoded (or is streamed)
-    undecodable: str | None = None  # the decoder's error type
-    not_jsonrpc: str | None = None  # why the body is not JSON-RPC
-
-
-@dataclass
-class _BufferedCut:
-    """Cutting one buffered answer, with everything decided on the event
-    loop beforehand: ``run`` changes neither the flow nor the log, so it may
-    run on a worker thread (ceilings go to a ToolCeilings, which is safe
-    between threads). It reads the flow's request, for the names of the
-    tools called (``per_message``), which nothing changes while the answer
-    waits for its hook."""
-
-    limits: TruncationLimits
-    marker: TruncationMarker
-    answers: McpAnswers
-    per_message: AnswerLimits
-    recall: bool
-    read_ceilings: Callable[[bytes], None]
-    why: str | None  # why the flow is MCP, when its request told
-    is_sse: bool
-    decision: StreamDecision | None
-
-    def run(self, response: http.Response) -> _CutAnswer:
-        try:
-            content = response.get_content()
-        except ValueError as e:
-            return _CutAnswer(read=False, undecodable=type(e.__context__ or e).__name__)
-        if content is None:
-            return _CutAnswer(read=False)
-        if self.is_sse:
-            outcome = truncate_sse_body(content, self.limits, self.marker, self.answers,
-                                        self.decision, per_message=self.per_message,
-                                        recall=self.recall, read_ceilings=self.read_ceilings)
-            new_body, truncations = outcome.body, outcome.cuts
-        else:
-            self.read_ceilings(content)
-            match truncate_jsonrpc_body(content, self.limits, self.marker, self.answers,
-                                        per_message=self.per_message, recall=self.recall):
-                case Cut(body=cut_body, truncation=truncation):
-                    new_body, truncations = cut_body, [truncation]
-                case NotJsonRpc(reason=reason):
-                    return _CutAnswer(not_jsonrpc=reason)
-                case NothingToCut():
-                    return _CutAnswer()
-        if new_body is None:
-            return _CutAnswer()
-        # Encode (compress again, if the server did) apart from the flow: if
-        # that fails, the flow has not been touched.
-        return _CutAnswer(encoded(response, new_body), truncations)
 
 
 class McpTruncation:
@@ -177,22 +100,23 @@ class McpTruncation:
         """Cut strings carry recall ids and go to the store."""
         return self.recall is not None and self.recall.enabled
 
-    def _answer_limits(self, flow: http.HTTPFlow) -> AnswerLimits:
-        """The limit of each response of the flow's answer, by its tool."""
+    def _cut(self, flow: http.HTTPFlow, scope: tuple[str, McpAnswers] | None,
+             is_sse: bool) -> AnswerCut:
+        """The cut of the flow's answer: the limit of each response by its
+        tool, and the ceilings a tools/list answer declares remembered."""
         # Rules name the server as users know it (host or gateway name);
         # ceilings are what one server (host and port) declared.
         key = server_key(flow)
-        return AnswerLimits(self.tool_limits, server_name(flow), self.scope.tool_of(flow),
-                            lambda tool: self.ceilings.get(key, tool))
 
-    def _ceilings_reader(self, flow: http.HTTPFlow) -> Callable[[bytes], None]:
-        """Remembers the ceilings a tools/list answer of the flow declares."""
-        key = server_key(flow)
-
-        def read(data: bytes) -> None:
+        def read_ceilings(data: bytes) -> None:
             self.ceilings.remember(key, declared_ceilings(data))
 
-        return read
+        per_message = AnswerLimits(self.tool_limits, server_name(flow), self.scope.tool_of(flow),
+                                   lambda tool: self.ceilings.get(key, tool))
+        return AnswerCut(
+            self.limits, self.marker, EVERY_RESPONSE if scope is None else scope[1],
+            per_message, self.recall_on, read_ceilings, None if scope is None else scope[0],
+            is_sse, self.scope.stream_decision(flow) if is_sse and scope is None else None)
 
     def load(self, loader: Loader) -> None:
         self._options.update(add_options(loader, TruncationLimits, PREFIX))
@@ -227,8 +151,8 @@ class McpTruncation:
         are noted; a flow read from a file was decided then)."""
         facts = flow.metadata.get(MCP_METADATA)
         # A request the conversation addon read is an LLM request, not an
-        # MCP call: decoding and scanning its body again (a 1.5 MB gzip body
-        # is ~5 ms) would be work on the event loop for nothing.
+        # MCP call: decoding and scanning its big body again would be work
+        # on the event loop for nothing.
         if (flow.request.method != "POST" or Recall.answered(flow)
                 or CONVERSATION_METADATA in flow.metadata
                 or (isinstance(facts, dict) and "mcp" in facts)):
@@ -245,6 +169,10 @@ class McpTruncation:
         if (response is None or response.stream or response.raw_content is not None
                 or not _is_event_stream(response) or Recall.answered(flow)):
             return
+        with guarded(flow, "streamed unchanged"):
+            self._stream(flow, response)
+
+    def _stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
         scope = self.scope.of(flow)
         if scope is None and not self.scope.may_be_stream(flow):
             return  # not MCP: mitmproxy handles it as it would without obsmask
@@ -253,11 +181,6 @@ class McpTruncation:
             # stream would never reach the client at all.
             response.stream = True
             return
-        with guarded(flow, "streamed unchanged"):
-            self._stream(flow, response, scope)
-
-    def _stream(self, flow: http.HTTPFlow, response: http.Response,
-                scope: tuple[str, McpAnswers] | None) -> None:
         encoding = response.headers.get("content-encoding")
         if encoding and scope is None:
             # A compressed GET stream of some site: decoding it to look for
@@ -268,16 +191,9 @@ class McpTruncation:
             logger.warning("obsmask: %s streamed unchanged: cannot decode content-encoding "
                            "%r on the fly", where(flow), encoding)
             return
-        answers, decision = EVERY_RESPONSE, None
-        if scope is None:
-            decision = self.scope.stream_decision(flow)
-        else:
-            _say_why(flow, scope[0])
-            answers = scope[1]
-        truncator = SseTruncator(self.limits, encoding, self.marker, answers=answers,
-                                 decision=decision, per_message=self._answer_limits(flow),
-                                 recall=self.recall_on,
-                                 read_ceilings=self._ceilings_reader(flow))
+        if scope is not None:
+            say_why(flow, scope[0])
+        truncator = self._cut(flow, scope, is_sse=True).truncator(encoding)
         # Cut events make the body shorter than any announced length (the
         # client would wait for the rest); a compressed stream goes out
         # decoded. Without a length, mitmproxy ends the body by closing.
@@ -306,45 +222,41 @@ class McpTruncation:
         is_sse = _is_event_stream(response)
         if scope is None and not (is_sse and self.scope.may_be_stream(flow)):
             return None  # not MCP: byte for byte
-        job = _BufferedCut(
-            self.limits, self.marker, EVERY_RESPONSE if scope is None else scope[1],
-            self._answer_limits(flow), self.recall_on, self._ceilings_reader(flow),
-            None if scope is None else scope[0], is_sse,
-            self.scope.stream_decision(flow) if is_sse and scope is None else None)
+        cut = self._cut(flow, scope, is_sse)
         # A big answer is cut on the worker thread that conversation masking
         # uses too (one bounded pool: mitm/off_loop.py), while every other
         # flow moves; the flow is changed back on the loop.
         if self.off_loop.takes(response):
-            return self._truncate_off_loop(flow, response, job)
-        self._apply(flow, response, job, self.off_loop.without_collector(lambda: job.run(response)))
+            return self._truncate_off_loop(flow, response, cut)
+        self._apply(flow, response, cut, self.off_loop.without_collector(lambda: cut.run(response)))
         return None
 
     async def _truncate_off_loop(self, flow: http.HTTPFlow, response: http.Response,
-                                 job: _BufferedCut) -> None:
+                                 cut: AnswerCut) -> None:
         with guarded(flow, "answered unchanged"):
-            answer = await self.off_loop.run(lambda: job.run(response))
-            self._apply(flow, response, job, answer)
+            answer = await self.off_loop.run(lambda: cut.run(response))
+            self._apply(flow, response, cut, answer)
 
-    def _apply(self, flow: http.HTTPFlow, response: http.Response, job: _BufferedCut,
-               answer: _CutAnswer) -> None:
+    def _apply(self, flow: http.HTTPFlow, response: http.Response, cut: AnswerCut,
+               answer: CutOutcome) -> None:
         """Put what a cut came to on the flow (on the event loop): the new
         body, the summary and the log lines."""
         if not answer.read:
-            if answer.undecodable is not None and job.why is not None:
+            if answer.undecodable is not None and cut.why is not None:
                 # The decoder's type only: mitmproxy's message quotes the body.
                 logger.warning("obsmask: MCP answer to %s forwarded unchanged: cannot decode "
                                "content-encoding %r (%s)", where(flow),
                                response.headers.get("content-encoding", ""),
                                answer.undecodable)
             return
-        if job.why is not None:
-            _say_why(flow, job.why)
-        if job.decision is not None and job.decision.is_mcp:
-            _say_why(flow, "stream")
+        if cut.why is not None:
+            say_why(flow, cut.why)
+        if cut.decision is not None and cut.decision.is_mcp:
+            say_why(flow, "stream")
         if answer.not_jsonrpc is not None:
             # A 202 "Accepted" (text) to a notification is no answer to read.
             is_json = "json" in response.headers.get("content-type", "").lower()
-            if job.why is not None and is_json:
+            if cut.why is not None and is_json:
                 logger.warning("obsmask: MCP answer to %s forwarded unchanged: %s",
                                where(flow), answer.not_jsonrpc)
             return
@@ -352,7 +264,7 @@ class McpTruncation:
             return
         flow.backup()
         answer.body.apply_to(response)
-        self.record_cuts(flow, McpSummary("sse" if job.is_sse else "json"),
+        self.record_cuts(flow, McpSummary("sse" if cut.is_sse else "json"),
                          answer.truncations)
 
     def record_cuts(self, flow: http.HTTPFlow, summary: McpSummary,

@@ -11,7 +11,8 @@ from mitmproxy import http
 from obsmask_core.mcp.cut import TextTruncation
 from obsmask_core.mcp.sse_rewrite import SseTruncator
 from obsmask_core.mcp.summary import McpSummary
-from obsmask_core.mitm.flows import MCP_METADATA, where
+from obsmask_core.mitm.flows import where
+from obsmask_core.mitm.mcp_cuts import say_why
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class SseTap:
                     self.truncator.decision.is_mcp is not None):
                 self.undecided = False
                 if self.truncator.decision.is_mcp:
-                    self.flow.metadata.setdefault(MCP_METADATA, {}).setdefault("mcp", "stream")
+                    say_why(self.flow, "stream")
             cuts = self.truncator.take_cuts()
             if cuts:
                 self.record_cuts(self.flow, self.summary, cuts)
