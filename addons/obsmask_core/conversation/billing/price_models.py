@@ -23,7 +23,9 @@ breakpoints for Messages requests (``cache_billing.BreakpointBilling``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 PRICE_UNIT = 1000  # the base input price of one token
 
@@ -56,7 +58,7 @@ class PriceModel:
         return self.read * cached + self.uncached * (tokens - cached)
 
 
-PRICE_MODELS: dict[str, PriceModel] = {
+PRICE_MODELS: Mapping[str, PriceModel] = MappingProxyType({
     model.name: model
     for model in (
         PriceModel("anthropic", 100, 1250, 1024, 1),
@@ -64,7 +66,7 @@ PRICE_MODELS: dict[str, PriceModel] = {
         PriceModel("openai_50", 500, 1000, 1024, 128),
         PriceModel("none", 1000, 1000, 0, 1),
     )
-}
+})
 
 
 # OpenAI's automatic cache: nothing under 1,024 tokens, then in steps of 128.

@@ -30,7 +30,12 @@ from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
 from obsmask_core.offline.cache.sessions import Session
 
 CLAUDE_CODE_FIRST_BLOCK = "You are Claude Code, Anthropic's official CLI for Claude."
-EPHEMERAL: dict[str, object] = {"type": "ephemeral"}
+
+
+def ephemeral() -> dict[str, object]:
+    """A ``cache_control`` of five minutes, new for each block that carries
+    one (a body must not share it with another)."""
+    return {"type": "ephemeral"}
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,8 @@ def claude_code_system(system: object) -> object:
     (a client's own blocks) or nothing as it is."""
     if not isinstance(system, str):
         return system
-    return [{"type": "text", "text": CLAUDE_CODE_FIRST_BLOCK, "cache_control": EPHEMERAL},
-            {"type": "text", "text": system, "cache_control": EPHEMERAL}]
+    return [{"type": "text", "text": CLAUDE_CODE_FIRST_BLOCK, "cache_control": ephemeral()},
+            {"type": "text", "text": system, "cache_control": ephemeral()}]
 
 
 def unmarked(item: object) -> object:
@@ -84,9 +89,9 @@ def marked(item: object) -> object:
         return item
     content = item.get("content")
     if isinstance(content, str):
-        blocks: list[object] = [{"type": "text", "text": content, "cache_control": EPHEMERAL}]
+        blocks: list[object] = [{"type": "text", "text": content, "cache_control": ephemeral()}]
     elif isinstance(content, list) and content and isinstance(content[-1], dict):
-        blocks = [*content[:-1], {**content[-1], "cache_control": EPHEMERAL}]
+        blocks = [*content[:-1], {**content[-1], "cache_control": ephemeral()}]
     else:
         return item
     return {**item, "content": blocks}

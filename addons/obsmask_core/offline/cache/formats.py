@@ -18,7 +18,8 @@ definitions...) too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from obsmask_core.conversation.turns.tool_turns import RESPONSES_CALL_TYPES
 from obsmask_core.conversation.turns.wire_formats import (
@@ -31,7 +32,8 @@ from obsmask_core.conversation.turns.wire_formats import (
 
 FORMAT_NAMES = tuple(FORMATS)  # chat, anthropic, responses
 # The top-level member sent in front of the list, per format.
-PREAMBLE_MEMBERS = {ANTHROPIC.name: "system", RESPONSES.name: "instructions"}
+PREAMBLE_MEMBERS: Mapping[str, str] = MappingProxyType(
+    {ANTHROPIC.name: "system", RESPONSES.name: "instructions"})
 _ANTHROPIC_TOOL_BLOCKS = ("tool_use", "tool_result")
 
 

@@ -5,7 +5,8 @@ it was all estimated."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 from obsmask_core.offline.flows import MASKED
@@ -22,7 +23,8 @@ from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
 from obsmask_core.offline.measure.usage import ANTHROPIC_RULE, cache_rule
 from obsmask_core.offline.proxy_settings import ProxySettings
 
-RULE_TITLES = {ANTHROPIC_RULE: "Anthropic's rule", "openai": "OpenAI's rule"}
+RULE_TITLES: Mapping[str, str] = MappingProxyType(
+    {ANTHROPIC_RULE: "Anthropic's rule", "openai": "OpenAI's rule"})
 OBSMASK_MARK = "*"
 SENSITIVITY_NOTE = (
     "Anthropic's prices with the former reading of its cache, shown for sensitivity: a "

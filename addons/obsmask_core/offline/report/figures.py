@@ -13,8 +13,9 @@ tested), with a few sentences where the numbers need them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from obsmask_core.offline.report.bills import ModelBill
 from obsmask_core.offline.report.mcp_cuts import McpCut
@@ -49,8 +50,9 @@ class Figure:
 
 
 REQUEST_AXIS = "Request (in the conversation's order)"
-ACTION_WORDS = {"masked": "masked", "unchanged": "nothing to mask",
-                "passed_through": "passed through", NO_RECORD: "no record"}
+ACTION_WORDS: Mapping[str, str] = MappingProxyType({
+    "masked": "masked", "unchanged": "nothing to mask", "passed_through": "passed through",
+    NO_RECORD: "no record"})
 
 
 def _points(pairs: Sequence[tuple[int, int | float | None]]) -> tuple[Point, ...]:
