@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
-from obsmask_core.conversation.billing.cache_billing import (
-    BreakpointBilling,
-    Forwarded,
-    PrefixBilling,
-)
+from obsmask_core.conversation.billing.cache_billing import Forwarded
+from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS, openai_cache
 
 ANTHROPIC = PRICE_MODELS["anthropic"]

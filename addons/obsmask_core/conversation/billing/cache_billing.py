@@ -1,34 +1,31 @@
 """What the provider bills for one request of a conversation, under its
 prompt cache as it runs it: the ledger's two ways of pricing a request.
 
-- ``PrefixBilling``: OpenAI's automatic cache. A request is read from the
-  cache as far as it shares a prefix with the previous one (nothing under
-  the model's minimum, then in steps: ``PriceModel.cached``).
-- ``BreakpointBilling``: Anthropic's. A request writes an entry only at its
-  breakpoints (``breakpoints``), and reads the longest entry that is one of
-  its own prefixes ending at most ``LOOKBACK_BLOCKS`` boundaries before one
-  of its breakpoints; tokens after its last breakpoint are plain input.
-  The client's breakpoints of the earlier requests are not in this one: a
-  client that marks the end of its request is taken to have marked the end
-  of each (it moves the mark as the conversation grows), and obsmask's own
-  (the frontier breakpoint) is replayed by the same rule that places it now.
+- ``PrefixBilling`` (``prefix_billing``): OpenAI's automatic cache. A
+  request is read from the cache as far as it shares a prefix with the
+  previous one (nothing under the model's minimum, then in steps:
+  ``PriceModel.cached``).
+- ``BreakpointBilling`` (``breakpoint_billing``): Anthropic's. A request
+  writes an entry only at its breakpoints (``breakpoints``), and reads the
+  longest entry that is one of its own prefixes ending at most
+  ``LOOKBACK_BLOCKS`` boundaries before one of its breakpoints; tokens
+  after its last breakpoint are plain input. The client's breakpoints of
+  the earlier requests are not in this one: a client that marks the end of
+  its request is taken to have marked the end of each (it moves the mark
+  as the conversation grows), and obsmask's own (the frontier breakpoint)
+  is replayed by the same rule that places it now.
 
 Both are fed the same figures by the frontier: the items of each request,
 their estimated tokens, and for the forwarded request the first item that
 differs from the previous forwarded one and where the frontier breakpoint
-closes. Prices are in thousandths of the base input price.
+closes (``Forwarded``). Prices are in thousandths of the base input price.
+This module holds what the two share: those figures, the state each keeps
+between requests, and what the ledger asks of either (``Billing``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NamedTuple, Protocol
-
-from obsmask_core.conversation.billing.breakpoints import LOOKBACK_BLOCKS, CacheLayout
-from obsmask_core.conversation.billing.price_models import PRICE_UNIT, PriceModel
-
-# A breakpoint with an hour's lifetime is written at 2.0 instead of 1.25.
-LONG_LIVED_WRITE_TENTHS = 16
 
 
 class Forwarded(NamedTuple):
@@ -104,224 +101,3 @@ class Billing(Protocol):
     def state(self) -> BillingState: ...
 
     def restore(self, state: BillingState) -> None: ...
-
-
-class PrefixBilling:
-    """The longest-common-prefix cache: each request shares with the previous
-    one all of it, as sent, or up to its first change, as forwarded."""
-
-    name = "prefix"
-
-    def __init__(self, model: PriceModel) -> None:
-        self.model = model
-        self._previous_plain = 0
-        self._previous_masked = 0
-        self._predicted = (0, 0, 0)
-
-    @property
-    def minimum(self) -> int:
-        return self.model.minimum_cached
-
-    @property
-    def smallest_saving(self) -> int:
-        """A cache that serves its prefix in steps may serve the masked
-        request up to a step less than the original: re-billed at most
-        (step - 1) * (uncached - read), which the read of the freed tokens
-        pays for once they are this many."""
-        model = self.model
-        if model.cache_step <= 1 or not model.has_cache:
-            return 0
-        return (model.cache_step - 1) * (model.uncached - model.read) // model.read + 1
-
-    def plain_cost(self, end: int, tokens: int) -> int:
-        return self.model.cost(tokens, self._previous_plain)
-
-    def _shared(self, forwarded: Forwarded) -> int:
-        if forwarded.changed_at is None:
-            return self._previous_masked
-        return min(self._previous_masked, forwarded.tokens_before_change)
-
-    def masked_cost(self, forwarded: Forwarded) -> int:
-        return self.model.cost(forwarded.tokens, self._shared(forwarded))
-
-    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None:
-        read = self.model.cached(min(self._shared(forwarded), forwarded.tokens))
-        # A write is billed apart only where it costs more than plain input.
-        written = forwarded.tokens - read if self.model.uncached > PRICE_UNIT else 0
-        self._predicted = (read, written, forwarded.tokens)
-        self._previous_plain = plain_tokens
-        self._previous_masked = forwarded.tokens
-
-    def expire(self) -> None:
-        self._previous_plain = self._previous_masked = 0
-
-    def predicted(self) -> tuple[int, int, int]:
-        return self._predicted
-
-    def forget_before(self, lowest_mark: int) -> None:
-        """Nothing to forget: only the previous requests are read."""
-
-    def state(self) -> PrefixState:
-        return PrefixState(self._previous_plain, self._previous_masked, self._predicted)
-
-    def restore(self, state: BillingState) -> None:
-        assert isinstance(state, PrefixState)
-        self._previous_plain, self._previous_masked, self._predicted = state
-
-
-class BreakpointBilling:
-    """Anthropic's cache, at the boundaries between items (every breakpoint
-    the ledger knows of closes an item: the end of a request, the frontier's,
-    the end of the system), with the lookback counted in blocks
-    (``blocks_before``: the blocks of the items before each item, filled in
-    by the frontier as it measures them)."""
-
-    name = "breakpoints"
-
-    def __init__(self, model: PriceModel, layout: CacheLayout,
-                 blocks_before: Sequence[int]) -> None:
-        self._read = model.read
-        self._write = model.uncached * LONG_LIVED_WRITE_TENTHS // 10 if layout.long_lived \
-            else model.uncached
-        self._layout = layout
-        self._blocks_before = blocks_before
-        self._preamble = layout.preamble_tokens
-        # The tools and system are an entry of their own once written, when
-        # the client marks them.
-        self._system_entry = layout.outside_messages > 0 and self._preamble >= self.minimum
-        self._entries: list[tuple[int, int]] = []  # as forwarded
-        self._previous_end: int | None = None  # as sent
-        self._previous_tokens = 0
-        self._predicted = (0, 0, 0)
-        self._points: tuple[int | None, int | None] = (None, None)
-
-    @property
-    def minimum(self) -> int:
-        return self._layout.minimum_tokens
-
-    @property
-    def preamble_tokens(self) -> int:
-        return self._preamble
-
-    @property
-    def system_entry(self) -> bool:
-        """Do the tools and system make an entry of their own?"""
-        return self._system_entry
-
-    def prediction_points(self) -> tuple[int | None, int | None]:
-        """For the last forwarded request recorded: the item boundaries the
-        provider should read it up to and write it up to (0: the tools and
-        system alone; None: nothing)."""
-        return self._points
-
-    @property
-    def smallest_saving(self) -> int:
-        return 0  # entries end where breakpoints are: no steps
-
-    def _reaches(self, entry: int, mark: int) -> bool:
-        """Does a breakpoint closing item boundary ``mark`` read an entry at
-        ``entry``?"""
-        blocks = self._blocks_before
-        return entry <= mark and blocks[mark] - blocks[entry] < LOOKBACK_BLOCKS
-
-    def _floor(self) -> int:
-        """What every request after the first reads at least: the system."""
-        return self._preamble if self._system_entry and self._previous_end is not None else 0
-
-    def _cost(self, total: int, read: int, last_mark: int) -> int:
-        return self._read * read + self._write * (last_mark - read) \
-            + PRICE_UNIT * (total - last_mark)
-
-    def _written(self, marks: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The breakpoints that write an entry: none under the minimum (the
-        provider bills such a prompt as plain input)."""
-        return [(mark, tokens) for mark, tokens in marks if tokens >= self.minimum]
-
-    def _last_mark(self, marks: list[tuple[int, int]]) -> int:
-        """The tokens up to the last breakpoint that writes (the system's,
-        or none, when no message breakpoint does)."""
-        written = self._written(marks)
-        if written:
-            return written[-1][1]
-        return self._preamble if self._system_entry else 0
-
-    def plain_cost(self, end: int, tokens: int) -> int:
-        total = self._preamble + tokens
-        read = self._floor()
-        previous = self._previous_end
-        if self._layout.marks_end and previous is not None and self._reaches(previous, end) \
-                and self._preamble + self._previous_tokens >= self.minimum:
-            read = self._preamble + self._previous_tokens
-        marks = [(end, total)] if self._layout.marks_end else []
-        return self._cost(total, read, self._last_mark(marks))
-
-    def _marks(self, forwarded: Forwarded) -> list[tuple[int, int]]:
-        marks = []
-        if forwarded.frontier is not None:
-            marks.append((forwarded.frontier, self._preamble + forwarded.frontier_tokens))
-        if self._layout.marks_end:
-            marks.append((forwarded.end, self._preamble + forwarded.tokens))
-        return marks
-
-    def _reading(self, forwarded: Forwarded,
-                 marks: list[tuple[int, int]]) -> tuple[int, int | None]:
-        """The tokens read from the cache, and the item boundary where the
-        entry read ends (0: the tools and system; None: nothing read)."""
-        floor = self._floor()
-        read, at = floor, (0 if floor else None)
-        changed = forwarded.changed_at
-        for entry, tokens in self._entries:
-            if tokens > read and (changed is None or entry <= changed) \
-                    and any(self._reaches(entry, mark) for mark, _ in marks):
-                read, at = tokens, entry
-        return read, at
-
-    def masked_cost(self, forwarded: Forwarded) -> int:
-        marks = self._marks(forwarded)
-        total = self._preamble + forwarded.tokens
-        return self._cost(total, self._reading(forwarded, marks)[0], self._last_mark(marks))
-
-    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None:
-        marks = self._marks(forwarded)
-        total = self._preamble + forwarded.tokens
-        read, read_at = self._reading(forwarded, marks)
-        last = self._last_mark(marks)
-        self._predicted = (read, last - read, total)
-        written = self._written(marks)
-        written_to = written[-1][0] if written else (0 if self._system_entry else None)
-        self._points = (read_at, written_to if last > read else read_at)
-        changed = forwarded.changed_at
-        entries = [(entry, tokens) for entry, tokens in self._entries
-                   if changed is None or entry <= changed]
-        known = {entry for entry, _ in entries}
-        entries += [(mark, tokens) for mark, tokens in self._written(marks) if mark not in known]
-        self._entries = entries
-        self._previous_end, self._previous_tokens = end, plain_tokens
-
-    def expire(self) -> None:
-        # The tools and system's entry goes too. Another conversation with
-        # the same ones may have kept it: both bills count it alike, so no
-        # move depends on it.
-        self._entries = []
-        self._previous_end, self._previous_tokens = None, 0
-
-    def forget_before(self, lowest_mark: int) -> None:
-        """No later breakpoint closes an item boundary before ``lowest_mark``
-        (ends grow, the frontier only moves forward): an entry too far
-        behind it is never read again."""
-        lowest = self._blocks_before[lowest_mark]
-        self._entries = [(entry, tokens) for entry, tokens in self._entries
-                         if lowest - self._blocks_before[entry] < LOOKBACK_BLOCKS]
-
-    def predicted(self) -> tuple[int, int, int]:
-        return self._predicted
-
-    def state(self) -> BreakpointState:
-        return BreakpointState(tuple(self._entries), self._previous_end, self._previous_tokens,
-                               self._predicted, self._points)
-
-    def restore(self, state: BillingState) -> None:
-        assert isinstance(state, BreakpointState)
-        self._entries = list(state.entries)
-        self._previous_end, self._previous_tokens = state.previous_end, state.previous_tokens
-        self._predicted, self._points = state.predicted, state.points

@@ -25,12 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from obsmask_core.conversation.billing.cache_billing import (
-    Billing,
-    BillingState,
-    Forwarded,
-    PrefixBilling,
-)
+from obsmask_core.conversation.billing.cache_billing import Billing, BillingState, Forwarded
+from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PRICE_UNIT, PriceModel
 
 # The estimate: about 4 characters a token, and the framing of each item

@@ -25,18 +25,14 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import (
     CacheLayout,
     blocks_of,
     closing_block,
     prompt_chars,
 )
-from obsmask_core.conversation.billing.cache_billing import (
-    Billing,
-    BreakpointBilling,
-    Forwarded,
-    PrefixBilling,
-)
+from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
 from obsmask_core.conversation.billing.ledger import (
     CHARS_PER_TOKEN,
     FRAMING_TOKENS,
@@ -45,6 +41,7 @@ from obsmask_core.conversation.billing.ledger import (
     LedgerState,
     prefix_tokens,
 )
+from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
 from obsmask_core.conversation.planning.refetch import CallPlace, RefetchWatch, WatchState
 from obsmask_core.conversation.settings.policy import MaskPolicy

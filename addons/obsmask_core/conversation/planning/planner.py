@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 from weakref import WeakKeyDictionary
 
+from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import (
     AddedBreakpoint,
     CacheLayout,
@@ -22,7 +23,6 @@ from obsmask_core.conversation.billing.breakpoints import (
     marked,
     next_control,
 )
-from obsmask_core.conversation.billing.cache_billing import BreakpointBilling
 from obsmask_core.conversation.billing.ledger import BillSoFar, prefix_tokens
 from obsmask_core.conversation.planning.checkpoints import Checkpoints, items_json
 from obsmask_core.conversation.planning.error_heuristic import looks_like_error
