@@ -22,11 +22,10 @@ from obsmask_core.conversation.settings.routes import FORMAT_TITLES
 from obsmask_core.conversation.turns.wire_formats import CHAT, WireFormat
 from obsmask_core.conversation.view.explain import (
     MaskingExplanation,
-    MaskingRecord,
     NotExplained,
     explain_masking,
-    masking_page,
 )
+from obsmask_core.conversation.view.masking_page import MaskingRecord, masking_page
 from obsmask_core.shared.recall_text import RecallQuery
 from obsmask_core.shared.truncation import TRUNCATION_MARK
 from obsmask_core.shared.view_text import DIFF_WORK, ViewLine, page_text

@@ -17,14 +17,16 @@ from obsmask_core.conversation.planning.judgements import KeptReason
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import CHAT, WireFormat
 from obsmask_core.conversation.view.explain import (
-    REASON_MEANINGS,
     MaskingExplanation,
-    MaskingRecord,
     NotExplained,
     explain_masking,
-    masking_page,
 )
 from obsmask_core.conversation.view.explain_refetches import RefetchedCall
+from obsmask_core.conversation.view.masking_page import (
+    REASON_MEANINGS,
+    MaskingRecord,
+    masking_page,
+)
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.shared.view_text import page_text
 from support.formats import (

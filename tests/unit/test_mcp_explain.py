@@ -12,17 +12,15 @@ import json
 
 import pytest
 
+from obsmask_core.mcp.answer_messages import answer_messages, event_data, strings_of
 from obsmask_core.mcp.cut import truncate_jsonrpc_text
 from obsmask_core.mcp.explain import (
     CutExplanation,
     CutFacts,
     CutRecord,
-    answer_messages,
     cut_page,
-    event_data,
     explain_cuts,
     streamed_page,
-    strings_of,
 )
 from obsmask_core.mcp.limits import TruncationLimits
 from obsmask_core.shared.recall_text import store_id

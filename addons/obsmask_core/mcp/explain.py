@@ -9,39 +9,43 @@ A body is a JSON-RPC message or batch, or an event stream whose events
 carry them. When the original's messages line up with the cut answer's, the
 page's diff is made message by message, of the messages that changed: its
 work grows with them, not with the square of the body (mitmproxy renders a
-view on its event loop).
+view on its event loop). The answer's messages are read by
+``answer_messages.py``.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from obsmask_core.mcp.answer_messages import (
+    Message,
+    answer_messages,
+    message_id,
+    pretty_answer,
+    strings_of,
+)
 from obsmask_core.shared.read_back import whole, word
-from obsmask_core.shared.sse import SseLineSplitter, data_value
 from obsmask_core.shared.truncation import TruncationMarker
 from obsmask_core.shared.view_text import (
+    DiffNames,
     DiffPart,
     ViewLine,
+    body_lines,
+    closing_lines,
     comment_lines,
-    diff_lines,
     heading,
     number,
     paragraph,
-    parts_diff_lines,
     pretty_body,
-    pretty_json,
+    pretty_value,
     sizes,
     table,
     text,
     title,
     wrapped,
 )
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -80,67 +84,6 @@ class CutExplanation:
         return sum(cut.chars_after for cut in self.cuts)
 
 
-# A message of a body: (event number or None, the message).
-Message = tuple[int | None, object]
-
-
-def answer_messages(body: str, event_stream: bool) -> list[Message]:
-    """The JSON-RPC messages of a body: one, the members of a batch, or
-    those of each event of a stream (data that is not JSON is left out)."""
-    if not event_stream:
-        return [(None, message) for message in _messages_of(body)]
-    return [(number, message) for number, data in enumerate(event_data(body), start=1)
-            for message in _messages_of(data)]
-
-
-def _messages_of(data: str) -> list[object]:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return []
-    return list(value) if isinstance(value, list) else [value]
-
-
-def event_data(body: str) -> list[str]:
-    """The data of each event of an event stream (its ``data`` lines
-    joined by newlines), in order; events without data are left out."""
-    splitter = SseLineSplitter(eager_cr=True, comments=False)
-    encoded = body.encode("utf-8", "surrogatepass")
-    lines = [*splitter.feed(encoded), *splitter.finish(), splitter.take_rest()]
-    events: list[str] = []
-    data: list[bytes] = []
-    for line in lines:
-        content = line.rstrip(b"\r\n")
-        if not content:
-            if data:
-                events.append(b"\n".join(data).decode("utf-8", "replace"))
-            data = []
-        elif (value := data_value(content)) is not None:
-            data.append(value)
-    if data:
-        events.append(b"\n".join(data).decode("utf-8", "replace"))
-    return events
-
-
-def strings_of(value: object, path: str = "") -> Iterator[tuple[str, str]]:
-    """(path, string) of every string value inside ``value``, in order."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, member in value.items():
-            step = f".{key}" if _NAME.match(str(key)) else f"[{json.dumps(key)}]"
-            yield from strings_of(member, (path + step) if path else step.lstrip("."))
-    elif isinstance(value, list):
-        for position, member in enumerate(value):
-            yield from strings_of(member, f"{path}[{position}]")
-
-
-def _message_id(message: object) -> str | None:
-    if isinstance(message, dict) and "id" in message:
-        return json.dumps(message["id"], ensure_ascii=False)
-    return None
-
-
 def explain_cuts(cut_body: str, original: str | None, marker: TruncationMarker, *,
                  event_stream: bool) -> CutExplanation:
     """The strings cut in ``cut_body``: those that differ from the same
@@ -164,7 +107,7 @@ def explain_cuts(cut_body: str, original: str | None, marker: TruncationMarker, 
                 continue
             else:
                 chars_before = fields.original_chars
-            cuts.append(CutFacts(event, _message_id(message), path, chars_before, len(value),
+            cuts.append(CutFacts(event, message_id(message), path, chars_before, len(value),
                                  fields.recall_id if fields is not None else None))
     parts = _changed_parts(before, after) if compared and before is not None else ()
     return CutExplanation(tuple(cuts), compared, parts)
@@ -178,24 +121,23 @@ def _changed_parts(before: list[Message], after: list[Message]) -> tuple[DiffPar
     parts: list[DiffPart] = []
     for (_, was), (event, went) in zip(before, after, strict=True):
         seen[event] += 1
-        old, new = _pretty(was), _pretty(went)
+        old, new = pretty_value(was), pretty_value(went)
         if old == new:
             continue
         place = [f"event {event}"] if event is not None else []
         if per_event[event] > 1:
             place.append(f"message {seen[event]} of {per_event[event]}")
-        message_id = _message_id(went)
+        went_id = message_id(went)
         parts.append(DiffPart(f"{', '.join(place) or 'the message'} "
-                              f"({'id ' + message_id if message_id is not None else 'no id'})",
+                              f"({'id ' + went_id if went_id is not None else 'no id'})",
                               old, new))
     return tuple(parts)
 
 
-def _pretty(message: object) -> str:
-    return json.dumps(message, indent=2, ensure_ascii=False)
-
-
 # The page -------------------------------------------------------------------------
+
+# The headings of a page whose flow holds no original answer.
+_NO_ORIGINAL = ("The original answer is not in the flow: no diff.", "The answer as it went out:")
 
 
 @dataclass(frozen=True)
@@ -253,24 +195,10 @@ def cut_page(explanation: CutExplanation, record: CutRecord, cut_body: str,
             for cut in explanation.cuts))
     else:
         lines.append(text("  none found"))
-    lines.extend(comment_lines(comment))
-    lines.append(text(""))
-    if original is None:
-        lines.append(heading("The original answer is not in the flow: no diff."))
-        lines.append(heading("The answer as it went out:"))
-        lines.extend(text(line) for line in pretty_answer(cut_body, event_stream).splitlines())
-        return lines
-    if explanation.compared:
-        lines.append(heading("The messages that changed, in the original answer (-) and as "
-                             "they went out (+), pretty-printed JSON:"))
-        diff = parts_diff_lines(explanation.parts, "original answer", "cut answer", "messages")
-    else:
-        lines.append(heading(f"The original answer (-) and the one that went out (+), "
-                             f"pretty-printed {kind}:"))
-        diff = diff_lines(pretty_answer(original, event_stream),
-                          pretty_answer(cut_body, event_stream), "original answer", "cut answer")
-    lines.extend(diff or [text("  (the two bodies are the same)")])
-    return lines
+    names = DiffNames("answer", "cut answer", "messages", _NO_ORIGINAL, kind)
+    return lines + closing_lines(comment, names, original, cut_body,
+                                 explanation.parts if explanation.compared else None,
+                                 lambda body: pretty_answer(body, event_stream))
 
 
 def streamed_page(record: CutRecord, request_body: str,
@@ -290,18 +218,5 @@ def streamed_page(record: CutRecord, request_body: str,
     lines.extend(comment_lines(comment))
     lines.append(text(""))
     lines.append(heading("The request:"))
-    lines.extend(text(line) for line in pretty_body(request_body).splitlines())
+    lines.extend(body_lines(pretty_body(request_body)))
     return lines
-
-
-def pretty_answer(body: str, event_stream: bool) -> str:
-    """A body pretty-printed: its JSON, or each event's data JSON under a
-    ``data:`` line (other data as it is), events apart by a blank line."""
-    if not event_stream:
-        return pretty_body(body)
-    events = []
-    for data in event_data(body):
-        pretty = pretty_json(data)
-        events.append("data:\n" + pretty if pretty is not None else "data: " + data)
-    return "\n\n".join(events)
-

@@ -28,11 +28,10 @@ from mitmproxy.flow import Flow
 from obsmask_core.conversation.turns.wire_formats import FORMATS
 from obsmask_core.conversation.view.explain import (
     MaskingExplanation,
-    MaskingRecord,
     NotExplained,
     explain_masking,
-    masking_page,
 )
+from obsmask_core.conversation.view.masking_page import MaskingRecord, masking_page
 from obsmask_core.mcp.explain import CutRecord, cut_page, explain_cuts, streamed_page
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.flows import (

@@ -1,10 +1,12 @@
 """Text for people to read: the lines of obsmask's content view, a JSON body
 pretty-printed, and the unified diff of two texts, whole or part by part,
 its work bounded (``DIFF_WORK``): mitmproxy renders a view on its event
-loop, so a slow diff would hold up the proxy.
+loop, so a slow diff would hold up the proxy. The end of a page, the flow's
+comment and the diff (``closing_lines``), is written here once for both.
 
-Both features explain what they did with these (``conversation/view/explain.py``,
-``mcp/explain.py``); ``mitm/contentview.py`` hands the lines to mitmproxy,
+Both features explain what they did with these
+(``conversation/view/masking_page.py``, ``mcp/explain.py``), neither
+importing the other; ``mitm/contentview.py`` hands the lines to mitmproxy,
 which shows each kind in its own style (mitmproxy 11) or as plain text
 (mitmproxy 12).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import difflib
 import json
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,6 +91,12 @@ def wrapped(words: Iterable[str], indent: str = "    ",
     return lines
 
 
+def pretty_value(value: object, default: Callable[[object], object] | None = None) -> str:
+    """A parsed JSON value written with an indent of two, non-ASCII
+    characters as they are (``default``: as json.dumps takes it)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=default)
+
+
 def pretty_json(body: str) -> str | None:
     """``body`` parsed as JSON and written again with an indent of two
     (non-ASCII characters as they are), or None when it is not JSON."""
@@ -97,7 +105,7 @@ def pretty_json(body: str) -> str | None:
     except (ValueError, RecursionError):
         return None
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False)
+        return pretty_value(value)
     except (ValueError, RecursionError):  # pragma: no cover - what loads parsed, dumps writes
         return None
 
@@ -108,12 +116,15 @@ def pretty_body(body: str) -> str:
     return body if pretty is None else pretty
 
 
+def body_lines(body: str) -> list[ViewLine]:
+    """A body (pretty-printed) as the page's text, line by line."""
+    return [text(line) for line in body.splitlines()]
+
+
 # difflib compares two lists of lines in a time that grows, at worst, with
-# the product of their lengths (measured on the worst shapes found: about
-# 0.2-0.3 s for 2,000 lines a side, 0.8 s for 4,000, 53 s for a request of
-# 5,000 results pretty-printed whole: 50,000 lines). A page never asks it
-# for more than this much work, in one diff or in all of its parts: a diff
-# over it is left out, and the page says so.
+# the product of their lengths (docs/benchmarks.md has the measured times).
+# A page never asks it for more than this much work, in one diff or in all
+# of its parts: a diff over it is left out, and the page says so.
 DIFF_WORK = 2_000 * 2_000
 
 
@@ -212,6 +223,45 @@ def comment_lines(comment: Iterable[str]) -> list[ViewLine]:
     lines together); nothing when there is none."""
     lines = [text("  " + line) for line in comment if line]
     return [text(""), heading("The flow's comment:"), *lines] if lines else []
+
+
+@dataclass(frozen=True)
+class DiffNames:
+    """How a page names what its diff compares: the original ``body``
+    ("request": the original request), the one that ``went_out`` ("masked
+    request"), the ``parts`` the two line up by ("items"), the ``missing``
+    headings above the body that went out when the flow holds no original,
+    and the ``kind`` of text a whole body is pretty-printed as."""
+
+    body: str
+    went_out: str
+    parts: str
+    missing: tuple[str, ...]
+    kind: str = "JSON"
+
+
+def closing_lines(comment: Iterable[str], names: DiffNames, original: str | None,
+                  went_out: str, parts: Sequence[DiffPart] | None,
+                  pretty: Callable[[str], str] = pretty_body) -> list[ViewLine]:
+    """The end of a page: the flow's comment, then the diff of the
+    ``original`` body and the one that ``went_out``: part by part when the
+    two lined up (``parts``; None: they did not), else whole, each
+    ``pretty``-printed (when not too large). Without the original, the body
+    that went out alone, under the ``missing`` headings."""
+    lines = [*comment_lines(comment), text("")]
+    if original is None:
+        return [*lines, *(heading(words) for words in names.missing),
+                *body_lines(pretty(went_out))]
+    before_name = f"original {names.body}"
+    if parts is not None:
+        lines.append(heading(f"The {names.parts} that changed, in the {before_name} (-) and "
+                             "as they went out (+), pretty-printed JSON:"))
+        diff = parts_diff_lines(parts, before_name, names.went_out, names.parts)
+    else:
+        lines.append(heading(f"The {before_name} (-) and the one that went out (+), "
+                             f"pretty-printed {names.kind}:"))
+        diff = diff_lines(pretty(original), pretty(went_out), before_name, names.went_out)
+    return lines + (diff or [text("  (the two bodies are the same)")])
 
 
 def page_text(lines: Iterable[ViewLine]) -> str:
