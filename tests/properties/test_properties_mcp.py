@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsmask_core.mcp.cut import truncate_jsonrpc_text
-from obsmask_core.mcp.jsonrpc_scan import BINARY_CONTENT_TYPES, PROTECTED_KEYS
 from obsmask_core.mcp.limits import TruncationLimits
+from obsmask_core.mcp.protected_keys import BINARY_CONTENT_TYPES, PROTECTED_KEYS
 from obsmask_core.mcp.sse_rewrite import SseTruncator, truncate_sse_body
 from obsmask_core.mcp.tool_limits import AnswerLimits
 from obsmask_core.shared.recall_text import store_id

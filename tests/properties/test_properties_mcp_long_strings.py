@@ -1,11 +1,12 @@
 """Property-based tests of the JSON-RPC scan's quick paths
-(``mcp/jsonrpc_scan.py``): a string read at C speed (the json module's
-string reader, or str.find and orjson) gives the scan the regular
-expression alone gives, valid text or not: the same messages, spans and
-problem, and the value json.loads reads (here every string is read the fast
-way, a long string being one of more than 0 characters, against a scan
-that reads none so); and reads_as_jsonrpc, which answers most bodies with
-orjson, says what the scan says, members written twice included."""
+(``mcp/jsonrpc_scan.py``, ``long_strings.py``, ``jsonrpc_check.py``): a
+string read at C speed (the json module's string reader, or str.find and
+orjson) gives the scan the regular expression alone gives, valid text or
+not: the same messages, spans and problem, and the value json.loads reads
+(here every string is read the fast way, a long string being one of more
+than 0 characters, against a scan that reads none so); and
+reads_as_jsonrpc, which answers most bodies with orjson, says what the
+scan says, members written twice included."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from hypothesis import strategies as st
 
 from obsmask_core.mcp import jsonrpc_scan
 from obsmask_core.mcp.json_tokens import TOKEN
+from obsmask_core.mcp.jsonrpc_check import reads_as_jsonrpc
 from obsmask_core.mcp.jsonrpc_message import JsonRpcScan
-from obsmask_core.mcp.jsonrpc_scan import reads_as_jsonrpc, scan_jsonrpc, token_or_long_string
+from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
+from obsmask_core.mcp.long_strings import token_or_long_string
 
 EVERY_STRING_LONG = token_or_long_string(0)
 

@@ -14,8 +14,9 @@ import time
 import pytest
 
 from obsmask_core.mcp.cut import truncate_jsonrpc_body, truncate_jsonrpc_text
-from obsmask_core.mcp.jsonrpc_scan import BINARY_CONTENT_TYPES, PROTECTED_KEYS, scan_jsonrpc
+from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
 from obsmask_core.mcp.limits import TruncationLimits
+from obsmask_core.mcp.protected_keys import BINARY_CONTENT_TYPES, PROTECTED_KEYS
 from support.mcp_messages import (
     DEFAULTS,
     LONG,

@@ -1,4 +1,5 @@
-"""The JSON-RPC scan's long strings (``mcp/jsonrpc_scan.py``): a string
+"""The JSON-RPC scan's long strings (``mcp/jsonrpc_scan.py``,
+``long_strings.py``): a string
 longer than LONG_STRING_CHARS is read at C speed, not by the regular
 expression, and the scan and the cut come out as they would without that:
 values with many escaped quotes, escaped lone surrogates, non-ASCII or
@@ -16,7 +17,8 @@ from obsmask_core.mcp import jsonrpc_scan
 from obsmask_core.mcp.cut import truncate_jsonrpc_text
 from obsmask_core.mcp.json_tokens import TOKEN
 from obsmask_core.mcp.jsonrpc_message import JsonRpcScan
-from obsmask_core.mcp.jsonrpc_scan import LONG_STRING_CHARS, scan_jsonrpc
+from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
+from obsmask_core.mcp.long_strings import LONG_STRING_CHARS
 from obsmask_core.shared.truncation import DEFAULT_MARKER, TRUNCATION_MARK, TruncationMarker
 from support.mcp_messages import DEFAULTS, expected_cut, numbered, response
 

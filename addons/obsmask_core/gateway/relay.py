@@ -58,7 +58,7 @@ from obsmask_core.gateway.exchange import (
 )
 from obsmask_core.gateway.pool import UpstreamConnection, UpstreamPool
 from obsmask_core.gateway.upstreams import Upstream
-from obsmask_core.mcp.jsonrpc_scan import reads_as_jsonrpc
+from obsmask_core.mcp.jsonrpc_check import reads_as_jsonrpc
 
 logger = logging.getLogger(__name__)
 

@@ -115,7 +115,7 @@ def truncate_jsonrpc_text(
     per_message = per_message or uniform_limits(limits)
     # One scan finds the strings over the smallest limit in force; each
     # response then keeps only those over its own.
-    scan = scan_jsonrpc(text, per_message.scan_chars)
+    scan = scan_jsonrpc(text, per_message.scan_chars, per_message.skip_runs)
     if scan.problem is not None or not scan.spans:
         return TextTruncation(scan, None, [])
     replacements: list[tuple[Span, str]] = []

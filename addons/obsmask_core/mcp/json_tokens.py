@@ -9,8 +9,8 @@ leading zero and no lone decimal point.
 
 from __future__ import annotations
 
-import functools
 import re
+from dataclasses import dataclass
 
 _STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -19,15 +19,24 @@ _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 TOKEN = re.compile(rf"[ \t\n\r]*(?:({_STRING})|([{{}}\[\]:,])|({_NUMBER}|true|false|null))")
 
 
-@functools.lru_cache(maxsize=8)
-def skip_patterns(limit: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
+@dataclass(frozen=True)
+class SkipRuns:
     """Patterns that skip, in one match, a run of array elements or object
     members (each followed by a comma) that cannot hold a string to cut:
     strings of at most ``limit`` characters (without escapes), numbers,
     literals, and containers of those two levels deep. Dense data (a table
     of numbers, a list of file records) then costs regular-expression time,
-    not a Python step per token.
+    not a Python step per token. Compiled once by whoever knows the limit
+    (``compile_skip_runs``), and handed to each scan.
     """
+
+    limit: int
+    array_run: re.Pattern[str]
+    object_run: re.Pattern[str]
+
+
+def compile_skip_runs(limit: int) -> SkipRuns:
+    """The skip runs for strings of at most ``limit`` characters."""
     ws = r"[ \t\n\r]*"
     # A character class repeats at C speed. A string without escapes is one
     # run of at most ``limit``; one with up to 7 escapes (a path, a line
@@ -55,4 +64,4 @@ def skip_patterns(limit: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
     # A "type" member is read by the token loop: it decides whether a long
     # "data" member later in the same object is cut.
     object_run = re.compile(f'(?:{ws}(?!"type"{ws}:){short}{ws}:{ws}{element}{ws},)+')
-    return array_run, object_run
+    return SkipRuns(limit, array_run, object_run)

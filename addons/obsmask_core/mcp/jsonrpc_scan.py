@@ -5,7 +5,7 @@ recursion, so 100 000 levels of nesting cost what they weigh, and it is read
 once: O(size of the text). A long string (MCP's tool output: one text of
 hundreds of thousands of characters) is read at C speed instead of by the
 regular expression, which walks it a character at a time: checked and
-decoded by the json module's string reader or orjson (``_long_string``),
+decoded by the json module's string reader or orjson (``long_strings``),
 its value kept for the cut. The scan validates
 the JSON and the JSON-RPC envelope, tells each message's kind (request,
 notification, response) and the ``name`` in its ``params`` (the tool of a
@@ -17,57 +17,28 @@ them.
 from __future__ import annotations
 
 import json
-import re
 
-# The json module's string reader, in C (json.decoder.scanstring, which
-# typeshed declares only here).
-from _json import scanstring
-
-import orjson
-
-from obsmask_core.mcp.json_tokens import TOKEN, skip_patterns
+from obsmask_core.mcp.json_tokens import TOKEN, SkipRuns, compile_skip_runs
 from obsmask_core.mcp.jsonrpc_message import JsonRpcMessage, JsonRpcScan
+from obsmask_core.mcp.long_strings import (
+    LONG_STRING_CHARS,
+    read_long_string,
+    token_or_long_string,
+)
+from obsmask_core.mcp.protected_keys import BINARY_CONTENT_TYPES, PROTECTED_KEYS
 from obsmask_core.shared.json_text import skip_whitespace
 
-# Values under these member names are never cut, whatever they contain,
-# because the protocol needs them whole (modelcontextprotocol schema):
-PROTECTED_KEYS: frozenset[str] = frozenset({
-    "_meta",  # reserved metadata: progress tokens, related-task ids, vendor data
-    "blob",  # base64 bytes of a resource (BlobResourceContents)
-    "uri",  # resource addresses, read back with resources/read
-    "uriTemplate",  # resource templates (RFC 6570), expanded by the client
-    "mimeType",  # how the client decodes data and blob
-    "nextCursor",  # pagination: an opaque token the client sends back
-    "cursor",  # the same token when it travels in the other direction
-    "icons",  # icon src are often data: URIs (base64)
-    "inputSchema",  # tool schemas: the client validates arguments against them
-    "outputSchema",  # ... and structuredContent against this one
-})
-# ``data`` is base64 in content blocks of these types (ImageContent,
-# AudioContent); in an error it is free text and is cut like the rest.
-BINARY_CONTENT_TYPES: frozenset[str] = frozenset({"image", "audio"})
-
-# A string whose closing quote is further than this many characters away is
-# a long string: read by _long_string, not by TOKEN (whose string pattern
-# costs a step of the regular-expression engine per character).
-LONG_STRING_CHARS = 512
-# The longest string the skip runs (json_tokens.skip_patterns) take in.
+# The longest string the skip runs (json_tokens.SkipRuns) take in. Runs skip
+# strings of at most this many characters (fewer under a smaller max_chars):
+# a run that fails (the last member of an object, with no comma after it)
+# backtracks through its strings several times, and the token loop reads a
+# longer string faster.
 SKIP_RUN_CHARS = 2 * LONG_STRING_CHARS
-
-
-def token_or_long_string(long_chars: int) -> re.Pattern[str]:
-    """TOKEN, unless the next token opens a string whose closing quote is
-    more than ``long_chars`` characters away: then group 4 is its opening
-    quote. The look-ahead walks at most ``long_chars`` characters, so a
-    short string costs about twice its length, a long one a constant."""
-    ahead = rf'[ \t\n\r]*"(?!(?:[^"\\]|\\.){{0,{long_chars}}}")'
-    return re.compile(rf'(?!{ahead}){TOKEN.pattern}|[ \t\n\r]*(")')
-
-
+# The one pair of skip runs that serves every max_chars from SKIP_RUN_CHARS
+# on, and a scan for no cut at all, compiled once (compiling is slow:
+# docs/benchmarks.md).
+WIDEST_SKIP_RUNS = compile_skip_runs(SKIP_RUN_CHARS)
 _TOKEN_OR_LONG = token_or_long_string(LONG_STRING_CHARS)
-# Escaped quotes looked past with str.find before the json module's reader
-# takes the string instead: text that quotes JSON or code holds thousands.
-_MAX_ESCAPED_QUOTES = 16
 
 # Parser states: what the next token may be. _OPENED_*: just after "{" or
 # "[", where the container may also close at once.
@@ -94,46 +65,22 @@ def _decode_key(raw: str) -> str:
     return raw[1:-1] if "\\" not in raw else str(json.loads(raw))
 
 
-def _long_string(text: str, quote: int, ascii_text: bool) -> tuple[int, str] | None:
-    """The end and the value of the string token that opens at ``quote``,
-    read at C speed; None when it is no valid JSON string (the caller reads
-    it again with TOKEN, which says where it goes wrong).
-
-    The json module's string reader (C, the grammar TOKEN follows) reads it
-    in one pass. In an ASCII text (non-ASCII escaped as ``\\uXXXX``, which
-    that reader decodes slowly) orjson is three times faster: the closing
-    quote is the first one after an even number of backslashes, found with
-    str.find, and orjson checks and decodes the token (strict JSON too);
-    what it refuses though JSON allows it (an escaped lone surrogate), and a
-    text of many escaped quotes, goes to the json module's reader.
-    """
-    if ascii_text:
-        end = quote
-        for _ in range(_MAX_ESCAPED_QUOTES):
-            end = text.find('"', end + 1)
-            if end < 0:
-                return None
-            before = end - 1
-            while text[before] == "\\":  # stops at the opening quote at the latest
-                before -= 1
-            if (end - 1 - before) % 2 == 0:
-                try:
-                    value = orjson.loads(text[quote : end + 1])
-                except orjson.JSONDecodeError:
-                    break
-                if isinstance(value, str):
-                    return end + 1, value
-                break
-    try:
-        value, after = scanstring(text, quote + 1, True)
-    except ValueError:
-        return None
-    return after, value
+def skip_runs_for(max_chars: int | None) -> SkipRuns:
+    """The skip runs of a scan for the strings over ``max_chars`` (None:
+    for none): WIDEST_SKIP_RUNS from SKIP_RUN_CHARS on, else compiled for
+    ``max_chars``. A caller that scans many texts at one limit makes them
+    once (``tool_limits.ToolLimits``)."""
+    if max_chars is None or max_chars >= SKIP_RUN_CHARS:
+        return WIDEST_SKIP_RUNS
+    return compile_skip_runs(max_chars)
 
 
-def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
+def scan_jsonrpc(text: str, max_chars: int | None = None,
+                 runs: SkipRuns | None = None) -> JsonRpcScan:
     """Read ``text`` as one JSON-RPC message or a batch of them, and find the
     strings longer than ``max_chars`` that may be cut (None: find none).
+    ``runs``: ``skip_runs_for(max_chars)``, made once by the caller (made
+    here when not given).
 
     A string may be cut when it lies in the ``result`` or ``error.data`` of a
     response, not under a PROTECTED_KEYS member, and is not the ``data`` of an
@@ -153,13 +100,8 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
     ascii_text = text.isascii()  # O(1): CPython knows it of every str
     match = _TOKEN_OR_LONG.match
     limit = max_chars if max_chars is not None else end_of_text + 1
-    # Runs skip strings of at most SKIP_RUN_CHARS (fewer under a smaller
-    # max_chars): a run that fails (the last member of an object, with no
-    # comma after it) backtracks through its strings several times, and the
-    # token loop reads a longer string faster. One compiled pair serves
-    # every max_chars from SKIP_RUN_CHARS on (compiling costs milliseconds).
-    array_run, object_run = skip_patterns(
-        min(max_chars, SKIP_RUN_CHARS) if max_chars is not None else SKIP_RUN_CHARS)
+    runs = runs or skip_runs_for(max_chars)
+    array_run, object_run = runs.array_run, runs.object_run
     top: _Frame | None = None
 
     while True:
@@ -177,7 +119,7 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
         long_value: str | None = None
         if token is not None and token.lastindex == 4:
             start = token.start(4)
-            found = _long_string(text, start, ascii_text)
+            found = read_long_string(text, start, ascii_text)
             if found is not None:
                 end, long_value = found
                 group = 1
@@ -353,35 +295,3 @@ def scan_jsonrpc(text: str, max_chars: int | None = None) -> JsonRpcScan:
     scan.spans = [span for span in candidates if messages[span[2]].kind == "response"]
     scan.values = {span[0]: values[span[0]] for span in scan.spans if span[0] in values}
     return scan
-
-
-def reads_as_jsonrpc(body: bytes) -> bool:
-    """Whether ``body`` is a JSON-RPC 2.0 message or batch: whether
-    scan_jsonrpc finds no problem in it (UTF-8). The common answer (one
-    response, or a batch of them) gets a quick yes from orjson, whose JSON is
-    the strict JSON the scan reads; anything else is scanned."""
-    # Without \\u escapes, a member name or "2.0" reads as it is written, as
-    # the scan compares them.
-    if b"\\u" not in body:
-        try:
-            value = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            value = None
-        messages = value if isinstance(value, list) else [value]
-        if messages and all(_plain_response(message) for message in messages):
-            return True
-    try:
-        return scan_jsonrpc(body.decode("utf-8")).problem is None
-    except UnicodeDecodeError:
-        return False
-
-
-def _plain_response(message: object) -> bool:
-    """A response as the scan would judge one (its kind: ``jsonrpc`` is
-    "2.0", an ``id`` that is no container, one of ``result`` and ``error``,
-    no ``method``); with a member written twice, orjson keeps the last, so a
-    yes here is a yes of the scan too."""
-    return (isinstance(message, dict) and message.get("jsonrpc") == "2.0"
-            and "method" not in message and "id" in message
-            and not isinstance(message["id"], dict | list)
-            and ("result" in message) != ("error" in message))

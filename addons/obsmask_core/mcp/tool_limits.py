@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from obsmask_core.mcp.json_tokens import SkipRuns
 from obsmask_core.mcp.jsonrpc_message import JsonRpcMessage
+from obsmask_core.mcp.jsonrpc_scan import skip_runs_for
 from obsmask_core.mcp.scope import canonical_id
 from obsmask_core.shared.errors import SettingError
 
@@ -103,6 +105,18 @@ class ToolLimits:
                  rules: tuple[LimitRule, ...] = ()) -> None:
         self.default = Limit(max_chars, head_chars, tail_chars)
         self.rules = rules
+        # The skip runs of a scan at each limit that cuts, compiled once
+        # here, where the limits are known, for every answer to use.
+        self._skip_runs = {limit: skip_runs_for(limit)
+                           for limit in (max_chars, *(rule.max_chars for rule in rules))
+                           if limit > 0}
+
+    def skip_runs(self, scan_chars: int | None) -> SkipRuns:
+        """The skip runs of a scan for the strings over ``scan_chars``
+        (``smallest``: one of these limits, or None)."""
+        if scan_chars is None:
+            return skip_runs_for(None)
+        return self._skip_runs.get(scan_chars) or skip_runs_for(scan_chars)
 
     def scaled(self, max_chars: int) -> Limit:
         """The limit of ``max_chars`` characters, its head and tail in the
@@ -140,7 +154,8 @@ class AnswerLimits:
     """The limit of each response of one answer (a body, or a stream): by
     the server, the tool its id called (``tool_of``, given canonical_id)
     and that tool's declared ceiling (``ceiling_of``). ``scan_chars``: the
-    smallest of them, None when nothing is cut."""
+    smallest of them, None when nothing is cut; ``skip_runs``: the scan's
+    at that limit."""
 
     def __init__(
         self,
@@ -154,6 +169,7 @@ class AnswerLimits:
         self.tool_of = tool_of
         self.ceiling_of = ceiling_of
         self.scan_chars = limits.smallest(server)
+        self.skip_runs = limits.skip_runs(self.scan_chars)
 
     def of(self, message: JsonRpcMessage) -> Limit:
         tool = None
