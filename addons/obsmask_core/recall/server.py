@@ -33,7 +33,6 @@ MODERN_PROTOCOL_VERSIONS = ("2026-07-28",)
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 UNSUPPORTED_PROTOCOL_VERSION = -32022
-SERVER_INFO = {"name": "obsmask", "version": "0.1.0"}
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -45,29 +44,6 @@ STORE_FAILED = -32603
 MAX_LINE = 10**9 - 1  # nine digits: what a stub carries
 MAX_PATTERN_CHARS = 1000
 
-TOOL = {
-    "name": TOOL_NAME,
-    "title": "Recall a shortened tool result",
-    "description": (
-        "Get back the text of a tool result that obsmask shortened: a masked "
-        "result (its placeholder ends with '; recall id=ID') or a cut string "
-        "(its marker says 'recall id=cut-...'). Give that id. For a long text, "
-        "take part of it: first_line and last_line (1-based, inclusive), or "
-        "pattern (the lines that contain this text, each after its number)."
-    ),
-    "inputSchema": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "description": "The id after 'recall id='."},
-            "first_line": {"type": "integer", "minimum": 1},
-            "last_line": {"type": "integer", "minimum": 1},
-            "pattern": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
-        },
-        "required": ["id"],
-        "additionalProperties": False,
-    },
-    "annotations": {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
-}
 INSTRUCTIONS = (
     "obsmask shortens old tool results to save tokens. When you need one of "
     "them again, call recall with the id its placeholder or marker shows "
@@ -76,6 +52,39 @@ INSTRUCTIONS = (
 
 Lookup = Callable[[str], StoredText | None]
 JsonObject = dict[str, object]
+
+
+def server_info() -> JsonObject:
+    """Who the server is, as initialize and server/discover say it (made
+    anew for each answer, as the tool's description is)."""
+    return {"name": "obsmask", "version": "0.1.0"}
+
+
+def tool_description() -> JsonObject:
+    """The recall tool, as tools/list describes it."""
+    return {
+        "name": TOOL_NAME,
+        "title": "Recall a shortened tool result",
+        "description": (
+            "Get back the text of a tool result that obsmask shortened: a masked "
+            "result (its placeholder ends with '; recall id=ID') or a cut string "
+            "(its marker says 'recall id=cut-...'). Give that id. For a long text, "
+            "take part of it: first_line and last_line (1-based, inclusive), or "
+            "pattern (the lines that contain this text, each after its number)."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The id after 'recall id='."},
+                "first_line": {"type": "integer", "minimum": 1},
+                "last_line": {"type": "integer", "minimum": 1},
+                "pattern": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+        "annotations": {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+    }
 
 
 @dataclass(frozen=True)
@@ -196,7 +205,7 @@ class _Session:
                 "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
                 "capabilities": {"tools": {"listChanged": False}},
                 "instructions": INSTRUCTIONS, "ttlMs": 0, "cacheScope": "private",
-                "_meta": {SERVER_INFO_META_KEY: SERVER_INFO}}
+                "_meta": {SERVER_INFO_META_KEY: server_info()}}
         else:
             result = self._handshake_result(method, params)
             if method == "tools/list":  # a cacheable result on this wire
@@ -210,11 +219,11 @@ class _Session:
             version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
             return {"protocolVersion": version,
                     "capabilities": {"tools": {"listChanged": False}},
-                    "serverInfo": SERVER_INFO, "instructions": INSTRUCTIONS}
+                    "serverInfo": server_info(), "instructions": INSTRUCTIONS}
         if method == "ping":
             return {}
         if method == "tools/list":
-            return {"tools": [TOOL]}
+            return {"tools": [tool_description()]}
         if method == "tools/call":
             return self._call(params)
         raise CallFailed(METHOD_NOT_FOUND, f"no method {method!r} (this server has "

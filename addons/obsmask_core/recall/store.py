@@ -3,10 +3,11 @@ truncation cut, kept under its ``cut-...`` id so that the ``recall`` tool
 can give it back later, also after the proxy restarted and from another
 proxy that shares the data directory.
 
-One SQLite file (stdlib ``sqlite3``), bounded twice: an entry goes when it
-is older than ``max_age_seconds`` (since it was last put), and the oldest
-go first when the file would outgrow ``max_bytes``. It is a cache, never
-the truth: a string it no longer holds is only a recall that says so.
+One SQLite file (stdlib ``sqlite3``; ``sqlite_file.py`` opens, writes and
+measures it), bounded twice: an entry goes when it is older than
+``max_age_seconds`` (since it was last put), and the oldest go first when
+the file would outgrow ``max_bytes``. It is a cache, never the truth: a
+string it no longer holds is only a recall that says so.
 
 ``RecallStorage`` is what the proxy asks of a store; ``RecallStore`` (this
 file) and ``redis_store.RedisRecallStore`` (a Redis server several proxies
@@ -15,45 +16,23 @@ share, with the same bounds and the same compressed bytes) both are one.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-# Several proxies may share the file: a writer waits this long for another
-# one's (short) transaction before giving up with an error.
-LOCK_TIMEOUT_SECONDS = 5.0
+from obsmask_core.recall import sqlite_file
+
 # A text may take at most this share of the cap, so that one put never
 # empties the store for a single string.
 MAX_SHARE_OF_ONE_TEXT = 4
 # Lone surrogates (JSON allows "\ud800") must come back as they were.
 _ENCODING = ("utf-8", "surrogatepass")
-# Files SQLite may keep next to the database (the journal while a write
-# runs; -wal only if someone turned WAL on for this file).
-_SIDE_FILES = ("-journal", "-wal")
-
-_SCHEMA = (
-    # auto_vacuum must be set before the first table exists (it is written
-    # in the file's header then). FULL gives the pages of deleted entries
-    # back to the file system at each commit: without it the file never
-    # shrinks, and the cap would only bound the live data, not the disk.
-    "PRAGMA auto_vacuum = FULL",
-    """CREATE TABLE IF NOT EXISTS recall (
-        id TEXT PRIMARY KEY,
-        stored_at REAL NOT NULL,
-        chars INTEGER NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    # Expiry and eviction walk the entries oldest first; without an index
-    # each eviction step would scan the whole table.
-    "CREATE INDEX IF NOT EXISTS recall_by_age ON recall (stored_at)",
-)
 COMPRESSION_LEVEL = 1
 
 
@@ -142,7 +121,7 @@ class RecallStore:
             # Ids are hashes of the text: an id already there holds this very
             # text, so a put again only refreshes its age (no need to
             # compress the text again, or to write it again).
-            with _write(connection):
+            with sqlite_file.write(connection):
                 refreshed = connection.execute(
                     "UPDATE recall SET stored_at = ? WHERE id = ?", (now, recall_id)
                 ).rowcount == 1
@@ -157,7 +136,7 @@ class RecallStore:
         with self._lock, self._errors():
             connection = self._connect()
             now = self._clock()
-            with _write(connection):
+            with sqlite_file.write(connection):
                 connection.execute(
                     "INSERT INTO recall (id, stored_at, chars, data) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT (id) DO UPDATE SET stored_at = excluded.stored_at",
@@ -189,15 +168,8 @@ class RecallStore:
     def disk_bytes(self) -> int:
         """The size of the database on disk: the file and its journal (or
         write-ahead log) if any; 0 before it exists."""
-        total = 0
-        for name in ("", *_SIDE_FILES):
-            try:
-                total += os.path.getsize(f"{self._path}{name}")
-            except FileNotFoundError:
-                continue
-            except OSError as error:
-                raise StoreError(_message(self._path, error)) from error
-        return total
+        with self._errors():
+            return sqlite_file.disk_bytes(self._path)
 
     def close(self) -> None:
         """Close the file (a later use opens it again)."""
@@ -207,26 +179,9 @@ class RecallStore:
                 connection.close()
 
     def _connect(self) -> sqlite3.Connection:
-        if self._connection is not None:
-            return self._connection
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: no implicit transactions; each write is one
-        # explicit short transaction (_write), each read its own statement.
-        # The default rollback journal, not WAL: a WAL file grows beside
-        # the database between checkpoints, outside the cap.
-        connection = sqlite3.connect(
-            self._path, timeout=LOCK_TIMEOUT_SECONDS, isolation_level=None,
-            check_same_thread=False,
-        )
-        try:
-            for statement in _SCHEMA:
-                connection.execute(statement)
-            self._page_size = _integer(connection, "PRAGMA page_size")
-        except BaseException:
-            connection.close()
-            raise
-        self._connection = connection
-        return connection
+        if self._connection is None:
+            self._connection, self._page_size = sqlite_file.open_file(self._path)
+        return self._connection
 
     def _oldest_kept(self, now: float) -> float:
         # The one rule of age, for get and put alike: an entry stored before
@@ -239,7 +194,7 @@ class RecallStore:
         fits under the cap; ``recall_id`` (just put) goes last. Whether it
         is still kept."""
         connection.execute("DELETE FROM recall WHERE stored_at < ?", (self._oldest_kept(now),))
-        while self._used_bytes(connection) > self._max_bytes:
+        while sqlite_file.used_bytes(connection, self._page_size) > self._max_bytes:
             # Equal ages (a coarse clock) go in the order they were inserted.
             oldest: object = connection.execute(
                 "SELECT id FROM recall WHERE id != ? ORDER BY stored_at, rowid LIMIT 1",
@@ -253,16 +208,6 @@ class RecallStore:
             connection.execute("DELETE FROM recall WHERE id = ?", oldest)
         return True
 
-    def _used_bytes(self, connection: sqlite3.Connection) -> int:
-        # What the file will measure after this transaction commits: its
-        # pages less the free ones, which auto_vacuum = FULL cuts off at
-        # commit. The journal is gone by then (deleted at commit). While the
-        # transaction runs the files may pass the cap by the new text (at
-        # most a quarter of it) and the journal; after it, they never do.
-        pages = _integer(connection, "PRAGMA page_count")
-        free = _integer(connection, "PRAGMA freelist_count")
-        return (pages - free) * self._page_size
-
     @contextmanager
     def _errors(self) -> Iterator[None]:
         # Whatever goes wrong below the store reaches the caller as one
@@ -271,32 +216,6 @@ class RecallStore:
             yield
         except (sqlite3.Error, OSError, zlib.error, UnicodeDecodeError) as error:
             raise StoreError(_message(self._path, error)) from error
-
-
-@contextmanager
-def _write(connection: sqlite3.Connection) -> Iterator[None]:
-    """One short write transaction. IMMEDIATE takes the write lock at the
-    start (waiting up to the timeout for another process), so that two
-    writers never both hold a read lock and then fail to upgrade it."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        connection.execute("COMMIT")
-    except BaseException:
-        # The error that stopped the transaction is the one to report, not
-        # a second one from undoing it (the journal undoes it anyway).
-        if connection.in_transaction:
-            with suppress(sqlite3.Error):
-                connection.rollback()
-        raise
-
-
-def _integer(connection: sqlite3.Connection, pragma: str) -> int:
-    row: object = connection.execute(pragma).fetchone()
-    if not isinstance(row, tuple) or not row or not isinstance(row[0], int):
-        raise sqlite3.DatabaseError(f"{pragma} gave {row!r}")
-    value: int = row[0]
-    return value
 
 
 def _message(path: Path, error: BaseException) -> str:
