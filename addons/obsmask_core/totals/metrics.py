@@ -31,7 +31,8 @@ from obsmask_core.totals.facts import PROVIDER_FIELDS
 from obsmask_core.totals.figures import RefetchFigures
 from obsmask_core.totals.totals import Totals
 
-# The rewrite takes about a millisecond per 100 kB of body.
+# From the rewrite of a small body to that of the largest: its time grows
+# with the body (docs/benchmarks.md has the rate).
 MASK_SECONDS_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
                         2.0, 5.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -63,18 +64,12 @@ class TotalsCollector(Collector):
         # Two counters, each only growing: a placeholder or marker can cost
         # more tokens than the short text it replaced (the net figure is
         # saved minus added).
-        saved = CounterMetricFamily(
+        yield _by_feature(
             "obsmask_tokens_saved", "Tokens not sent (tiktoken's count), by feature, summed "
-            "over the requests and answers that saved tokens.", labels=["feature"])
-        saved.add_metric(["conversation"], r.tokens.saved)
-        saved.add_metric(["mcp"], m.tokens.saved)
-        yield saved
-        added = CounterMetricFamily(
+            "over the requests and answers that saved tokens.", r.tokens.saved, m.tokens.saved)
+        yield _by_feature(
             "obsmask_tokens_added", "Tokens added where a placeholder or marker cost more "
-            "than the text it replaced, by feature.", labels=["feature"])
-        added.add_metric(["conversation"], r.tokens.added)
-        added.add_metric(["mcp"], m.tokens.added)
-        yield added
+            "than the text it replaced, by feature.", r.tokens.added, m.tokens.added)
         provider = CounterMetricFamily(
             "obsmask_provider_tokens", "Tokens the provider reported in its answers, by "
             "kind (as reported: OpenAI's input includes the cached part, Anthropic's does "
@@ -121,6 +116,14 @@ class TotalsCollector(Collector):
         yield mcp
         yield CounterMetricFamily("obsmask_mcp_strings_cut", "Long strings cut in MCP "
                                   "answers.", value=m.strings_cut)
+
+
+def _by_feature(name: str, documentation: str, conversation: int, mcp: int) -> Metric:
+    """A counter of tokens with one value for each feature."""
+    counter = CounterMetricFamily(name, documentation, labels=["feature"])
+    counter.add_metric(["conversation"], conversation)
+    counter.add_metric(["mcp"], mcp)
+    return counter
 
 
 def _refetch_metrics(f: RefetchFigures) -> Iterator[Metric]:
