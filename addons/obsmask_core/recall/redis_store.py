@@ -56,8 +56,8 @@ ENTRY_OVERHEAD = 256
 # A put drops at most this many entries past their age at a time (the rest
 # at the next puts), so that one script never holds the server long.
 EXPIRED_PER_PUT = 1000
-# The link's waits: connecting, and one command (a put of a 10 MB string
-# compressed to a few MB included). The store is used from worker threads,
+# The link's waits: connecting, and one command (a put of the largest cut
+# string, compressed, included). The store is used from worker threads,
 # never from the event loop; these only bound how long a thread waits.
 CONNECT_SECONDS = 0.5
 ANSWER_SECONDS = 5.0

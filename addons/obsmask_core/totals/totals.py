@@ -12,9 +12,9 @@ from obsmask_core.totals.facts import BillFacts, McpFacts, RequestFacts
 from obsmask_core.totals.figures import McpFigures, RequestFigures
 
 CENTS_PER_DOLLAR = 100
-# The latest bill of this many conversations is kept by name (about 200
-# bytes each); a conversation seen again after 100,000 others has its
-# earlier bill counted once more.
+# The latest bill of this many conversations is kept by name (each takes
+# little memory: docs/benchmarks.md); a conversation seen again after that
+# many others has its earlier bill counted once more.
 BILLS_KEPT = 100_000
 TOKENS_PER_MILLION = 1_000_000
 
