@@ -1,6 +1,8 @@
 """The HTTP/1.1 side of the gateway's relay, with h11 over asyncio streams:
-connecting to an MCP server, reading the request mitmproxy forwards, reading
-the next event of an answer within a time limit, and the bytes of an event.
+connecting to an MCP server, reading the request mitmproxy forwards (and
+waiting for the next one), reading the next event of an answer within a
+time limit, the bytes of an event, and giving up on a server as soon as
+mitmproxy closes its side.
 
 Every way an upstream fails (no connection, too slow, not HTTP, a broken
 connection) comes out as a GatewayFailure with its JSON-RPC error code, for
@@ -10,7 +12,6 @@ the relay to answer with.
 from __future__ import annotations
 
 import asyncio
-import functools
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
@@ -34,17 +35,6 @@ _T = TypeVar("_T")
 class ClientGone(Exception):
     """mitmproxy's side of a relay connection closed (or broke, or never
     sent its request): nobody is left to answer, which is no error."""
-
-
-@functools.cache
-def _default_ssl_context() -> ssl.SSLContext:
-    """One context for every https server: making one reads the system's
-    certificates again (milliseconds, on the event loop)."""
-    return ssl.create_default_context()
-
-
-def _ssl_context(upstream: Upstream) -> ssl.SSLContext | None:
-    return _default_ssl_context() if upstream.scheme == "https" else None
 
 
 class WatchedProtocol(asyncio.StreamReaderProtocol):
@@ -85,17 +75,17 @@ class WatchedProtocol(asyncio.StreamReaderProtocol):
             self.on_end()
 
 
-async def connect(upstream: Upstream, timeout: float) -> tuple[
+async def connect(upstream: Upstream, timeout: float, tls: ssl.SSLContext | None) -> tuple[
         asyncio.StreamReader, asyncio.StreamWriter, WatchedProtocol]:
-    """A connection to ``upstream`` (TLS for https), open within ``timeout`` s
-    (asyncio.open_connection's, with a WatchedProtocol)."""
+    """A connection to ``upstream`` (TLS with ``tls`` for https), open within
+    ``timeout`` s (asyncio.open_connection's, with a WatchedProtocol)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=READ_SIZE)
     protocol = WatchedProtocol(reader)
     try:
         async with asyncio.timeout(timeout):
             transport, _ = await loop.create_connection(
-                lambda: protocol, upstream.host, upstream.port, ssl=_ssl_context(upstream))
+                lambda: protocol, upstream.host, upstream.port, ssl=tls)
     except TimeoutError:
         raise GatewayFailure(
             UPSTREAM_TIMEOUT,
@@ -192,3 +182,49 @@ async def read_request(connection: h11.Connection, reader: asyncio.StreamReader,
             raise ClientGone("closed before the end of its request")
         else:  # never quoted: an event may carry request bytes
             raise ValueError(f"unexpected request event {type(event).__name__}")
+
+
+async def closed_before_next_request(connection: h11.Connection,
+                                     reader: asyncio.StreamReader) -> bool:
+    """Wait for the next request of a kept-alive connection: whether
+    mitmproxy closes the connection (or breaks it) before sending any of it."""
+    if connection.trailing_data[0]:
+        return False
+    try:
+        data = await reader.read(READ_SIZE)
+    except OSError:
+        return True
+    if not data:
+        return True
+    connection.receive_data(data)
+    return False
+
+
+async def unless_closed(side: WatchedProtocol, relay: Callable[[], Awaitable[None]]) -> None:
+    """Run ``relay``, unless mitmproxy closes its side of the connection
+    first (or has already): then ``relay`` is cancelled, which closes the
+    upstream connection, and ClientGone is raised. mitmproxy sends nothing
+    after its request until it has the answer, so any end of its side is
+    the client leaving (what it would send stays in the reader, for the
+    next request)."""
+    if side.ended:
+        raise ClientGone("closed before the server was asked")
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    def close() -> None:
+        nonlocal gone
+        gone = True
+        task.cancel()
+
+    side.on_end = close
+    try:
+        await relay()
+    except asyncio.CancelledError:
+        if not gone:
+            raise  # the loop stops: not ours to handle
+        task.uncancel()
+        raise ClientGone("closed while the server had not finished answering") from None
+    finally:
+        side.on_end = None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ssl
 
 import h11
 
@@ -101,6 +102,9 @@ class UpstreamPool:
 
     def __init__(self) -> None:
         self._idle: dict[_Key, list[_Idle]] = {}
+        # One TLS context for every https server, made at the first: making
+        # one reads the system's certificates again, on the event loop.
+        self._tls: ssl.SSLContext | None = None
 
     def idle(self, upstream: Upstream) -> int:
         """How many connections to ``upstream``'s server wait now."""
@@ -120,7 +124,14 @@ class UpstreamPool:
                 return UpstreamConnection(connection.reader, connection.writer,
                                           connection.protocol, connection.http)
             connection.close()
-        return UpstreamConnection(*await connect(upstream, timeout))
+        return UpstreamConnection(*await connect(upstream, timeout, self._tls_for(upstream)))
+
+    def _tls_for(self, upstream: Upstream) -> ssl.SSLContext | None:
+        if upstream.scheme != "https":
+            return None
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls
 
     def give_back(self, upstream: Upstream, connection: UpstreamConnection) -> None:
         """Keep ``connection`` for the next exchange if it may serve one;

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER, GatewayFailure
 from obsmask_core.shared.errors import SettingError
-from obsmask_core.shared.networks import check_networks
+from obsmask_core.shared.networks import Network, check_networks, client_allowed
 from obsmask_core.shared.settings import check_fields, setting
 
 GATEWAY_SECTION = ("mcp_gateway",)
 SERVERS_SECTION = ("mcp_gateway", "servers")
 GATEWAY_PATH = re.compile(r"^/api/mcp-gateway/([^/?#]+)/rpc/?(?:\?.*)?$")
 DEFAULT_TIMEOUT_SECONDS = 300
+
+
 @dataclass(frozen=True, kw_only=True)
 class GatewaySettings:
     """The keys of ``[mcp_gateway]`` itself (its tables ``masking`` and
@@ -51,6 +55,34 @@ class Upstream:
         default = 443 if self.scheme == "https" else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == default else f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    """The gateway in force: its servers by name, how long it waits for one
+    (``timeout_seconds``), and the networks besides the loopback whose
+    clients it serves."""
+
+    servers: Mapping[str, Upstream] = field(default_factory=dict)
+    timeout: float = float(DEFAULT_TIMEOUT_SECONDS)
+    allowed: tuple[Network, ...] = ()
+
+    def refusal(self, client: str | None, name: str) -> GatewayFailure | None:
+        """Why the gateway does not serve a request for the server ``name``
+        from ``client`` (its address; None for a request the proxy made
+        itself, a client replay), if it does not."""
+        if client is not None and not client_allowed(client, self.allowed):
+            return GatewayFailure(
+                CLIENT_NOT_ALLOWED,
+                f"client {client} is not on the loopback; the gateway serves other clients "
+                "only in the networks of mcpmask_gateway_allow_clients "
+                "([mcp_gateway] allow_clients)")
+        if name not in self.servers:
+            known = ", ".join(sorted(self.servers)) or "none configured"
+            return GatewayFailure(
+                UNKNOWN_SERVER,
+                f"no MCP server named {name!r} in [mcp_gateway.servers] (known: {known})")
+        return None
 
 
 def parse_upstream(name: str, url: str) -> Upstream:
