@@ -5,6 +5,8 @@ is run by tests/e2e/test_e2e_install.py."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 
 from obsmask_core.mitm import cli
@@ -74,7 +76,8 @@ def test_init_refuses_to_replace_a_settings_file_without_force(tmp_path, monkeyp
 
 def test_version_names_obsmask_then_runs_the_tools_own(monkeypatch, capsys):
     called = []
-    monkeypatch.setitem(cli.TOOLS, "mitmweb", lambda arguments: called.append(arguments))
+    monkeypatch.setattr(cli, "TOOLS", MappingProxyType(
+        {**cli.TOOLS, "mitmweb": lambda arguments: called.append(arguments)}))
     assert cli.main(["mitmweb", "--version"]) == 0
     assert capsys.readouterr().out.startswith("obsmask: ")
     assert called == [["--version"]]
@@ -82,10 +85,10 @@ def test_version_names_obsmask_then_runs_the_tools_own(monkeypatch, capsys):
 
 def test_report_and_measure_are_commands_not_mitmdump_arguments(monkeypatch):
     seen = {}
-    monkeypatch.setitem(cli.COMMANDS, "report", lambda rest: seen.setdefault("report", rest)
-                        and 0)
-    monkeypatch.setitem(cli.COMMANDS, "measure", lambda rest: seen.setdefault("measure", rest)
-                        and 0)
+    monkeypatch.setattr(cli, "COMMANDS", MappingProxyType({
+        **cli.COMMANDS,
+        "report": lambda rest: seen.setdefault("report", rest) and 0,
+        "measure": lambda rest: seen.setdefault("measure", rest) and 0}))
     assert cli.main(["report", "a.mitm", "-o", "r.html"]) == 0
     assert cli.main(["measure", "a.mitm", "--json"]) == 0
     assert seen == {"report": ["a.mitm", "-o", "r.html"], "measure": ["a.mitm", "--json"]}

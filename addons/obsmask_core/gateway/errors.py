@@ -8,7 +8,9 @@ and a clear message, never an HTML page or a hung request.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from obsmask_core.mcp.jsonrpc_scan import scan_jsonrpc
 
@@ -22,14 +24,14 @@ UPSTREAM_TIMEOUT = -32053  # no byte from the server for timeout_seconds
 UPSTREAM_INVALID = -32054  # the answer is not HTTP, or not JSON-RPC
 GATEWAY_INTERNAL = -32055  # a bug of ours; the log has the details
 CLIENT_NOT_ALLOWED = -32056  # a client outside the loopback and allow_clients
-ERROR_HTTP_STATUS = {
+ERROR_HTTP_STATUS: Mapping[int, int] = MappingProxyType({
     CLIENT_NOT_ALLOWED: 403,
     GATEWAY_INTERNAL: 500,
     UNKNOWN_SERVER: 404,
     UPSTREAM_UNREACHABLE: 502,
     UPSTREAM_TIMEOUT: 504,
     UPSTREAM_INVALID: 502,
-}
+})
 
 
 class GatewayFailure(Exception):

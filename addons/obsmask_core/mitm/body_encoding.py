@@ -20,8 +20,9 @@ level gives away in size are more than won back.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import brotli  # type: ignore[import-untyped]  # mitmproxy's dependency, untyped
 from mitmproxy import http
@@ -49,11 +50,11 @@ def _brotli(body: bytes) -> bytes:
     return compressed
 
 
-FAST_ENCODERS: dict[str, Callable[[bytes], bytes]] = {
+FAST_ENCODERS: Mapping[str, Callable[[bytes], bytes]] = MappingProxyType({
     "gzip": _gzip,
     "deflate": _deflate,
     "br": _brotli,
-}
+})
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 
 from mitmproxy.tools import main as mitmproxy_tools
 
@@ -41,10 +42,10 @@ from obsmask_core.offline.commands import measure_main, report_main
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME, RECOMMENDED_CONFIG
 
 ADDON_SCRIPT = Path(__file__).resolve().parents[2] / "obsmask.py"
-TOOLS: dict[str, Callable[[list[str]], int | None]] = {
+TOOLS: Mapping[str, Callable[[list[str]], int | None]] = MappingProxyType({
     "mitmdump": mitmproxy_tools.mitmdump,
     "mitmweb": mitmproxy_tools.mitmweb,
-}
+})
 
 
 def tool_arguments(arguments: Sequence[str]) -> tuple[str, list[str]]:
@@ -92,11 +93,11 @@ def init_main(argv: Sequence[str], prog: str = "obsmask init") -> int:
 
 
 # The commands besides the proxy, each given the arguments after its name.
-COMMANDS: dict[str, Callable[[list[str]], int]] = {
+COMMANDS: Mapping[str, Callable[[list[str]], int]] = MappingProxyType({
     "report": lambda rest: report_main(rest, prog="obsmask report"),
     "measure": lambda rest: measure_main(rest, prog="obsmask measure"),
     "init": init_main,
-}
+})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,8 @@ mitmproxy: a failure becomes a short text, and its traceback goes to the log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Literal, Protocol, TypeVar, cast
 
 from mitmproxy import contentviews, ctx, http
@@ -54,7 +55,7 @@ PRIORITY = 3.0
 # What the page of a message is.
 PageKind = Literal["masked request", "cut answer", "streamed cut"]
 # mitmproxy 11's styles (mitmweb's and the console's) for each kind of line.
-STYLES: dict[LineKind, str] = {
+STYLES: Mapping[LineKind, str] = MappingProxyType({
     "title": "header",
     "heading": "header",
     "text": "text",
@@ -62,7 +63,7 @@ STYLES: dict[LineKind, str] = {
     "hunk": "offset",
     "removed": "Token_Literal_String",
     "added": "Token_Name_Tag",
-}
+})
 _Addon = TypeVar("_Addon")
 
 

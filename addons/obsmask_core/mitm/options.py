@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NoReturn, TypeVar, cast
 
 from mitmproxy import ctx, exceptions, optmanager
@@ -34,13 +35,13 @@ _Settings = TypeVar("_Settings")
 
 # mitmproxy takes typing forms such as Sequence[str] as option types, though
 # its signature says ``type``.
-_TYPESPECS: dict[Kind, type] = {
+_TYPESPECS: Mapping[Kind, type] = MappingProxyType({
     "bool": bool,
     "int": int,
     "str": str,
     "strings": cast(type, Sequence[str]),
     "pairs": cast(type, Sequence[str]),
-}
+})
 
 
 def _as_option(item: Setting, value: object) -> object:

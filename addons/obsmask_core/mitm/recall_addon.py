@@ -23,8 +23,10 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import MappingProxyType
 
 from mitmproxy import http
 from mitmproxy.addonmanager import Loader
@@ -45,7 +47,7 @@ logger = logging.getLogger(__name__)
 PREFIX = "obsmask_recall_"
 # flow.metadata key of a flow the recall server answered.
 RECALL_METADATA = "obsmask_recall"
-JSON_TYPE = {"content-type": "application/json"}
+JSON_TYPE: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
 
 
 def is_recall_route(path: str) -> bool:
@@ -242,7 +244,7 @@ class Recall:
 
     def _answer(self, flow: http.HTTPFlow, answer: ServerAnswer,
                 facts: dict[str, object]) -> None:
-        headers = JSON_TYPE if answer.body else {}
+        headers = dict(JSON_TYPE) if answer.body else {}
         flow.response = http.Response.make(answer.status, answer.body, headers)
         if answer.recalled:
             facts["recalled"] = answer.recalled
