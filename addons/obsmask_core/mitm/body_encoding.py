@@ -2,9 +2,9 @@
 came, at a level a proxy can afford.
 
 mitmproxy's own ``message.content = ...`` compresses at the library
-defaults, which are made for files, not for a proxy: gzip at level 9 takes
-40 ms for a 1.5 MB chat body (7.5 ms at level 1) and brotli at quality 11
-takes 550 ms (2.5 ms at quality 4), all of it while the request waits. So
+defaults, which are made for files, not for a proxy: gzip at level 9 and
+brotli at quality 11 take many times as long as gzip at level 1 and brotli
+at quality 4 (docs/benchmarks.md), all of it while the request waits. So
 gzip and deflate are written at level 1 (nginx's default for the same
 reason) and brotli at quality 4; zstd's default level is already fast and
 stays mitmproxy's. mitmproxy 12 made the same change to its own encoders

@@ -63,10 +63,10 @@ def log_once_sent(flow: http.HTTPFlow, log: logging.Logger, message: str, *args:
 
     A log record is not cheap in mitmproxy: two handlers format it (the
     console's and the deprecated ``add_log`` event's) and every addon is
-    then asked for its ``add_log`` hook. Written inside a hook, that held a
-    next 100 KB request about 0.2 ms of the 1 ms obsmask adds (measured
-    side by side in mitmdump, Python 3.11). The record names the hook's
-    place, read now; its time is when it is written."""
+    then asked for its ``add_log`` hook. Written inside a hook, that held
+    the request a good part of what obsmask adds to it (docs/benchmarks.md).
+    The record names the hook's place, read now; its time is when it is
+    written."""
     if not log.isEnabledFor(logging.INFO):
         return
     frame = inspect.currentframe()
