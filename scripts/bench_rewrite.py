@@ -10,7 +10,7 @@ in fixtures/sessions/, in all three wire formats, 30 bodies), masked with
 the settings of ``--config`` (default: the shipped mitm.toml), the script
 times, the actions taking turns so that the machine's load falls on all:
 
-- ``mask_next_ms``: ``mask_request_body`` right after the conversation's
+- ``mask_next_ms``: a masker's ``mask`` right after the conversation's
   previous request (the body cut before the model's last answer, byte for
   byte as the client wrote it) was masked: the frontier resumes from that
   request's checkpoint, the results it judged are not judged again, and
@@ -75,14 +75,10 @@ from benchlib.load.bodies import chat_body  # noqa: E402
 from benchlib.load.mix import numbered_body  # noqa: E402
 from benchlib.timing import medians_ms, time_once  # noqa: E402
 from obsmask_core.conversation.body.request_text import parse_request  # noqa: E402
-from obsmask_core.conversation.masking.rewrite import mask_request_body  # noqa: E402
-from obsmask_core.conversation.planning.planner import (  # noqa: E402
-    forget_checkpoints,
-    forget_judgements,
-)
+from obsmask_core.conversation.masking.masker import Masker  # noqa: E402
 from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
 from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat  # noqa: E402
-from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, run_off_loop  # noqa: E402
+from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, OffLoop  # noqa: E402
 from obsmask_core.offline.proxy_settings import settings_in_force  # noqa: E402
 from obsmask_core.shared.json_text import skip_whitespace  # noqa: E402
 
@@ -139,7 +135,7 @@ def _round_trip(body: bytes) -> bytes:
     return orjson.dumps(orjson.loads(body))
 
 
-def session_ms(requests: list[bytes], fmt: WireFormat, policy: MaskPolicy,
+def session_ms(requests: list[bytes], fmt: WireFormat, masker: Masker,
                repeat: int) -> dict[str, float]:
     """The medians over ``repeat`` replays of the whole session, every
     request masked after the one before (judgements and checkpoints
@@ -147,10 +143,10 @@ def session_ms(requests: list[bytes], fmt: WireFormat, policy: MaskPolicy,
     orjson round trip of the same bodies took."""
     masked, floor = [], []
     for _ in range(repeat):
-        forget_judgements()
+        masker.forget()
         mask_total = orjson_total = 0.0
         for request in requests:
-            mask_total += time_once(functools.partial(mask_request_body, request, policy, fmt))
+            mask_total += time_once(functools.partial(masker.mask, request, fmt))
             orjson_total += time_once(functools.partial(_round_trip, request))
         masked.append(mask_total * 1000)
         floor.append(orjson_total * 1000)
@@ -162,24 +158,25 @@ def measure(body: bytes, fmt: WireFormat, policy: MaskPolicy,
             repeat: int | None) -> dict[str, object]:
     requests = session_requests(body, fmt)
     previous = requests[-2] if len(requests) > 1 else None
-    session = session_ms(requests, fmt, policy, 5 if repeat is None else max(1, repeat // 10))
-    outcome = mask_request_body(body, policy, fmt)
+    masker = Masker(policy)
+    session = session_ms(requests, fmt, masker, 5 if repeat is None else max(1, repeat // 10))
+    outcome = masker.mask(body, fmt)
     next_runs: list[float] = []
 
     def cold() -> None:
-        forget_judgements()
-        mask_request_body(body, policy, fmt)
+        masker.forget()
+        masker.mask(body, fmt)
 
     def after_previous() -> None:
         # Only the body is timed: the previous request is masked first,
         # with no checkpoint of this body's own left from the last run.
-        forget_checkpoints()
+        masker.forget_requests()
         if previous is not None:
-            mask_request_body(previous, policy, fmt)
-        next_runs.append(time_once(lambda: mask_request_body(body, policy, fmt)) * 1000)
+            masker.mask(previous, fmt)
+        next_runs.append(time_once(lambda: masker.mask(body, fmt)) * 1000)
 
     times, runs = medians_ms({
-        "mask_warm_ms": lambda: mask_request_body(body, policy, fmt),
+        "mask_warm_ms": lambda: masker.mask(body, fmt),
         "mask_cold_ms": cold,
         "orjson_ms": lambda: orjson.dumps(orjson.loads(body)),
         "json_ms": lambda: json.dumps(json.loads(body)),
@@ -203,7 +200,8 @@ def measure(body: bytes, fmt: WireFormat, policy: MaskPolicy,
 OFF_LOOP_SIZES = [64_000, 128_000, 256_000, 512_000, 1_000_000, 1_500_000, 10_000_000]
 
 
-async def _through_thread(work: Callable[[], object]) -> tuple[float, float]:
+async def _through_thread(off_loop: OffLoop, work: Callable[[], object],
+                          ) -> tuple[float, float]:
     """(ms to the result through the worker thread, the loop's longest gap)."""
     gaps = [0.0]
     done = False
@@ -218,31 +216,32 @@ async def _through_thread(work: Callable[[], object]) -> tuple[float, float]:
 
     task = asyncio.create_task(ticker())
     started = time.perf_counter()
-    await run_off_loop(work)
+    await off_loop.run(work)
     elapsed = time.perf_counter() - started
     done = True
     await task
     return elapsed * 1000, max(gaps) * 1000
 
 
-def _off_loop_row(body: bytes, policy: MaskPolicy, fmt: WireFormat, repeat: int,
+def _off_loop_row(body: bytes, masker: Masker, fmt: WireFormat, repeat: int,
                   runs: Iterator[int]) -> dict[str, object]:
     before = previous_request(body, fmt)
     if before is None:
         raise ValueError("the session has no earlier answer, so no previous request")
 
     def first() -> Callable[[], object]:
-        forget_judgements()
-        return functools.partial(mask_request_body, numbered_body(body, next(runs)), policy, fmt)
+        masker.forget()
+        return functools.partial(masker.mask, numbered_body(body, next(runs)), fmt)
 
     def after_previous() -> Callable[[], object]:
         n = next(runs)
-        mask_request_body(numbered_body(before, n), policy, fmt)
-        return functools.partial(mask_request_body, numbered_body(body, n), policy, fmt)
+        masker.mask(numbered_body(before, n), fmt)
+        return functools.partial(masker.mask, numbered_body(body, n), fmt)
 
     first_inline = statistics.median(time_once(first()) * 1000 for _ in range(repeat))
     next_inline = statistics.median(time_once(after_previous()) * 1000 for _ in range(repeat))
-    threaded = [asyncio.run(_through_thread(first())) for _ in range(repeat)]
+    off_loop = OffLoop()
+    threaded = [asyncio.run(_through_thread(off_loop, first())) for _ in range(repeat)]
     thread = statistics.median(ms for ms, _ in threaded)
     print(f"bench_rewrite: {len(body):,} bytes: first {first_inline:.2f} ms, "
           f"next {next_inline:.2f} ms inline; first through the thread {thread:.2f} ms",
@@ -257,8 +256,8 @@ def _off_loop_row(body: bytes, policy: MaskPolicy, fmt: WireFormat, repeat: int,
 
 def off_loop_rows(repeat: int) -> dict[str, object]:
     session = max((SESSIONS / "chat").glob("*.json"), key=lambda p: p.stat().st_size)
-    policy, fmt, runs = MaskPolicy(), FORMATS["chat"], itertools.count()
-    rows = {str(size): _off_loop_row(chat_body(session.read_bytes(), size), policy, fmt,
+    masker, fmt, runs = Masker(MaskPolicy()), FORMATS["chat"], itertools.count()
+    rows = {str(size): _off_loop_row(chat_body(session.read_bytes(), size), masker, fmt,
                                      repeat, runs)
             for size in OFF_LOOP_SIZES}
     return {"off_loop_bytes_now": OFF_LOOP_BYTES, "sizes": rows}

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
 
 
 @pytest.fixture
@@ -36,12 +34,3 @@ def compared(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 
     monkeypatch.setattr(difflib, "SequenceMatcher", Counted)
     return calls
-
-
-@pytest.fixture
-def nothing_kept() -> Iterator[None]:
-    """No request kept for the next one (``previous_requests``), before
-    the test and after it: what one test kept cannot decide another's."""
-    forget_previous_requests()
-    yield
-    forget_previous_requests()

@@ -16,9 +16,8 @@ import zstandard
 from mitmproxy import exceptions
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.conversation.masking import rewrite
+from obsmask_core.conversation.masking import verify
 from obsmask_core.conversation.masking.apply import mask_items
-from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, RESPONSES
 from obsmask_core.mitm import conversation_addon
@@ -395,7 +394,6 @@ def test_a_request_made_from_the_previous_masked_body_says_so(addon_context):
     masked body, and its flow says so; the first, masked anew, does not."""
     addon, tctx = addon_context
     tctx.configure(addon, obsmask_window_turns=1)
-    forget_previous_requests()
     original = body(conversation(turns=3))
     first, again = chat_flow(original), chat_flow(original)
     addon.request(first)
@@ -413,11 +411,8 @@ def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplo
     tctx.configure(addon, obsmask_window_turns=1)
 
     monkeypatch.setattr(
-        rewrite, "check_only_planned_changes", lambda before, after, plan, fmt: ["broken"]
+        verify, "check_only_planned_changes", lambda before, after, plan, fmt: ["broken"]
     )
-    # Masked anew, not reused from an earlier test's request of the same
-    # conversation (a body grown from a checked one is not checked again).
-    forget_previous_requests()
     original = body(conversation(turns=3))
     flow = chat_flow(original)
     with caplog.at_level(logging.ERROR):

@@ -10,7 +10,6 @@ import json
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
-from obsmask_core.conversation.planning.planner import forget_judgements
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile
@@ -43,7 +42,6 @@ class Clock:
 
 @pytest.fixture
 def masking(toml_file):
-    forget_judgements()  # no checkpoint or kept request of another test
     clock = Clock()
     settings = SettingsFile()
     addon = ConversationMasking(settings, clock=clock)

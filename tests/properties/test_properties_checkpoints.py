@@ -12,9 +12,10 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.planning import planner
 from obsmask_core.conversation.planning.frontier import Frontier
-from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
+from obsmask_core.conversation.planning.memory import PlanMemory
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.conversation_strategies import growing_conversations, requests_of
@@ -27,12 +28,8 @@ formats = st.sampled_from([CHAT, ANTHROPIC, RESPONSES])
 
 def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
                      recall: bool) -> MaskPlan:
-    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None,
-              cold_ends=frozenset()):
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
-
-    with mock.patch.object(planner, "_frontier", fresh):
-        return plan_masking(fmt.index(items), policy, items, recall=recall)
+    # Without a memory: every result judged afresh, the frontier replayed in full.
+    return plan_masking(fmt.index(items), policy, items, recall=recall)
 
 
 def with_reused_ids(events: list[Event]) -> list[Event]:
@@ -64,7 +61,7 @@ def test_a_resumed_replay_plans_what_a_full_replay_plans(events, policy, fmt, re
     """Requests of one conversation sent in any order, some twice, some
     with an item edited, ids unique or reused: each plan equals the full
     replay's."""
-    forget_judgements()
+    memory = PlanMemory()
     if reused_ids:
         events = with_reused_ids(events)
     requests = [convert(fmt, request) for request in requests_of(events)]
@@ -73,7 +70,7 @@ def test_a_resumed_replay_plans_what_a_full_replay_plans(events, policy, fmt, re
         items = requests[number]
         if data.draw(st.integers(0, 4)) == 0 and len(items) > 1:
             items = edited(items, data.draw(st.integers(0, len(items) - 1)))
-        resumed = plan_masking(fmt.index(items), policy, items, recall=recall)
+        resumed = plan_masking(fmt.index(items), policy, items, recall=recall, memory=memory)
         same_plan(resumed, replayed_in_full(fmt, items, policy, recall))
 
 
@@ -82,12 +79,12 @@ def test_a_resumed_replay_plans_what_a_full_replay_plans(events, policy, fmt, re
 def test_a_conversation_sent_in_order_resumes_from_its_previous_request(events, policy, fmt):
     """The checkpoints are used: past its first request, every request of a
     conversation sent in order resumes, and still plans as a full replay."""
-    forget_judgements()
+    memory = PlanMemory()
     requests = [convert(fmt, request) for request in requests_of(events)]
     requests = [items for items in requests if items]
     restored = mock.Mock(wraps=Frontier._restore, autospec=True)
     with mock.patch.object(Frontier, "_restore", lambda self, resume: restored(self, resume)):
         for items in requests:
-            resumed = plan_masking(fmt.index(items), policy, items)
+            resumed = plan_masking(fmt.index(items), policy, items, memory=memory)
             same_plan(resumed, replayed_in_full(fmt, items, policy, False))
     assert restored.call_count == len(requests) - 1

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from typing import cast
-from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,9 +30,9 @@ from obsmask_core.conversation.billing.price_models import (
     openai_cache,
 )
 from obsmask_core.conversation.masking.apply import apply_plan
-from obsmask_core.conversation.planning import planner
-from obsmask_core.conversation.planning.frontier import Frontier
-from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
+from obsmask_core.conversation.planning.memory import PlanMemory
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.billing import chars_of, common_prefix, so_far
@@ -83,14 +82,14 @@ def replay(events: list[Event], policy: MaskPolicy, fmt: WireFormat, cold: set[i
     """Each request as sent, as forwarded, and its plan; the requests whose
     numbers are in ``cold`` came back cold, and every request is planned
     with the cold ends among its items, as the table gives them."""
-    forget_judgements()
+    memory = PlanMemory()
     out = []
     cold_ends: frozenset[int] = frozenset()
     for number, (items, layout) in enumerate(sent_requests(events, fmt, as_sent)):
         if number in cold:
             cold_ends |= {len(items)}
         plan = plan_masking(fmt.index(items), policy, items, layout=layout,
-                            cold_ends=cold_ends)
+                            cold_ends=cold_ends, memory=memory)
         out.append((items, apply_plan(items, plan, fmt), plan))
     return out
 
@@ -171,12 +170,8 @@ def test_the_forwarded_requests_rebilled_apart_with_cold_requests_stay_within_th
 
 def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
                      cold_ends: frozenset[int]) -> MaskPlan:
-    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None,
-              cold_ends=frozenset()):
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
-
-    with mock.patch.object(planner, "_frontier", fresh):
-        return plan_masking(fmt.index(items), policy, items, cold_ends=cold_ends)
+    # Without a memory: every result judged afresh, the frontier replayed in full.
+    return plan_masking(fmt.index(items), policy, items, cold_ends=cold_ends)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -186,12 +181,13 @@ def test_a_resumed_replay_with_cold_ends_plans_what_a_full_replay_plans(events, 
     """Requests of one conversation in any order, some twice, each with the
     cold ends the table has for it then (a pause it learnt of, or one it
     lost): every plan equals the full replay's with the same cold ends."""
-    forget_judgements()
+    memory = PlanMemory()
     requests = [convert(fmt, request) for request in requests_of(events)]
     ends = sorted({len(items) for items in requests})
     order = data.draw(st.lists(st.integers(0, len(requests) - 1), min_size=1, max_size=12))
     for number in order:
         items = requests[number]
         cold_ends = frozenset(data.draw(st.sets(st.sampled_from(ends), max_size=3)))
-        resumed = plan_masking(fmt.index(items), policy, items, cold_ends=cold_ends)
+        resumed = plan_masking(fmt.index(items), policy, items, cold_ends=cold_ends,
+                               memory=memory)
         same_plan(resumed, replayed_in_full(fmt, items, policy, cold_ends))

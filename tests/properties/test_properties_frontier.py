@@ -10,7 +10,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 
 from obsmask_core.conversation.masking.apply import mask_items
-from obsmask_core.conversation.planning.planner import MASKED, plan_masking
+from obsmask_core.conversation.planning.plan import MASKED
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from support.conversation_strategies import growing_conversations, policies, requests_of
 from support.formats import convert, result_values, skeleton

@@ -34,7 +34,8 @@ from obsmask_core.conversation.masking.outcomes import Masked, Refused, Unreadab
 from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.planning import planner
 from obsmask_core.conversation.planning.frontier import Frontier
-from obsmask_core.conversation.planning.planner import MASKED, MaskPlan, plan_masking
+from obsmask_core.conversation.planning.plan import MASKED, MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.billing import rebill, so_far

@@ -5,16 +5,13 @@ request goes out exactly as masking it anew would send it."""
 
 from __future__ import annotations
 
-from unittest import mock
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsmask_core.conversation.body.request_body import ExactBody
-from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.planning import planner
-from obsmask_core.conversation.planning.frontier import Frontier
-from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements
+from obsmask_core.conversation.masking.masker import Masker
+from obsmask_core.conversation.masking.rewrite import mask_read_body
+from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.conversation_strategies import growing_conversations, requests_of
 from support.conversation_strategies import priced_policies as policies
@@ -42,12 +39,7 @@ def masked_anew(body: bytes, policy: object, fmt: WireFormat,
                 recall: bool) -> tuple[str, bytes, MaskPlan | None]:
     """The outcome the exact reader gives, with the frontier replayed in
     full: it neither uses nor keeps a previous request or a checkpoint."""
-    def fresh(index, items, policy, maskable, conversation, written_open=None, layout=None,
-              cold_ends=frozenset()):
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
-
-    with mock.patch.object(planner, "_frontier", fresh):
-        outcome = mask_read_body(ExactBody.read(body, fmt.list_member), policy, fmt, recall)
+    outcome = mask_read_body(ExactBody.read(body, fmt.list_member), policy, fmt, recall)
     return type(outcome).__name__, outcome.body or body, outcome.plan
 
 
@@ -64,7 +56,7 @@ def test_a_request_grown_from_the_previous_one_goes_out_as_masking_it_anew_would
     (reused from the previous request or not) is byte for byte the one the
     exact reader makes of it alone, from the same plan (what the flow's
     metadata reports)."""
-    forget_judgements()
+    masker = Masker(policy)
     requests = [convert(fmt, request) for request in requests_of(events)]
     for number, items in enumerate(requests):
         sent = [items]
@@ -77,6 +69,6 @@ def test_a_request_grown_from_the_previous_one_goes_out_as_masking_it_anew_would
                 sent.append(edited(items, data.draw(st.integers(0, len(items) - 1))))
         for each in sent:
             body = ENCODERS[encoder](document(fmt, each, layout))
-            outcome = mask_request_body(body, policy, fmt, recall=recall)
+            outcome = masker.mask(body, fmt, recall=recall)
             assert (type(outcome).__name__, outcome.body or body, outcome.plan) \
                 == masked_anew(body, policy, fmt, recall)

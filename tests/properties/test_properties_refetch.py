@@ -13,7 +13,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.planning.planner import MASKED, MaskPlan, plan_masking
+from obsmask_core.conversation.planning.plan import MASKED, MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from support.conversation_strategies import growing_conversations, policies

@@ -9,7 +9,8 @@ from obsmask_core.conversation.body.request_text import UnsupportedBody
 from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.masking.outcomes import RewriteOutcome
 from obsmask_core.conversation.masking.rewrite import mask_read_body
-from obsmask_core.conversation.planning.planner import MaskPlan, plan_masking
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ChatMessage
 from obsmask_core.conversation.turns.wire_formats import CHAT

@@ -8,7 +8,8 @@ from typing import cast
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.masking.apply import mask_items
-from obsmask_core.conversation.planning.planner import MaskPlan, plan_masking
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.formats import Event, changed_results, claude_code_body, convert

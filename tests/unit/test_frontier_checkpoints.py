@@ -105,8 +105,8 @@ def test_a_number_too_big_for_a_float_is_never_taken_for_null():
     it as null, and a request holding it would pass for one holding null
     (in the Responses format, an item of type null starts a model answer;
     one of type 1e400 does not)."""
+    from obsmask_core.conversation.masking.masker import Masker
     from obsmask_core.conversation.masking.rewrite import mask_request_body
-    from obsmask_core.conversation.planning.planner import forget_judgements
     from obsmask_core.conversation.turns.wire_formats import RESPONSES
 
     policy = MaskPolicy(price_model="anthropic", window_turns=1)
@@ -122,10 +122,9 @@ def test_a_number_too_big_for_a_float_is_never_taken_for_null():
                          f'"output":"{"x" * 5000}"}}')
         return ('{"model":"m","input":[' + ",".join(items) + "]}").encode()
 
-    forget_judgements()
-    mask_request_body(body("null", 0), policy, RESPONSES)
-    after_null = mask_request_body(body("1e400", 3), policy, RESPONSES)
-    forget_judgements()
+    masker = Masker(policy)
+    masker.mask(body("null", 0), RESPONSES)
+    after_null = masker.mask(body("1e400", 3), RESPONSES)
     alone = mask_request_body(body("1e400", 3), policy, RESPONSES)
     assert after_null.plan is not None and alone.plan is not None
     assert after_null.plan.bill == alone.plan.bill

@@ -20,7 +20,7 @@ from obsmask_core.conversation.planning.holdout import (
     conversation_id,
     held_out,
 )
-from obsmask_core.conversation.planning.planner import CLIPPED, MaskPlan
+from obsmask_core.conversation.planning.plan import CLIPPED, MaskPlan
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from obsmask_core.shared.errors import SettingError

@@ -15,8 +15,9 @@ import pytest
 
 from obsmask_core.conversation.body import request_body
 from obsmask_core.conversation.body.request_body import ExactBody
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
-from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.masking.rewrite import mask_read_body
 from obsmask_core.conversation.reuse import grown_body
 from obsmask_core.conversation.reuse.grown_body import GrownBody, GrownItems
 from obsmask_core.conversation.settings.policy import MaskPolicy
@@ -27,7 +28,12 @@ from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
 from support.formats import session, to_responses
 
-pytestmark = pytest.mark.usefixtures("nothing_kept")
+
+@pytest.fixture
+def masker() -> Masker:
+    """What masking keeps between requests: new for each test, so what one
+    test kept cannot decide another's."""
+    return Masker(POLICY)
 
 
 def parsed_while(action):
@@ -39,16 +45,16 @@ def parsed_while(action):
                                                     *whole.call_args_list)]
 
 
-def test_a_conversations_second_request_is_masked_from_what_it_adds_alone():
+def test_a_conversations_second_request_is_masked_from_what_it_adds_alone(masker):
     """The first request's read cannot prove where its list closes, but the
     check of its masked body does (whole values replaced by whole values
     before that point, the same bytes after it); the second adds an answer
     and a reply, plans as the first, and goes out as the first's masked
     body with its added bytes: only those are parsed."""
     requests = [body(conversation(turns=3) + ANSWER * n) for n in range(3)]
-    assert isinstance(mask_request_body(requests[0], POLICY, CHAT), Masked)
+    assert isinstance(masker.mask(requests[0], CHAT), Masked)
     for before, request in itertools.pairwise(requests):
-        outcome, parsed = parsed_while(lambda r=request: mask_request_body(r, POLICY, CHAT))
+        outcome, parsed = parsed_while(lambda r=request: masker.mask(r, CHAT))
         assert isinstance(outcome, Masked) and outcome.reused
         added = len(request) - len(before)
         assert parsed and max(parsed) == added + 1  # "[" + the items without their comma + "]"
@@ -59,9 +65,10 @@ def test_after_a_first_request_left_unchanged_the_second_is_read_whole():
     """Nothing masked, nothing checked: nothing proved where the first
     request's list closes, and the second is read whole (which proves it)."""
     policy = MaskPolicy(window_turns=10, price_model="none", min_free_percent=0)
+    masker = Masker(policy)
     first, second = body(conversation(turns=3)), body(conversation(turns=3) + ANSWER)
-    assert not isinstance(mask_request_body(first, policy, CHAT), Masked)
-    outcome, parsed = parsed_while(lambda: mask_request_body(second, policy, CHAT))
+    assert not isinstance(masker.mask(first, CHAT), Masked)
+    outcome, parsed = parsed_while(lambda: masker.mask(second, CHAT))
     assert max(parsed) > len(second)  # with the marker that proves where its list closes
     assert_goes_out_as_read_exactly(second, outcome, policy)
 
@@ -73,34 +80,35 @@ def test_with_a_holdout_a_grown_request_is_placed_from_what_it_adds_alone():
     bucket is not under 1: it is masked)."""
     policy = MaskPolicy(window_turns=1, price_model="none", min_free_percent=0,
                         holdout_percent=1)
+    masker = Masker(policy)
     requests = [body(conversation(turns=3) + ANSWER * n) for n in range(3)]
     for request in requests[:2]:
-        mask_request_body(request, policy, CHAT)
-    outcome, parsed = parsed_while(lambda: mask_request_body(requests[2], policy, CHAT))
+        masker.mask(request, CHAT)
+    outcome, parsed = parsed_while(lambda: masker.mask(requests[2], CHAT))
     assert max(parsed) == len(requests[2]) - len(requests[1]) + 1
     assert isinstance(outcome, Masked) and not outcome.plan.held_out
     assert_goes_out_as_read_exactly(requests[2], outcome, policy)
 
 
-def test_a_grown_request_with_a_new_replacement_is_read_whole_and_checked():
+def test_a_grown_request_with_a_new_replacement_is_read_whole_and_checked(masker):
     """A new tool turn moves the window: one more result is masked, which
     must be spliced and checked, so the body is read whole."""
     first, second = conversation(turns=3), conversation(turns=3) + ANSWER
     third = [*second, tool_turn("call_new"), tool_result("call_new")]
     for request in (first, second):
-        mask_request_body(body(request), POLICY, CHAT)
-    outcome, parsed = parsed_while(lambda: mask_request_body(body(third), POLICY, CHAT))
+        masker.mask(body(request), CHAT)
+    outcome, parsed = parsed_while(lambda: masker.mask(body(third), CHAT))
     assert isinstance(outcome, Masked) and not outcome.reused
     assert len(body(third)) in parsed
     assert_goes_out_as_read_exactly(body(third), outcome, POLICY)
 
 
-def test_a_conversation_goes_on_from_grown_bodies_as_masked_anew_at_every_request():
+def test_a_conversation_goes_on_from_grown_bodies_as_masked_anew_at_every_request(masker):
     messages = conversation(turns=2)
     for turn in range(6):
         messages = [*messages, *ANSWER, tool_turn(f"call_{turn}_x"), tool_result(f"call_{turn}_x")]
         request = body(messages)
-        assert_goes_out_as_read_exactly(request, mask_request_body(request, POLICY, CHAT), POLICY)
+        assert_goes_out_as_read_exactly(request, masker.mask(request, CHAT), POLICY)
 
 
 # The items --------------------------------------------------------------------
@@ -151,7 +159,7 @@ RESPONSES_ANSWER = [
 ]
 
 
-def test_a_responses_conversations_next_request_is_masked_from_what_it_adds_alone():
+def test_a_responses_conversations_next_request_is_masked_from_what_it_adds_alone(masker):
     """The Responses index resumes too (its list ending between answers, no
     run of calls open): the next request of the conversation, an answer and
     a reply added, goes out as the previous one's masked body with its
@@ -159,9 +167,9 @@ def test_a_responses_conversations_next_request_is_masked_from_what_it_adds_alon
     items = to_responses(session(3))
     requests = [json.dumps({"model": "m", "input": items + RESPONSES_ANSWER * n}).encode()
                 for n in range(3)]
-    assert isinstance(mask_request_body(requests[0], POLICY, RESPONSES), Masked)
+    assert isinstance(masker.mask(requests[0], RESPONSES), Masked)
     for before, request in itertools.pairwise(requests):
-        outcome, parsed = parsed_while(lambda r=request: mask_request_body(r, POLICY, RESPONSES))
+        outcome, parsed = parsed_while(lambda r=request: masker.mask(r, RESPONSES))
         assert isinstance(outcome, Masked) and outcome.reused
         assert parsed and max(parsed) == len(request) - len(before) + 1
         anew = mask_read_body(ExactBody.read(request, "input"), POLICY, RESPONSES)

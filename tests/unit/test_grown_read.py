@@ -13,9 +13,9 @@ import pytest
 
 from obsmask_core.conversation.body import request_body
 from obsmask_core.conversation.body.request_body import ExactBody, QuickBody
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
-from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
-from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
+from obsmask_core.conversation.masking.rewrite import mask_read_body
 from obsmask_core.conversation.turns import tool_turns
 from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.chat import body, conversation, user
@@ -27,7 +27,11 @@ OLD = b'{"messages": [{"role": "user", "content": "hi"}, [2]], "model": "m"}'
 END = OLD.index(b'], "model"')
 
 
-pytestmark = pytest.mark.usefixtures("nothing_kept")
+@pytest.fixture
+def masker() -> Masker:
+    """What masking keeps between requests: new for each test, so what one
+    test kept cannot decide another's."""
+    return Masker(POLICY)
 
 
 def grown_read(added: bytes) -> tuple[bytes, QuickBody | None]:
@@ -90,14 +94,14 @@ def bytes_parsed_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_from_its_fourth_request_on_a_conversation_is_read_from_the_document_kept():
+def test_from_its_fourth_request_on_a_conversation_is_read_from_the_document_kept(masker):
     """Each request adds a tool turn, so each is spliced and checked anew,
     and its body read whole for the check; the third's document is kept (a
     conversation that goes on), and the fourth is read and indexed from it:
     only its added bytes and its masked body are parsed, never the body."""
     requests = [body(conversation(turns=3 + n)) for n in range(4)]
     for request in requests[:3]:
-        assert isinstance(mask_request_body(request, POLICY, CHAT), Masked)
+        assert isinstance(masker.mask(request, CHAT), Masked)
     reads: list[QuickBody | None] = []
     grown = QuickBody.grown
 
@@ -108,7 +112,7 @@ def test_from_its_fourth_request_on_a_conversation_is_read_from_the_document_kep
     with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed, \
             mock.patch.object(QuickBody, "grown", side_effect=read):
         outcome, parsed = bytes_parsed_while(
-            lambda: mask_request_body(requests[3], POLICY, CHAT))
+            lambda: masker.mask(requests[3], CHAT))
     assert isinstance(outcome, Masked) and not outcome.reused
     assert len(reads) == 1 and reads[0] is not None
     # And its index is resumed from the third's, whose items it begins with.
@@ -126,19 +130,19 @@ def test_from_its_fourth_request_on_a_conversation_is_read_from_the_document_kep
     b',{"role":"user","content":"y"',
 ])
 def test_bytes_after_a_proven_list_that_are_not_added_items_mean_the_body_is_read_whole(
-        between):
+        between, masker):
     messages = conversation(turns=3)
     requests = [json.dumps({"messages": messages + [user("go on")] * n, "model": "m"}).encode()
                 for n in range(3)]
     for request in requests:  # the third's document is kept
-        mask_request_body(request, POLICY, CHAT)
+        masker.mask(request, CHAT)
     end = requests[2].rindex(b'], "model"')
     request = requests[2][:end] + between + requests[2][end:]
-    assert_goes_out_as_read_exactly(request, mask_request_body(request, POLICY, CHAT), POLICY)
+    assert_goes_out_as_read_exactly(request, masker.mask(request, CHAT), POLICY)
 
 
 @pytest.mark.parametrize("depth", [300, 990, 995])
-def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth):
+def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth, masker):
     """Deep enough, Python's recursion refuses to compare items and the body
     passes through when masked anew: read from the kept document it must
     not come out otherwise."""
@@ -148,9 +152,9 @@ def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth
     requests.append(requests[2][:end] + b', {"role": "user", "content": '
                     + b"[" * depth + b"]" * depth + b"}" + requests[2][end:])
     for request in requests[:3]:
-        mask_request_body(request, POLICY, CHAT)
-    in_order = mask_request_body(requests[3], POLICY, CHAT)
-    forget_previous_requests()
-    anew = mask_request_body(requests[3], POLICY, CHAT)
+        masker.mask(request, CHAT)
+    in_order = masker.mask(requests[3], CHAT)
+    masker.previous.clear()
+    anew = masker.mask(requests[3], CHAT)
     assert type(in_order) is type(anew)
     assert in_order.body == anew.body

@@ -14,7 +14,8 @@ import json
 import pytest
 
 from obsmask_core.conversation.masking.apply import mask_items
-from obsmask_core.conversation.planning.planner import CLIPPED, MASKED, plan_masking
+from obsmask_core.conversation.planning.plan import CLIPPED, MASKED
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import (
     DEFAULT_PLACEHOLDER_TEMPLATE,
     MaskPolicy,

@@ -12,8 +12,9 @@ import pytest
 
 from obsmask_core.conversation.body.request_body import ExactBody, QuickBody, loads_marking_end
 from obsmask_core.conversation.masking import rewrite
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
-from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
+from obsmask_core.conversation.masking.rewrite import mask_read_body
 from obsmask_core.conversation.planning import planner
 from obsmask_core.conversation.reuse import previous_requests as previous_requests_module
 from obsmask_core.conversation.reuse.previous_requests import (
@@ -33,7 +34,12 @@ from support.chat_masking import ANSWER_AND_REPLY as ANSWER
 from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
 
-pytestmark = pytest.mark.usefixtures("nothing_kept")
+
+@pytest.fixture
+def masker() -> Masker:
+    """What masking keeps between requests: new for each test, so what one
+    test kept cannot decide another's."""
+    return Masker(POLICY)
 
 
 def masked_anew(request: bytes) -> bytes:
@@ -43,16 +49,16 @@ def masked_anew(request: bytes) -> bytes:
 
 
 def checks_while(action):
-    with mock.patch.object(rewrite, "_verify", wraps=rewrite._verify) as verify:
+    with mock.patch.object(rewrite, "verify", wraps=rewrite.verify) as verify:
         outcome = action()
     return outcome, verify.call_count
 
 
-def test_a_request_that_only_adds_items_reuses_the_previous_masked_body_without_a_check():
+def test_a_request_that_only_adds_items_reuses_the_previous_masked_body_without_a_check(masker):
     first = body(conversation(turns=3))
     grown = body(conversation(turns=3) + ANSWER)
-    assert isinstance(mask_request_body(first, POLICY, CHAT), Masked)
-    outcome, checks = checks_while(lambda: mask_request_body(grown, POLICY, CHAT))
+    assert isinstance(masker.mask(first, CHAT), Masked)
+    outcome, checks = checks_while(lambda: masker.mask(grown, CHAT))
     assert isinstance(outcome, Masked)
     assert checks == 0
     assert outcome.body == masked_anew(grown)
@@ -62,10 +68,10 @@ def test_a_request_that_only_adds_items_reuses_the_previous_masked_body_without_
     assert outcome.plan.items_written == orjson.dumps(conversation(turns=3) + ANSWER)[:-1]
 
 
-def test_a_retry_of_the_same_body_goes_out_as_it_did_the_first_time_without_a_check():
+def test_a_retry_of_the_same_body_goes_out_as_it_did_the_first_time_without_a_check(masker):
     request = body(conversation(turns=4))
-    first = mask_request_body(request, POLICY, CHAT)
-    again, checks = checks_while(lambda: mask_request_body(bytes(request), POLICY, CHAT))
+    first = masker.mask(request, CHAT)
+    again, checks = checks_while(lambda: masker.mask(bytes(request), CHAT))
     assert isinstance(first, Masked) and isinstance(again, Masked)
     assert checks == 0
     assert again.body == first.body == masked_anew(request)
@@ -73,51 +79,51 @@ def test_a_retry_of_the_same_body_goes_out_as_it_did_the_first_time_without_a_ch
     assert again.reused and not first.reused
 
 
-def test_a_retry_is_known_as_one_even_when_it_also_grew_from_a_later_request():
+def test_a_retry_is_known_as_one_even_when_it_also_grew_from_a_later_request(masker):
     """A kept request with the same bytes comes before the most recent one
     the body grew from (whose plan differs: it would be masked anew)."""
     longer, shorter = body(conversation(turns=4)), body(conversation(turns=2))
-    first = mask_request_body(longer, POLICY, CHAT)
-    mask_request_body(shorter, POLICY, CHAT)  # kept after it; the longer grew from it
-    again, checks = checks_while(lambda: mask_request_body(bytes(longer), POLICY, CHAT))
+    first = masker.mask(longer, CHAT)
+    masker.mask(shorter, CHAT)  # kept after it; the longer grew from it
+    again, checks = checks_while(lambda: masker.mask(bytes(longer), CHAT))
     assert isinstance(again, Masked) and isinstance(first, Masked)
     assert checks == 0
     assert again.body == first.body
 
 
-def test_the_same_bytes_under_another_policy_are_planned_anew():
+def test_the_same_bytes_under_another_policy_are_planned_anew(masker):
     request = body(conversation(turns=4))
-    mask_request_body(request, POLICY, CHAT)
+    masker.mask(request, CHAT)
     wider = MaskPolicy(window_turns=2, price_model="none", min_free_percent=0)
-    outcome = mask_request_body(request, wider, CHAT)
+    outcome = Masker(wider).mask(request, CHAT)
     assert isinstance(outcome, Masked) and not outcome.reused
     assert len(outcome.plan.decisions) == 2
 
 
-def test_a_request_whose_plan_changed_is_spliced_and_checked_anew():
+def test_a_request_whose_plan_changed_is_spliced_and_checked_anew(masker):
     """A new tool turn moves the window: one more result is masked."""
-    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+    masker.mask(body(conversation(turns=3)), CHAT)
     grown = body(conversation(turns=4))
-    outcome, checks = checks_while(lambda: mask_request_body(grown, POLICY, CHAT))
+    outcome, checks = checks_while(lambda: masker.mask(grown, CHAT))
     assert isinstance(outcome, Masked)
     assert checks == 1
     assert outcome.body == masked_anew(grown)
 
 
-def test_a_request_whose_other_members_changed_is_masked_anew():
-    mask_request_body(body(conversation(turns=3), temperature=0), POLICY, CHAT)
+def test_a_request_whose_other_members_changed_is_masked_anew(masker):
+    masker.mask(body(conversation(turns=3), temperature=0), CHAT)
     changed = body(conversation(turns=3) + ANSWER, temperature=1)
-    outcome, checks = checks_while(lambda: mask_request_body(changed, POLICY, CHAT))
+    outcome, checks = checks_while(lambda: masker.mask(changed, CHAT))
     assert checks == 1
     assert outcome.body == masked_anew(changed)
 
 
-def test_a_request_whose_history_was_edited_is_masked_anew():
-    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+def test_a_request_whose_history_was_edited_is_masked_anew(masker):
+    masker.mask(body(conversation(turns=3)), CHAT)
     messages = conversation(turns=3) + ANSWER
     messages[1] = user("Fix the other bug.")
     edited = body(messages)
-    outcome, checks = checks_while(lambda: mask_request_body(edited, POLICY, CHAT))
+    outcome, checks = checks_while(lambda: masker.mask(edited, CHAT))
     assert checks == 1
     assert outcome.body == masked_anew(edited)
 
@@ -130,41 +136,41 @@ def resumed_from_while(action):
     return outcome, resumed.call_args.args[0] if resumed.called else None
 
 
-def test_a_request_grown_from_a_kept_one_is_indexed_from_its_index_without_a_document():
+def test_a_request_grown_from_a_kept_one_is_indexed_from_its_index_without_a_document(masker):
     """The second request of a conversation has no document to be read
     from (none is kept before the third): it is parsed whole, but its index
     is resumed from the first's; a new tool turn moves the window, so the
     result is spliced and checked, and must be what masking anew gives."""
     first = conversation(turns=3)
-    mask_request_body(body(first), POLICY, CHAT)
+    masker.mask(body(first), CHAT)
     grown = body(conversation(turns=4))
-    outcome, resume = resumed_from_while(lambda: mask_request_body(grown, POLICY, CHAT))
+    outcome, resume = resumed_from_while(lambda: masker.mask(grown, CHAT))
     assert resume is not None and resume.items == len(first)
     assert isinstance(outcome, Masked)
     assert outcome.body == masked_anew(grown)
 
 
-def test_the_results_a_request_shares_with_the_kept_one_are_not_judged_again():
+def test_the_results_a_request_shares_with_the_kept_one_are_not_judged_again(masker):
     """A result's judgement (kept and why, or its placeholder) is kept with
     the request: the next one judges only the results that left the window
     since, even with the judgements cache emptied."""
-    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
-    mask_request_body(body(conversation(turns=4)), POLICY, CHAT)
-    planner._judgements.clear()
+    masker.mask(body(conversation(turns=3)), CHAT)
+    masker.mask(body(conversation(turns=4)), CHAT)
+    masker.memory.judgements.clear()
     grown = body(conversation(turns=5))
-    with mock.patch.object(planner, "_judge", wraps=planner._judge) as judge:
-        outcome = mask_request_body(grown, POLICY, CHAT)
+    with mock.patch.object(planner, "judge", wraps=planner.judge) as judge:
+        outcome = masker.mask(grown, CHAT)
     assert [call.args[0].call_id for call in judge.call_args_list] == ["call_3_0"]
     assert isinstance(outcome, Masked)
     assert outcome.body == masked_anew(grown)
 
 
-def test_a_request_whose_history_was_edited_is_indexed_whole():
-    mask_request_body(body(conversation(turns=3)), POLICY, CHAT)
+def test_a_request_whose_history_was_edited_is_indexed_whole(masker):
+    masker.mask(body(conversation(turns=3)), CHAT)
     messages = conversation(turns=4)
     messages[1] = user("Fix the other bug.")
     edited = body(messages)
-    outcome, resume = resumed_from_while(lambda: mask_request_body(edited, POLICY, CHAT))
+    outcome, resume = resumed_from_while(lambda: masker.mask(edited, CHAT))
     assert resume is None
     assert isinstance(outcome, Masked)
     assert outcome.body == masked_anew(edited)
@@ -178,12 +184,12 @@ def test_a_request_whose_history_was_edited_is_indexed_whole():
     # Not items: a value cut in two.
     b',{"role":"user","content":"y"',
 ])
-def test_bytes_between_that_are_not_added_items_mean_the_body_is_masked_anew(between):
+def test_bytes_between_that_are_not_added_items_mean_the_body_is_masked_anew(between, masker):
     first = json.dumps({"messages": conversation(turns=3), "model": "m"}).encode()
-    mask_request_body(first, POLICY, CHAT)
+    masker.mask(first, CHAT)
     end = first.rindex(b'], "model"')
     request = first[:end] + between + first[end:]
-    outcome, resume = resumed_from_while(lambda: mask_request_body(request, POLICY, CHAT))
+    outcome, resume = resumed_from_while(lambda: masker.mask(request, CHAT))
     # Its first items need not be the kept request's: indexed whole.
     assert resume is None
     assert_goes_out_as_read_exactly(request, outcome, POLICY)
@@ -355,19 +361,19 @@ def test_the_least_recently_kept_conversations_go_when_their_bytes_run_out():
     assert store.grown_from(second, "chat", False) is not None
 
 
-def test_bytes_inserted_into_a_list_where_the_guess_went_wrong_are_not_taken_for_items():
+def test_bytes_inserted_into_a_list_where_the_guess_went_wrong_are_not_taken_for_items(masker):
     """A member after the list holds ``], "model"`` (a list, then the next
     member's name): the guess of where the list closes lands in it, the
     check of the masked body disproves it, and a body that inserts an
     element into that other list is not taken for one that adds items."""
     first = json.dumps({"messages": conversation(turns=3), "model": "m",
                         "tools": [{"enum": [1], "model": 2}]}).encode()
-    assert isinstance(mask_request_body(first, POLICY, CHAT), Masked)
+    assert isinstance(masker.mask(first, CHAT), Masked)
     wrong = first.rindex(b'], "model"')
     request = first[:wrong] + b", 2" + first[wrong:]
-    with mock.patch.object(rewrite, "_written_open", wraps=rewrite._written_open) as written:
-        outcome = mask_request_body(request, POLICY, CHAT)
-    assert written.call_args.args[0] is None  # not grown from the first
+    with mock.patch.object(rewrite, "plan_masking", wraps=rewrite.plan_masking) as planned:
+        outcome = masker.mask(request, CHAT)
+    assert planned.call_args.kwargs["hint"].written_open is None  # not grown from the first
     assert outcome.body == masked_anew(request)
 
 
@@ -460,13 +466,13 @@ def test_a_conversation_keeps_a_document_from_its_third_request_in_a_row_on():
         store.clear()
 
 
-def test_requests_in_a_row_are_counted_from_the_conversations_first():
+def test_requests_in_a_row_are_counted_from_the_conversations_first(masker):
     """Masked anew or reused, each request of a conversation counts one
     more than the one it grew from."""
     answers = [{"role": "assistant", "content": "It is fixed."}, user("Thanks.")]
-    store = rewrite.previous_requests(POLICY)
+    store = masker.previous
     assert store is not None
     for n in range(4):
-        mask_request_body(body(conversation(turns=3) + answers * n), POLICY, CHAT)
+        masker.mask(body(conversation(turns=3) + answers * n), CHAT)
         grown = store.grown_from(body(conversation(turns=3) + answers * (n + 1)), "chat", False)
         assert grown is not None and grown.previous.in_a_row == n + 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.planning.planner import MaskPlan
+from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.refetch import count_repeats
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from obsmask_core.shared.refetch_facts import RefetchFacts

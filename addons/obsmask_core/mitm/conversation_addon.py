@@ -16,6 +16,7 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 
 from obsmask_core.conversation.billing.last_seen import LastSeen, Visit
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import (
     Masked,
     Refused,
@@ -23,7 +24,6 @@ from obsmask_core.conversation.masking.outcomes import (
     Unchanged,
     Unreadable,
 )
-from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.masking.summary import LeftAlone, MaskSummary, describe_policy
 from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy, policy_values
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES, Routes
@@ -59,7 +59,7 @@ class Rewrite:
 
     request: http.Request
     fmt: WireFormat
-    policy: MaskPolicy
+    masker: Masker
     recall: bool
     exact_tokens: bool
     # When the request came, for the table of when conversations were last
@@ -101,7 +101,8 @@ class ConversationMasking:
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.recall = recall
-        self.policy = MaskPolicy()
+        # The policy in force and what masking keeps under it.
+        self.masker = Masker(MaskPolicy())
         self.routes = Routes()
         self.config_path: str | None = None
         self._described = False
@@ -131,8 +132,14 @@ class ConversationMasking:
         # The start-up line, and again whenever the policy or its file
         # changes (the built-in defaults with no file get one too).
         if policy != self.policy or config.path != self.config_path or not self._described:
-            self.policy, self.config_path, self._described = policy, config.path, True
+            if policy != self.policy:
+                self.masker = Masker(policy)
+            self.config_path, self._described = config.path, True
             logger.info("obsmask: %s", describe_policy(policy, source))
+
+    @property
+    def policy(self) -> MaskPolicy:
+        return self.masker.policy
 
     def running(self) -> None:
         self.tokens.start_loading()
@@ -150,7 +157,7 @@ class ConversationMasking:
         with guarded(flow, "forwarded unchanged"):
             # The settings as they are now: a worker must not see a policy
             # that changes halfway through.
-            work = Rewrite(flow.request, fmt, self.policy,
+            work = Rewrite(flow.request, fmt, self.masker,
                            self.recall is not None and self.recall.enabled,
                            exact_tokens=not flow.live, visit=self._visit(flow))
             if self.off_loop.takes(flow.request):
@@ -181,7 +188,7 @@ class ConversationMasking:
         """The request's new raw body and headers, and what was done; or why
         it passes through. Reads the request, never changes it: this may run
         on a worker thread."""
-        request, fmt, policy = work.request, work.fmt, work.policy
+        request, fmt, policy = work.request, work.fmt, work.masker.policy
         try:
             body = request.get_content()
         except ValueError as e:
@@ -192,7 +199,7 @@ class ConversationMasking:
         if body is None or request.raw_content is None:
             return "the body is streamed (stream_large_bodies), not buffered"
         started = time.perf_counter()
-        outcome = mask_request_body(body, policy, fmt, recall=work.recall, visit=work.visit)
+        outcome = work.masker.mask(body, fmt, recall=work.recall, visit=work.visit)
         mask_ms = round((time.perf_counter() - started) * 1000, 3)
         if not isinstance(outcome, Masked):
             return Rewritten(outcome, mask_ms)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, CacheLayout
-from obsmask_core.conversation.planning.planner import MaskPlan, plan_masking
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import Location
 from obsmask_core.conversation.turns.wire_formats import WireFormat, set_at, value_at

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, AddedBreakpoint
-from obsmask_core.conversation.planning.planner import MaskPlan
+from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.turns.turn_model import Location
 from obsmask_core.conversation.turns.wire_formats import WireFormat, set_at, value_at
 

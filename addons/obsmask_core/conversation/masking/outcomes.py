@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from obsmask_core.conversation.planning.planner import MaskPlan
+from obsmask_core.conversation.planning.plan import MaskPlan
 
 
 @dataclass(frozen=True)

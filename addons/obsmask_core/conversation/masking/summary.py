@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from obsmask_core.conversation.masking.outcomes import Masked
-from obsmask_core.conversation.planning.planner import RECALLED, MaskPlan
+from obsmask_core.conversation.planning.plan import RECALLED, MaskPlan
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.shared.tokens import TokenCounter
 

@@ -9,11 +9,8 @@ clipped to head + marker + tail. No item is ever added, removed or moved.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal, NamedTuple
-from weakref import WeakKeyDictionary
+from collections.abc import Sequence
+from dataclasses import replace
 
 from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import (
@@ -24,131 +21,25 @@ from obsmask_core.conversation.billing.breakpoints import (
     next_control,
 )
 from obsmask_core.conversation.billing.ledger import BillSoFar, prefix_tokens
-from obsmask_core.conversation.planning.checkpoints import Checkpoints, items_json
-from obsmask_core.conversation.planning.error_heuristic import looks_like_error
-from obsmask_core.conversation.planning.frontier import Frontier, estimate_tokens
-from obsmask_core.conversation.planning.holdout import ConversationName, conversation_name
+from obsmask_core.conversation.planning.checkpoints import items_json
+from obsmask_core.conversation.planning.clipping import clip
+from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.planning.hint import NO_HINT, PlanHint
+from obsmask_core.conversation.planning.holdout import conversation_name
 from obsmask_core.conversation.planning.judgements import Judgement, KeptReason
+from obsmask_core.conversation.planning.judging import judge, recallable_ids
+from obsmask_core.conversation.planning.memory import Judgements, PlanMemory
+from obsmask_core.conversation.planning.plan import MaskDecision, MaskPlan
 from obsmask_core.conversation.planning.refetch import refetch_facts
-from obsmask_core.conversation.reuse.previous_requests import forget_previous_requests
-from obsmask_core.conversation.settings.policy import MaskPolicy, render_placeholder
-from obsmask_core.conversation.turns.turn_model import Location, ToolResult, ToolTurnIndex
-from obsmask_core.shared.refetch_facts import RefetchFacts
-from obsmask_core.shared.truncation import truncate_text
-
-DecisionKind = Literal["masked", "clipped", "recalled"]
-MASKED: DecisionKind = "masked"
-CLIPPED: DecisionKind = "clipped"
-# A recall stub replaced by the text it asks for (``recall``).
-RECALLED: DecisionKind = "recalled"
-# The reduction stage a request reached: nothing, masking old results, or
-# clipping recent ones as well.
-Stage = Literal["none", "masking", "clipping"]
-
-
-
-class MaskDecision(NamedTuple):
-    """One tool result to rewrite: where, what it was, and what it becomes
-    (the placeholder when ``kind`` is "masked", a clipped text when
-    "clipped", the recalled text when "recalled"). A named tuple, like the
-    turn model's values: one is made per masked result of every request."""
-
-    location: Location
-    call_id: str
-    tool_name: str | None
-    original: str  # the text that goes
-    original_value: object  # the value as found (a string or a list of blocks)
-    new_text: str
-    kind: DecisionKind = MASKED
-
-
-@dataclass
-class MaskPlan:
-    """The decisions for one request, and why the other results were kept."""
-
-    decisions: list[MaskDecision] = field(default_factory=list)
-    tool_turns: int = 0
-    tool_results: int = 0
-    # Tool turns before this one are past the masking frontier.
-    frontier_turn: int = 0
-    stage: Stage = "none"
-    kept: Counter[KeptReason] = field(default_factory=Counter)
-    # Why each kept result was kept, by its location (orphans included):
-    # ``kept`` counts these. A result kept by the first stage and then
-    # clipped by the second is in both (its decision says "clipped").
-    kept_at: dict[Location, KeptReason] = field(default_factory=dict)
-    # The bill so far (None when the price model has no cache, or nothing
-    # was planned); True when the conversation is in the holdout group.
-    bill: BillSoFar | None = None
-    held_out: bool = False
-    # The conversation's name (holdout.conversation_id): totals group by it.
-    # ``name`` holds it with its holdout bucket.
-    conversation: str | None = None
-    name: ConversationName | None = field(default=None, repr=False, compare=False)
-    # orjson's writing of the items without the closing bracket, as the
-    # frontier's checkpoint keeps it (None when none was kept): the next
-    # request that grew from this one writes its own from it.
-    items_written: bytes | None = field(default=None, repr=False, compare=False)
-    # Each result's judgement, by number (None: inside the window, not
-    # judged): the next request of the conversation starts from these.
-    judgements: list[Judgement | None] = field(default_factory=list, repr=False,
-                                               compare=False)
-    # The frontier breakpoint the request goes out with (Anthropic), if any.
-    breakpoint: AddedBreakpoint | None = None
-    # Calls the model made again once masking took their result (``refetch``).
-    refetches: RefetchFacts = field(default_factory=RefetchFacts)
-
-    @property
-    def masked(self) -> int:
-        return sum(1 for d in self.decisions if d.kind == MASKED)
-
-    @property
-    def clipped(self) -> int:
-        return sum(1 for d in self.decisions if d.kind == CLIPPED)
-
-    @property
-    def recalled(self) -> int:
-        return sum(1 for d in self.decisions if d.kind == RECALLED)
-
-
-def preserved_blocks(text: str, patterns: tuple[tuple[str, str], ...]) -> list[str]:
-    """The blocks from a begin marker to its end marker (both included), in
-    the order they appear; they survive masking (structured results, such as
-    a sub-agent's dispatch report, that the model must keep)."""
-    found: list[tuple[int, str]] = []
-    for begin, end in patterns:
-        start = text.find(begin)
-        while start >= 0:
-            stop = text.find(end, start + len(begin))
-            if stop < 0:
-                break
-            found.append((start, text[start : stop + len(end)]))
-            start = text.find(begin, stop + len(end))
-    return [block for _, block in sorted(found)]
-
-
-def _masked_text(placeholder: str, blocks: list[str]) -> str:
-    return placeholder + "".join("\n" + block for block in blocks)
-
-
-def _is_masked(text: str, result: ToolResult, policy: MaskPolicy) -> bool:
-    """Is ``text`` already what masking would make of this result?"""
-    if policy.matcher.matches(text, result.call_id, result.tool_name):
-        return True
-    blocks = preserved_blocks(text, policy.preserve_patterns)
-    suffix = _masked_text("", blocks)
-    return bool(blocks) and text.endswith(suffix) and policy.matcher.matches(
-        text[: len(text) - len(suffix)], result.call_id, result.tool_name
-    )
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.turn_model import Location, ToolTurnIndex
 
 
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
-    written_open: bytes | None = None, name: ConversationName | None = None,
-    judged_before: Sequence[Judgement | None] = (),
-    layout: CacheLayout | None = None,
-    cold_ends: frozenset[int] = frozenset(),
+    layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
+    hint: PlanHint = NO_HINT, memory: PlanMemory | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -159,13 +50,11 @@ def plan_masking(
     With ``recall``, placeholders and clip markers say how to get the text
     back (unless the call's id names several results of the request: a
     recall could not tell which); the ``recalled`` results are never
-    clipped (the model asked for them whole). ``written_open`` is orjson's
-    writing of ``items`` without the closing bracket, when the caller has it
-    (``checkpoints.items_json``), and ``name`` the conversation's name and
-    bucket (``holdout.conversation_name``), when it knows them. ``judged_before``
-    are the judgements of the first results (``MaskPlan.judgements`` of the
-    conversation's previous request under the same policy, whose results
-    these are, with no recall to change what an id names). ``layout`` is an
+    clipped (the model asked for them whole). ``hint`` is what the
+    conversation's previous request lends this one's plan when this one
+    only adds items to it (``PlanHint``); ``memory`` the judgements and
+    checkpoints kept under ``policy`` (without one, every result is judged
+    afresh and the frontier replayed in full: the same plan). ``layout`` is an
     Anthropic request's cache breakpoints (``breakpoints.read_layout``):
     the ledger then bills under Anthropic's cache, and the plan may add the
     frontier breakpoint (``MaskPlan.breakpoint``); without one, OpenAI's.
@@ -173,8 +62,7 @@ def plan_masking(
     conversation came back after the cache's lifetime (``last_seen``): the
     ledger bills those requests as read from no cache.
     """
-    if name is None:
-        name = conversation_name(items)
+    name = hint.name if hint.name is not None else conversation_name(items)
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
                     conversation=name.id if name is not None else None, name=name)
     plan.kept["orphan"] = len(index.orphans)
@@ -192,16 +80,12 @@ def plan_masking(
     # Only results older than the window can ever be masked; for them the
     # rules that depend on the result alone (the error heuristic reads the
     # whole text) are applied once: number -> reason kept, or masked text.
-    recallable = _recallable(index) if recall else frozenset()
+    recallable = recallable_ids(index) if recall else frozenset()
     first_in_window = max(0, len(index.turns) - policy.window_turns)
     reasons: dict[int, KeptReason] = {}
     maskable: dict[int, str] = {}
-    try:
-        judged = _judgements.setdefault(policy, {})
-    except TypeError:  # a policy built with lists, not tuples: judged afresh
-        judged = {}
-    if len(judged) >= _JUDGEMENTS_KEPT:
-        judged.clear()
+    judged = memory.judgements if memory is not None else Judgements()
+    judged_before = hint.judged_before
     known = len(judged_before)
     judgements: list[Judgement | None] = [None] * len(index.results)
     plan.judgements = judgements
@@ -215,15 +99,16 @@ def plan_masking(
                    None if result.text is None else (hash(result.text), len(result.text)))
             judgement = judged.get(key)
             if judgement is None:
-                judgement = judged[key] = _judge(result, policy, recallable_id)
+                judgement = judge(result, policy, recallable_id)
+                judged.put(key, judgement)
         judgements[number] = judgement
         if judgement[0] is not None:
             reasons[number] = judgement[0]
         else:
             maskable[number] = judgement[1]
 
-    frontier = _frontier(index, items, policy, maskable, plan.conversation, written_open,
-                         layout, cold_ends)
+    frontier = _frontier(index, items, policy, maskable, plan.conversation, hint.written_open,
+                         layout, cold_ends, memory)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
@@ -282,7 +167,7 @@ def plan_masking(
     if plan.decisions:
         plan.stage = "masking"
     if policy.max_input_tokens and items:
-        _clip(plan, index, items, policy, frontier, recallable, recalled)
+        clip(plan, index, items, policy, frontier, recallable, recalled)
     if plan.masked:
         plan.breakpoint = _added_breakpoint(frontier, items, layout, plan)
     if plan.bill is not None:
@@ -325,50 +210,17 @@ def _with_prediction(bill: BillSoFar, frontier: Frontier, plan: MaskPlan) -> Bil
                    predicted_input=tokens(len(chars) - 1))
 
 
-# An agent sends the same old results again every turn: they are judged once
-# per policy (equal policies share), by call id, tool, error flag, whether a
-# recall can name them, and the text's hash and length (not the text itself).
-# Two texts that share all of these are about 1 in 2**64. The masked text
-# kept holds the result's preserved blocks, so an entry can weigh a few KB:
-# 20,000 of them per policy, then the cache starts again.
-_judgements: WeakKeyDictionary[MaskPolicy, dict[Hashable, Judgement]] = WeakKeyDictionary()
-_JUDGEMENTS_KEPT = 20_000
-
-
-# The frontier's checkpoints, per policy like the judgements.
-_checkpoints: WeakKeyDictionary[MaskPolicy, Checkpoints] = WeakKeyDictionary()
-
-
-def forget_judgements() -> None:
-    """Judge every result afresh and replay every frontier in full (the
-    benchmarks' cold runs)."""
-    _judgements.clear()
-    forget_checkpoints()
-
-
-def forget_checkpoints() -> None:
-    """Replay every frontier in full, or from a checkpoint kept after this,
-    and mask every request in full (``previous_requests``)."""
-    for checkpoints in list(_checkpoints.values()):
-        checkpoints.clear()
-    forget_previous_requests()
-
-
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
-              written_open: bytes | None = None,
-              layout: CacheLayout | None = None,
-              cold_ends: frozenset[int] = frozenset()) -> Frontier:
+              written_open: bytes | None, layout: CacheLayout | None,
+              cold_ends: frozenset[int], memory: PlanMemory | None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
-    earlier request of the conversation when one fits."""
-    try:
-        checkpoints = _checkpoints.get(policy) or _checkpoints.setdefault(policy, Checkpoints())
-    except TypeError:  # a policy built with lists, not tuples: replayed in full
+    earlier request of the conversation when one fits (``memory``)."""
+    if memory is None or conversation is None:
         return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
-    written = written_open
-    if conversation is not None and written is None:
-        written = items_json(items)
-    if conversation is None or written is None:
+    checkpoints = memory.checkpoints
+    written = written_open if written_open is not None else items_json(items)
+    if written is None:
         return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
     frontier = Frontier(index, items, policy, maskable,
                         resume=checkpoints.find(conversation, written), layout=layout,
@@ -394,92 +246,3 @@ def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: Cache
     return AddedBreakpoint(item, block, control)
 
 
-def _judge(result: ToolResult, policy: MaskPolicy, recallable: bool) -> Judgement:
-    reason = _static_reason(result, policy)
-    if reason is not None:
-        return reason, None
-    assert result.text is not None
-    placeholder = render_placeholder(
-        policy.placeholder_template, result.call_id, result.tool_name, len(result.text),
-        recall=recallable,
-    )
-    blocks = preserved_blocks(result.text, policy.preserve_patterns)
-    new_text = _masked_text(placeholder, blocks)
-    if len(new_text) < len(result.text):
-        return None, new_text
-    return "short", None  # a placeholder must save something
-
-
-def _recallable(index: ToolTurnIndex) -> frozenset[str]:
-    """The call ids that name one result of the request (some clients reuse
-    ids such as call_0 in every turn: a recall of one could not tell which)."""
-    counts = Counter(result.call_id for result in index.results)
-    return frozenset(call_id for call_id, count in counts.items() if count == 1)
-
-
-def _static_reason(result: ToolResult, policy: MaskPolicy) -> KeptReason | None:
-    """Why a result is never masked, whatever its age (None: it may be)."""
-    text = result.text
-    if text is None:
-        return "not_text"  # nothing masking knows how to replace
-    if _is_masked(text, result, policy):
-        return "already_masked"
-    if result.tool_name is not None and result.tool_name in policy.exclude_tools:
-        return "excluded"
-    if len(text) < policy.min_chars:
-        return "min_chars"
-    if policy.keep_errors and (result.is_error or looks_like_error(text)):
-        return "error"
-    return None
-
-
-def _clip(
-    plan: MaskPlan,
-    index: ToolTurnIndex,
-    items: Sequence[object],
-    policy: MaskPolicy,
-    frontier: Frontier,
-    recallable: frozenset[str],
-    recalled: frozenset[Location],
-) -> None:
-    """The second stage: while the request is still estimated over
-    ``max_input_tokens``, clip results inside the window to head + marker +
-    tail, oldest first. No message is ever removed. With ``recall``, the
-    marker names the call's id: the whole result comes back from the
-    request like a masked one."""
-    chars = frontier.chars_before[-1] - sum(
-        len(d.original) - len(d.new_text) for d in plan.decisions
-    )
-    if estimate_tokens(chars, len(items)) <= policy.max_input_tokens:
-        return
-    masked = {d.location for d in plan.decisions}
-    for result in index.results:
-        if estimate_tokens(chars, len(items)) <= policy.max_input_tokens:
-            break
-        text = result.text
-        if (
-            text is None
-            or result.location in masked
-            or result.location in recalled
-            or result.turn < frontier.turn
-            or (result.tool_name is not None and result.tool_name in policy.exclude_tools)
-        ):
-            continue
-        clipped = truncate_text(text, policy.clip_head_chars, policy.clip_tail_chars,
-                                recall_id=result.call_id if result.call_id in recallable
-                                else None)
-        if clipped == text:
-            continue
-        plan.decisions.append(
-            MaskDecision(
-                location=result.location,
-                call_id=result.call_id,
-                tool_name=result.tool_name,
-                original=text,
-                original_value=result.content,
-                new_text=clipped,
-                kind=CLIPPED,
-            )
-        )
-        chars -= len(text) - len(clipped)
-        plan.stage = "clipping"

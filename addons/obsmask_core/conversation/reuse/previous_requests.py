@@ -42,15 +42,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
-from weakref import WeakKeyDictionary
 
-from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
-from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.reuse.records import (
+    Document,
+    Grown,
+    KeptDocument,
+    KeptIndex,
+    PreviousRequest,
+    StartKey,
+    start_keys_of,
+)
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
-from obsmask_core.conversation.turns.turn_model import Location
 
 # The latest requests of every conversation, as many as fit in these bytes
 # (their bodies and masked bodies), per policy; the least recently used go
@@ -97,129 +100,6 @@ DOCUMENT_WEIGHT_PERCENT = 170
 INDEX_RESULTS_PER_REQUEST = 2_500
 INDEX_RESULTS_KEPT = 100_000
 INDEX_CHARS_KEPT = 128 * 1024 * 1024
-# A body is compared with a kept request first by the bytes just before
-# where the kept list closes (where the conversations of one agent, which
-# share a long start, differ), then in full.
-_FINGERPRINT_BYTES = 64
-# What a kept request weighs besides its bytes.
-_REQUEST_BYTES = 1000
-# A body is looked for only among the kept requests that begin with its
-# first bytes (and the few whose list closes before that many bytes): with
-# many conversations going on, looking at every kept request cost more than
-# reading a 100 KB body.
-_START_BYTES = 256
-
-# The requests a body may have grown from: same format, recall on or off,
-# and the same first _START_BYTES bytes (None: a list that closes before).
-StartKey = tuple[str, bool, bytes | None]
-
-# (place, new text, kind) of each replacement of a plan, in order.
-Signature = tuple[tuple[Location, str, str], ...]
-
-
-@dataclass(frozen=True)
-class PreviousRequest:
-    """A request as it went out, and where its list closes.
-
-    ``end`` is the position of the ``]`` that closes the list in ``body``
-    (a guess until a later request's read proves it; ``end_proven`` when
-    its own read, or the check of its masked body, did). ``masked`` is the
-    body that went out when masking changed it, with ``masked_end`` where
-    its list closes (proven by its check); None when the body went out
-    unchanged. ``written`` is orjson's writing of the list's items without
-    the closing bracket (the bytes the frontier's checkpoint of the request
-    holds, not a copy), ``items`` their number.
-    ``conversation`` is the conversation's name and holdout bucket when a
-    user message among the items gave them (``holdout``): every request
-    that begins with them has the same."""
-
-    fmt: str
-    recall: bool
-    body: bytes
-    end: int
-    items: int
-    written: bytes
-    signature: Signature
-    masked: bytes | None = None
-    masked_end: int = 0
-    # How many requests of the conversation came one after the other, this
-    # one the last (1: not grown from a kept request).
-    in_a_row: int = 1
-    end_proven: bool = False
-    conversation: ConversationName | None = None
-
-    @property
-    def tail(self) -> bytes:
-        return self.body[self.end:]
-
-    @cached_property
-    def start_key(self) -> StartKey:
-        """The kept requests a body may have grown from are the ones of its
-        own start key (``start_keys_of``): it begins with their bytes up to
-        where their list closes."""
-        start = self.body[:_START_BYTES] if self.end >= _START_BYTES else None
-        return self.fmt, self.recall, start
-
-    @cached_property
-    def fingerprint(self) -> bytes:
-        """The bytes just before where the list closes (see ``grown_from``)."""
-        return self.body[max(0, self.end - _FINGERPRINT_BYTES):self.end]
-
-    @cached_property
-    def weight(self) -> int:
-        # ``written`` is the checkpoint's, weighed with the checkpoints while
-        # they keep it; once they let it go, this keeps it alive (no more
-        # bytes than the body it was written from).
-        return (len(self.body) + _REQUEST_BYTES
-                + (len(self.masked) if self.masked is not None else 0))
-
-
-def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
-    """The start keys of the kept requests ``body`` may have grown from."""
-    return (fmt, recall, body[:_START_BYTES]), (fmt, recall, None)
-
-
-# A parsed body: its top-level members, the list among them.
-Document = dict[str, object]
-
-
-@dataclass(frozen=True)
-class Grown:
-    """A body that begins with a previous request's bytes up to where its
-    list closes, and ends with the rest of them: what lies between
-    (``added``, from ``start`` to ``end``) should be new items.
-    ``document`` is the previous request's body as orjson read it, when
-    its read proved where its list closes and it is still kept, and
-    ``indexed`` the index of its items when that is kept, with its results'
-    judgements (``judgements``: by number, None for one not judged)."""
-
-    previous: PreviousRequest
-    start: int
-    end: int
-    document: Document | None = None
-    indexed: IndexedItems | None = None
-    judgements: Sequence[Judgement | None] = ()
-
-    def added(self, body: bytes) -> bytes:
-        return body[self.start:self.end]
-
-
-@dataclass(frozen=True)
-class KeptIndex:
-    """A kept request's index, and its results' judgements."""
-
-    indexed: IndexedItems
-    judgements: Sequence[Judgement | None]
-
-
-@dataclass(frozen=True)
-class KeptDocument:
-    """A kept request's document, and what it weighs."""
-
-    document: Document
-    weight: int
-
-
 class PreviousRequests:
     """The latest request of each conversation, for one policy. Shared by
     the event loop and the worker thread, hence the lock."""
@@ -411,21 +291,3 @@ class PreviousRequests:
             self._used.clear()
             self._by_start.clear()
             self._recency.clear()
-
-
-# Per policy, like the planner's judgements and checkpoints.
-_previous: WeakKeyDictionary[MaskPolicy, PreviousRequests] = WeakKeyDictionary()
-
-
-def previous_requests(policy: MaskPolicy) -> PreviousRequests | None:
-    """The kept requests of ``policy`` (None for a policy that cannot be a
-    key: one built with lists, not tuples)."""
-    try:
-        return _previous.get(policy) or _previous.setdefault(policy, PreviousRequests())
-    except TypeError:
-        return None
-
-
-def forget_previous_requests() -> None:
-    for kept in list(_previous.values()):
-        kept.clear()

@@ -32,7 +32,7 @@ from obsmask_core.conversation.body.request_text import (
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.planning.judgements import KeptReason
-from obsmask_core.conversation.planning.planner import CLIPPED, MASKED, RECALLED, DecisionKind
+from obsmask_core.conversation.planning.plan import CLIPPED, MASKED, RECALLED, DecisionKind
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES
 from obsmask_core.conversation.turns.turn_model import Location, ToolResult

@@ -1,0 +1,49 @@
+"""What a rewritten request leaves for the conversation's next one: the
+request as it went out, kept by the fast path (``reuse``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.reuse.hint import (
+    QuickRead,
+    Reuse,
+    document_of,
+    settled_name,
+    signature_of,
+)
+from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
+from obsmask_core.conversation.reuse.records import PreviousRequest
+from obsmask_core.conversation.turns.tool_turns import IndexedItems
+from obsmask_core.conversation.turns.wire_formats import WireFormat
+
+
+def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat, *,
+                 recall: bool, end: int, plan: MaskPlan, outcome: RewriteOutcome,
+                 masked_end: int | None, items: Sequence[object], indexed: IndexedItems,
+                 grew_from: PreviousRequest | None, reuse: Reuse | None) -> None:
+    """Keep ``request`` in ``previous`` for the next request, in place of
+    the one it grew from (``grew_from``: it is this one's past, even when
+    this one was masked anew), when it went out masked or unchanged and the
+    frontier's checkpoint wrote its items (``plan.items_written``)."""
+    if plan.items_written is None or not isinstance(outcome, Masked | Unchanged):
+        return
+    masked = isinstance(outcome, Masked)
+    previous.keep(
+        PreviousRequest(
+            fmt=fmt.name, recall=recall, body=request.body, end=end, items=len(items),
+            written=plan.items_written,
+            signature=signature_of(plan) if masked else (),
+            masked=outcome.body if masked and masked_end is not None else None,
+            masked_end=masked_end or 0,
+            in_a_row=grew_from.in_a_row + 1 if grew_from is not None else 1,
+            # Proven by its own read, or by the check of its masked body:
+            # that parse proved where the masked list closes, and the masked
+            # body is this one with whole values replaced before that point
+            # and the same bytes after it.
+            end_proven=request.list_end is not None or masked_end is not None,
+            conversation=settled_name(plan, reuse, items)),
+        replaces=grew_from, document=document_of(request), indexed=indexed,
+        judgements=plan.judgements if not recall else ())

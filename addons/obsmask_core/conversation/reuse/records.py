@@ -1,0 +1,135 @@
+"""What the fast path keeps of a request, and what it finds a body grew
+from: the records ``previous_requests`` stores and hands back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from obsmask_core.conversation.planning.holdout import ConversationName
+from obsmask_core.conversation.planning.judgements import Judgement
+from obsmask_core.conversation.turns.tool_turns import IndexedItems
+from obsmask_core.conversation.turns.turn_model import Location
+
+# A body is compared with a kept request first by the bytes just before
+# where the kept list closes (where the conversations of one agent, which
+# share a long start, differ), then in full.
+FINGERPRINT_BYTES = 64
+# What a kept request weighs besides its bytes.
+REQUEST_BYTES = 1000
+# A body is looked for only among the kept requests that begin with its
+# first bytes (and the few whose list closes before that many bytes): with
+# many conversations going on, looking at every kept request cost more than
+# reading a 100 KB body.
+START_BYTES = 256
+
+# The requests a body may have grown from: same format, recall on or off,
+# and the same first START_BYTES bytes (None: a list that closes before).
+StartKey = tuple[str, bool, bytes | None]
+
+# (place, new text, kind) of each replacement of a plan, in order.
+Signature = tuple[tuple[Location, str, str], ...]
+
+
+@dataclass(frozen=True)
+class PreviousRequest:
+    """A request as it went out, and where its list closes.
+
+    ``end`` is the position of the ``]`` that closes the list in ``body``
+    (a guess until a later request's read proves it; ``end_proven`` when
+    its own read, or the check of its masked body, did). ``masked`` is the
+    body that went out when masking changed it, with ``masked_end`` where
+    its list closes (proven by its check); None when the body went out
+    unchanged. ``written`` is orjson's writing of the list's items without
+    the closing bracket (the bytes the frontier's checkpoint of the request
+    holds, not a copy), ``items`` their number.
+    ``conversation`` is the conversation's name and holdout bucket when a
+    user message among the items gave them (``holdout``): every request
+    that begins with them has the same."""
+
+    fmt: str
+    recall: bool
+    body: bytes
+    end: int
+    items: int
+    written: bytes
+    signature: Signature
+    masked: bytes | None = None
+    masked_end: int = 0
+    # How many requests of the conversation came one after the other, this
+    # one the last (1: not grown from a kept request).
+    in_a_row: int = 1
+    end_proven: bool = False
+    conversation: ConversationName | None = None
+
+    @property
+    def tail(self) -> bytes:
+        return self.body[self.end:]
+
+    @cached_property
+    def start_key(self) -> StartKey:
+        """The kept requests a body may have grown from are the ones of its
+        own start key (``start_keys_of``): it begins with their bytes up to
+        where their list closes."""
+        start = self.body[:START_BYTES] if self.end >= START_BYTES else None
+        return self.fmt, self.recall, start
+
+    @cached_property
+    def fingerprint(self) -> bytes:
+        """The bytes just before where the list closes (see ``grown_from``)."""
+        return self.body[max(0, self.end - FINGERPRINT_BYTES):self.end]
+
+    @cached_property
+    def weight(self) -> int:
+        # ``written`` is the checkpoint's, weighed with the checkpoints while
+        # they keep it; once they let it go, this keeps it alive (no more
+        # bytes than the body it was written from).
+        return (len(self.body) + REQUEST_BYTES
+                + (len(self.masked) if self.masked is not None else 0))
+
+
+def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
+    """The start keys of the kept requests ``body`` may have grown from."""
+    return (fmt, recall, body[:START_BYTES]), (fmt, recall, None)
+
+
+# A parsed body: its top-level members, the list among them.
+Document = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Grown:
+    """A body that begins with a previous request's bytes up to where its
+    list closes, and ends with the rest of them: what lies between
+    (``added``, from ``start`` to ``end``) should be new items.
+    ``document`` is the previous request's body as orjson read it, when
+    its read proved where its list closes and it is still kept, and
+    ``indexed`` the index of its items when that is kept, with its results'
+    judgements (``judgements``: by number, None for one not judged)."""
+
+    previous: PreviousRequest
+    start: int
+    end: int
+    document: Document | None = None
+    indexed: IndexedItems | None = None
+    judgements: Sequence[Judgement | None] = ()
+
+    def added(self, body: bytes) -> bytes:
+        return body[self.start:self.end]
+
+
+@dataclass(frozen=True)
+class KeptIndex:
+    """A kept request's index, and its results' judgements."""
+
+    indexed: IndexedItems
+    judgements: Sequence[Judgement | None]
+
+
+@dataclass(frozen=True)
+class KeptDocument:
+    """A kept request's document, and what it weighs."""
+
+    document: Document
+    weight: int
