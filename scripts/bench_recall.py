@@ -7,7 +7,7 @@
 Two questions, each answered side by side in one run (ratios, not absolute
 times: the machines are noisy):
 
-- The request rewrite. The whole rewrite (``mask_request_body``, the
+- The request rewrite. The whole rewrite (a masker's ``mask``, the
   shipped settings) of the last request of the longest real session,
   repeated (``--repeat-history``), with recall off, with recall on and no
   stub in the request, and with recall on and ``--recalls`` recall turns
@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO / "addons"))
 
 from benchlib.one_request.inputs import repeat_history  # noqa: E402
 from benchlib.timing import Action, medians_ms  # noqa: E402
-from obsmask_core.conversation.masking.rewrite import mask_request_body  # noqa: E402
+from obsmask_core.conversation.masking.masker import Masker  # noqa: E402
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values  # noqa: E402
 from obsmask_core.conversation.turns.wire_formats import CHAT  # noqa: E402
 from obsmask_core.recall.redis_store import RedisRecallStore  # noqa: E402
@@ -129,12 +129,13 @@ def with_recalls(body: bytes, count: int) -> bytes:
 def rewrite_row(body: bytes, copies: int, policy: MaskPolicy, recalls: int,
                 repeat: int | None) -> RewriteRow:
     stubbed = with_recalls(body, recalls)
-    outcome = mask_request_body(stubbed, policy, CHAT, recall=True)
+    masker = Masker(policy)
+    outcome = masker.mask(stubbed, CHAT, recall=True)
     recalled = outcome.plan.recalled if outcome.plan is not None else 0
     actions: dict[str, Action] = {
-        "recall_off": lambda: mask_request_body(body, policy, CHAT),
-        "recall_on": lambda: mask_request_body(body, policy, CHAT, recall=True),
-        "recall_stubs": lambda: mask_request_body(stubbed, policy, CHAT, recall=True),
+        "recall_off": lambda: masker.mask(body, CHAT),
+        "recall_on": lambda: masker.mask(body, CHAT, recall=True),
+        "recall_stubs": lambda: masker.mask(stubbed, CHAT, recall=True),
         "json_round_trip": lambda: json.dumps(json.loads(body)),
     }
     times, runs = medians_ms(actions, repeat, 2.0, 3, 21)

@@ -11,8 +11,8 @@ from typing import TypedDict, TypeGuard
 from benchlib.errors import BenchError
 from benchlib.timing import median_ms
 from obsmask_core.conversation.body.request_text import loads
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
-from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.shared.tokens import TokenCounter, estimate_input_tokens
@@ -62,7 +62,8 @@ def _tool_chars(items: object, fmt: WireFormat) -> int:
 def measure(
     body: bytes, fmt: WireFormat, policy: MaskPolicy, counter: TokenCounter, repeat: int
 ) -> RequestFigures | SkippedRequest:
-    outcome = mask_request_body(body, policy, fmt)
+    masker = Masker(policy)
+    outcome = masker.mask(body, fmt)
     if isinstance(outcome, Masked):
         plan = outcome.plan
         before = loads(body.decode("utf-8", "replace"))
@@ -89,6 +90,6 @@ def measure(
         "tokens_after": _tokens(after, fmt, counter),
         "body_bytes_before": len(body),
         "body_bytes_after": len(outcome.body) if outcome.body is not None else len(body),
-        "mask_ms": median_ms(lambda: mask_request_body(body, policy, fmt), repeat),
+        "mask_ms": median_ms(lambda: masker.mask(body, fmt), repeat),
         "json_roundtrip_ms": median_ms(lambda: json.dumps(json.loads(body)), repeat),
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
@@ -39,8 +40,12 @@ class ReplayedPlan:
 
 
 def replay_plan(original: ParsedBody, sent: ParsedBody | None, fmt: WireFormat,
-                policy: MaskPolicy, tokens: MessageTokens) -> ReplayedPlan:
-    plan = plan_masking(fmt.index(original.items), policy, original.items)
+                policy: MaskPolicy, tokens: MessageTokens,
+                memory: PlanMemory | None = None) -> ReplayedPlan:
+    """The request planned anew under ``policy``; ``memory``: the plan's
+    judgements and checkpoints, kept over the conversation's requests (the
+    plan is the same without, made later)."""
+    plan = plan_masking(fmt.index(original.items), policy, original.items, memory=memory)
     replayed = ParsedBody(apply_plan(original.items, plan, fmt), original.preamble)
     as_sent = None if sent is None else replayed == sent
     return ReplayedPlan(plan.frontier_turn, plan.tool_turns, plan.stage, plan.masked,

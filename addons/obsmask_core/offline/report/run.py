@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from obsmask_core.conversation.masking.summary import describe_policy
+from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
@@ -114,8 +115,10 @@ def conversation_report(conversation: Conversation, chooser: PolicyChooser,
         return _other_section(conversation, tokens)
     replay = chooser.for_conversation(
         recorded_settings(r.recorded.masking for r in conversation.requests))
+    memory = PlanMemory()
     numbers = [
-        request_numbers(r, tokens, replay_plan(r.original, r.sent, fmt, replay.policy, tokens)
+        request_numbers(r, tokens, replay_plan(r.original, r.sent, fmt, replay.policy, tokens,
+                                               memory)
                         if r.original is not None else None)
         for r in conversation.requests
     ]
