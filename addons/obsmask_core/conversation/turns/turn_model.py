@@ -66,6 +66,14 @@ class ToolTurnIndex:
         following = bisect.bisect_right(self.answer_starts, self.turns[turn].last)
         return self.answer_starts[following] if following < len(self.answer_starts) else items
 
+    def request_ends(self, items: int) -> list[int]:
+        """Where each request of the conversation ended, in a list of
+        ``items`` items: just before each of the model's answers, and the
+        last request at the end of the list."""
+        ends = [start for start in self.answer_starts if 0 < start < items]
+        ends.append(items)
+        return ends
+
 
 class Linker:
     """Collects turns and links each result to the latest earlier turn."""

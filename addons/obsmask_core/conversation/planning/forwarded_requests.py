@@ -1,0 +1,162 @@
+"""The requests of a conversation as the frontier forwards them, for its
+ledger (``frontier``): how long each is, the provider's cache they are
+billed under, where the frontier breakpoint goes in each, what each costs
+as forwarded, and what the provider should read and write for this one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
+from obsmask_core.conversation.billing.breakpoints import (
+    CacheLayout,
+    blocks_of,
+    closing_block,
+    prompt_chars,
+)
+from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
+from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
+from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
+from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
+from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
+
+
+class ForwardedRequests:
+    """The forwarded requests of the conversation that ``items`` (this
+    request's) holds, under ``policy``'s price model and the provider's
+    cache (``layout``: an Anthropic request's breakpoints)."""
+
+    def __init__(self, index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
+                 layout: CacheLayout | None, cold_ends: frozenset[int]) -> None:
+        self._index = index
+        self._item_list = items
+        self._layout = layout
+        # blocks_before[i]: the blocks of the items before item i, for the
+        # lookback of Anthropic's cache (measured only under it).
+        self.blocks_before = [0]
+        self.ledger = ledger_for(policy, layout, self.blocks_before)
+        # The request ends (items) the conversation came back to after the
+        # cache's lifetime; without a ledger every move is free anyway.
+        self.cold_ends = cold_ends if self.ledger is not None else frozenset()
+        # The forwarded requests carry the frontier breakpoint once something
+        # is masked: where the client marks its request's end and leaves a
+        # slot free (``breakpoints``).
+        self._marks_frontier = (policy.frontier_breakpoint and layout is not None
+                                and layout.marks_end and layout.free_slot)
+        # chars_before[i]: characters of the items before item i. Only the
+        # rules that measure the request need it; the plain window does not.
+        self._measures = bool(policy.trigger_tokens or policy.min_free_percent
+                              or policy.max_input_tokens or self.ledger)
+        self.chars_before = [0]
+
+    def measure(self, resume: Checkpoint | None) -> None:
+        """Measure the items (``chars_before``, and ``blocks_before`` under
+        Anthropic's cache), from where the replay ``resume`` comes from
+        left off."""
+        items = self._item_list
+        if self._measures:
+            if resume is not None:
+                self.chars_before = list(resume.chars_before)
+            total = self.chars_before[-1]
+            for item in items[len(self.chars_before) - 1:]:
+                total += prompt_chars(item)
+                self.chars_before.append(total)
+        if self.ledger is not None and isinstance(self.ledger.billing, BreakpointBilling):
+            if resume is not None:
+                self.blocks_before[:] = resume.blocks_before
+            blocks = self.blocks_before[-1]
+            for item in items[len(self.blocks_before) - 1:]:
+                blocks += blocks_of(item)
+                self.blocks_before.append(blocks)
+
+    def layout_key(self) -> tuple[object, ...] | None:
+        """The breakpoints the requests are billed under (``CacheLayout.key``)."""
+        return self._layout.key() if self._layout is not None else None
+
+    def blocks_measured(self) -> tuple[int, ...]:
+        """``blocks_before``, for a checkpoint (empty when not measured)."""
+        return tuple(self.blocks_before) if len(self.blocks_before) > 1 else ()
+
+    def cold_up_to(self, items: int) -> frozenset[int]:
+        """The cold ends a replay of the first ``items`` items bills at."""
+        return frozenset(end for end in self.cold_ends if end <= items)
+
+    def bill(self) -> BillSoFar | None:
+        """The ledger at this request (None without a price model with a cache)."""
+        if self.ledger is None:
+            return None
+        if not self.cold_ends:
+            return self.ledger.so_far()
+        ends = set(self._index.request_ends(len(self._item_list)))
+        return replace(self.ledger.so_far(),
+                       cold_ends=tuple(sorted(self.cold_ends & ends)))
+
+    def prediction_points(self) -> tuple[int | None, int | None] | None:
+        """Where the provider should read this request up to, and write it
+        up to, in item boundaries (0: the tools and system alone; None:
+        nothing), under Anthropic's cache; None under another."""
+        if self.ledger is None or not isinstance(self.ledger.billing, BreakpointBilling):
+            return None
+        return self.ledger.billing.prediction_points()
+
+    def breakpoint_item(self, turn: int, masks_something: bool) -> int | None:
+        """The item whose last block takes the frontier breakpoint in this
+        request, its frontier at ``turn`` (None: none)."""
+        mark = self.mark(turn, masks_something, len(self._item_list))
+        return mark - 1 if mark is not None else None
+
+    def mark(self, turn: int, masks_something: bool, end: int) -> int | None:
+        """The item boundary the frontier breakpoint closes in a forwarded
+        request of ``end`` items whose frontier is at ``turn``: just before
+        that turn's results, after its call (everything before is decided).
+        None: no breakpoint (nothing masked yet, or no block to put it on)."""
+        if not self._marks_frontier or not masks_something or turn >= len(self._index.turns):
+            return None
+        item = self._index.turns[turn].last
+        if item + 1 >= end or closing_block(self._item_list[item]) is None:
+            return None
+        return item + 1
+
+    def forwarded(self, end: int, counted: int, changed: tuple[int, int] | None,
+                  turn: int, masks_something: bool) -> Forwarded:
+        """The request of ``end`` items as forwarded with ``counted`` freed
+        before the frontier at ``turn``, changed first at ``changed``."""
+        chars = self.chars_before
+        changed_at, before = changed if changed is not None else (None, 0)
+        mark = self.mark(turn, masks_something, end)
+        return Forwarded(
+            end, prefix_tokens(chars[end] - counted, end), changed_at, before, mark,
+            prefix_tokens(chars[mark] - counted, mark) if mark is not None else 0)
+
+    def lowest_mark(self, end: int, turn: int) -> int:
+        """The earliest item boundary a later request's breakpoint may
+        close: its end, or the frontier's at ``turn`` (which only moves
+        forward)."""
+        turns = self._index.turns
+        if self._marks_frontier and turn < len(turns):
+            return min(end, turns[turn].last + 1)
+        return end
+
+
+def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,
+               blocks_before: Sequence[int]) -> Ledger | None:
+    """The ledger of ``policy``'s price model under the provider's cache:
+    Anthropic's breakpoints when the request is an Anthropic one whose
+    client marks its end (or marks no message at all: nothing among the
+    messages is cached then), else OpenAI's automatic prefix cache (Chat
+    Completions and Responses). An Anthropic client whose breakpoints stay
+    fixed among the messages is billed under the longest common prefix."""
+    model: PriceModel = for_format(policy.price_model, layout is not None)
+    if not model.has_cache:
+        return None
+    billing: Billing
+    if layout is None:
+        billing = PrefixBilling(openai_cache(model))
+    elif layout.marks_end or not layout.in_messages:
+        billing = BreakpointBilling(model, layout, blocks_before)
+    else:
+        billing = PrefixBilling(model)
+    return Ledger(model, policy.allowance_percent, billing)

@@ -1,0 +1,142 @@
+"""Where the masking frontier stands as its replay goes (``frontier``), and
+the rules that move it once a turn calls for a move: ``min_free_percent``,
+and with a price model the ledger, which masks only what the bill can pay
+for and keeps the rest for good."""
+
+from __future__ import annotations
+
+from obsmask_core.conversation.billing.cache_billing import Forwarded
+from obsmask_core.conversation.billing.ledger import CHARS_PER_TOKEN, Ledger, prefix_tokens
+from obsmask_core.conversation.planning.forwarded_requests import ForwardedRequests
+from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
+from obsmask_core.conversation.planning.turn_savings import TurnSavings
+from obsmask_core.conversation.settings.policy import MaskPolicy
+
+# With a price model, how many undecided turns behind the target a move may
+# still reach back to (the work per request stays bounded).
+LOOKBACK_TURNS = 16
+
+
+class FrontierMoves:
+    """The frontier at some point of the replay: the turn it stands at, and
+    per turn before it, masked or kept for good; and the moves it makes."""
+
+    def __init__(self, policy: MaskPolicy, savings: TurnSavings,
+                 requests: ForwardedRequests, turns: int) -> None:
+        self._policy = policy
+        self._savings = savings
+        self._requests = requests
+        self.turn = 0
+        self.request_end = 0  # items in the request at the last move
+        # Per turn before the frontier: masked (True) or kept for good.
+        self.masked_turns = [False] * turns
+        self.masks_something = False
+        # What the masked turns before the frontier free, as the ledger counts it.
+        self.counted_before_frontier = 0
+        # Without a price model, turns [self.turn, self.covered) are summed
+        # into pending / pending_first.
+        self.covered = 0
+        self.pending = 0
+        self.pending_first: int | None = None
+        # This request's first change from the previous forwarded one, while
+        # the replay judges it: (item, estimated tokens before it).
+        self.changed: tuple[int, int] | None = None
+
+    def restore(self, resume: Checkpoint) -> None:
+        self.turn, self.request_end = resume.turn, resume.request_end
+        self.counted_before_frontier = resume.counted_before_frontier
+        self.covered, self.pending, self.pending_first = (resume.covered, resume.pending,
+                                                          resume.pending_first)
+        self.masked_turns[:len(resume.masked_turns)] = resume.masked_turns
+        self.masks_something = resume.masks_something
+
+    def forwarded(self, end: int) -> Forwarded:
+        """The request of ``end`` items as forwarded with the frontier here."""
+        return self._requests.forwarded(end, self.counted_before_frontier, self.changed,
+                                        self.turn, self.masks_something)
+
+    def _move(self, start: int, target: int, end: int, counted: int) -> None:
+        """Mask turns [start, target), keep [self.turn, start) for good."""
+        for turn in range(start, target):
+            self.masked_turns[turn] = True
+            if self._savings.first[turn] is not None:
+                self.masks_something = True
+        self.turn, self.request_end = target, end
+        self.counted_before_frontier += counted
+
+    def _frees_enough(self, freed: int, first: int, end: int) -> bool:
+        """``min_free_percent``: a move re-bills everything after its first
+        newly masked result (at item ``first``); it must free enough of that."""
+        if not self._policy.min_free_percent:
+            return True
+        chars = self._requests.chars_before
+        rebilled = chars[end] - chars[first] - freed
+        return freed * 100 >= self._policy.min_free_percent * max(rebilled, 1)
+
+    def judge(self, target: int, end: int) -> None:
+        """Without a price model: move the frontier over every turn up to
+        ``target`` when ``min_free_percent`` allows it, or wait."""
+        for turn in range(self.covered, target):
+            self.pending += self._savings.freed[turn]
+            first = self._savings.first[turn]
+            if first is not None and (self.pending_first is None or first < self.pending_first):
+                self.pending_first = first
+        self.covered = target
+        first = self.pending_first
+        if first is not None and not self._frees_enough(self.pending, first, end):
+            return
+        self._move(self.turn, target, end, 0)
+        self.pending, self.pending_first = 0, None
+
+    def judge_with_ledger(self, ledger: Ledger, target: int, end: int,
+                          plain_cost: int, cold: bool) -> None:
+        """With a price model: mask the longest run of the undecided turns
+        that ends at ``target`` and that the ledger can pay for (and that
+        ``min_free_percent`` allows); the undecided turns before that run
+        are kept for good, and so are those more than ``LOOKBACK_TURNS``
+        behind the target (a result that was not worth masking when it left
+        the window is worth less every turn: what masking it re-bills only
+        grows). At a ``cold`` request end the provider bills the request
+        whole either way: a move re-bills nothing, so ``min_free_percent``
+        (what it frees against what it re-bills) holds none back."""
+        chars_before, savings = self._requests.chars_before, self._savings
+        # A masked request shorter than the provider's smallest cached prompt
+        # is read from no cache at all, this time and until it grows again,
+        # while the original soon is (if it is not already): no move may
+        # take a request there.
+        floor = ledger.minimum
+        # And none may free so little that a stepped cache could bill a
+        # later request more than the original (``Billing.smallest_saving``).
+        smallest = ledger.billing.smallest_saving * CHARS_PER_TOKEN
+        low = max(self.turn, target - LOOKBACK_TURNS)
+        before = self.counted_before_frontier
+        freed = counted = 0
+        first: int | None = None
+        chosen: tuple[int, int, tuple[int, int] | None] | None = None  # start, counted, change
+        for start in range(target - 1, low - 1, -1):
+            freed += savings.freed[start]
+            counted += savings.counted[start]
+            turn_first = savings.first[start]
+            if turn_first is not None:
+                first = turn_first if first is None else min(first, turn_first)
+            if first is None:
+                chosen = (start, 0, self.changed)  # nothing to mask: free
+                continue
+            if not cold and not self._frees_enough(freed, first, end):
+                continue
+            # The forwarded history changes at the first newly masked result.
+            changed = self.changed
+            if changed is None or first < changed[0]:
+                changed = (first, prefix_tokens(chars_before[first] - before, first))
+            if prefix_tokens(chars_before[end] - before - counted, end) < floor \
+                    or before + counted < smallest:
+                continue
+            cost = ledger.masked_cost(self._requests.forwarded(end, before + counted, changed,
+                                                               target, True))
+            if ledger.affordable(cost, plain_cost):
+                chosen = (start, counted, changed)
+        if chosen is None:
+            self.turn = low
+            return
+        start, counted, self.changed = chosen
+        self._move(start, target, end, counted)

@@ -1,0 +1,76 @@
+"""The record of where a frontier's replay stood after a whole request
+(``frontier``), from which the next request of the conversation may resume
+its own replay; ``checkpoints`` keeps them between requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from obsmask_core.conversation.billing.ledger import LedgerState
+from obsmask_core.conversation.planning.refetch import WatchState
+from obsmask_core.conversation.turns.tool_calls import Call
+from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a replay stood once it had replayed a whole request of
+    ``items`` items: the next request of the conversation holds that one
+    as a prefix, so its replay, which would go through the same steps,
+    can start here instead (``Frontier(resume=...)`` checks that it may).
+
+    ``items_json`` is orjson's writing of those items without the closing
+    bracket: what the next request's items must begin with, byte for
+    byte, to be the same items (``same_items``)."""
+
+    items: int
+    items_json: bytes
+    judged_turns: int
+    chars_before: tuple[int, ...]
+    # The savings the replay read (``Frontier._savings_read``): a later
+    # request may judge an old result differently (with recall, an id
+    # another result reuses), and then replays in full.
+    freed: tuple[int, ...]
+    counted: tuple[int, ...]
+    first: tuple[int | None, ...]
+    turn: int
+    request_end: int
+    counted_before_frontier: int
+    covered: int
+    pending: int
+    pending_first: int | None
+    masked_turns: tuple[bool, ...]
+    ledger: LedgerState | None
+    # The Anthropic request's breakpoints the replay ran under
+    # (``CacheLayout.key``), and the blocks before each item it measured.
+    layout: tuple[object, ...] | None = None
+    blocks_before: tuple[int, ...] = ()
+    masks_something: bool = False
+    # The cold ends among its items the replay billed as cold: a replay
+    # that has others there goes through other states.
+    cold_ends: frozenset[int] = frozenset()
+    # The calls the replay read, for re-fetches (``refetch``).
+    refetch: WatchState | None = None
+
+    def same_items(self, items_json: bytes) -> bool:
+        """Do ``items_json`` (all of a request's items) begin with this
+        checkpoint's items? A JSON value never ends inside another one
+        followed by a comma or the closing bracket."""
+        if not items_json.startswith(self.items_json):
+            return False
+        following = items_json[len(self.items_json):len(self.items_json) + 1]
+        # Nothing follows in a writing without its closing bracket.
+        return following in (b",", b"]", b"")
+
+
+def whole_turn_readings(resume: Checkpoint,
+                        index: ToolTurnIndex) -> tuple[tuple[Call, ...], ...]:
+    """The calls the checkpoint's replay read, of the turns that were
+    whole in its request (an item followed each: a run of Responses calls
+    can go on in a later request)."""
+    assert resume.refetch is not None
+    readings, turns = resume.refetch.readings, index.turns
+    whole = 0
+    while whole < min(len(readings), len(turns)) and turns[whole].last + 1 < resume.items:
+        whole += 1
+    return readings[:whole]

@@ -1,0 +1,56 @@
+"""What masking the results of each tool turn would free, as the frontier
+reads it (``frontier``): as the characters are, and as the ledger counts
+them, which never flatters masking."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from obsmask_core.conversation.turns.turn_model import ToolResult, ToolTurnIndex
+
+# Characters a placeholder counts for, in tenths of its length (4 / 2.5).
+PLACEHOLDER_WEIGHT_TENTHS = 16
+# And what masking frees counts for this percentage of it: the tokens of
+# real tool output run sparser than 4 characters a token as often as denser
+# (paths, listings), and the ledger must not count savings it may not get.
+FREED_PERCENT = 90
+
+
+@dataclass
+class TurnSavings:
+    """Per turn: the characters its maskable results would free, as they
+    are (``freed``) and as the ledger counts them (``counted``), and the
+    position of the first of them."""
+
+    freed: list[int]
+    counted: list[int]
+    first: list[int | None]
+
+    @classmethod
+    def of(cls, index: ToolTurnIndex, maskable: dict[int, str]) -> TurnSavings:
+        turns = len(index.turns)
+        savings = cls([0] * turns, [0] * turns, [None] * turns)
+        for number, masked_text in maskable.items():
+            savings._add(index.results[number], masked_text)
+        return savings
+
+    def _add(self, result: ToolResult, masked_text: str) -> None:
+        freed = len(result.text or "") - len(masked_text)
+        self.freed[result.turn] += freed
+        # A placeholder is ids and numbers, about 2.5 characters a token:
+        # counted heavier, so the estimate never flatters masking.
+        heavier = len(masked_text) * (PLACEHOLDER_WEIGHT_TENTHS - 10) // 10
+        self.counted[result.turn] += (freed - heavier) * FREED_PERCENT // 100
+        position = result.location[0]
+        first = self.first[result.turn]
+        self.first[result.turn] = position if first is None else min(first, position)
+
+    def recount(self, turns: set[int], index: ToolTurnIndex,
+                maskable: dict[int, str]) -> None:
+        """Count ``turns`` again from ``maskable`` (results left it)."""
+        for turn in turns:
+            self.freed[turn] = self.counted[turn] = 0
+            self.first[turn] = None
+        for number, masked_text in maskable.items():
+            if (result := index.results[number]).turn in turns:
+                self._add(result, masked_text)
