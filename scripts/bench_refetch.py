@@ -41,7 +41,7 @@ from benchlib.cache.parallel import all_figures  # noqa: E402
 from benchlib.cache.policies import BASELINE, compared_policies  # noqa: E402
 from benchlib.refetch.counts import added_up, session_counts  # noqa: E402
 from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
-from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES  # noqa: E402
+from obsmask_core.offline.cache.billing import BENCHMARK_NAMES  # noqa: E402
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder  # noqa: E402
 
@@ -83,7 +83,7 @@ def _bills(sessions: list[Session], recommended: MaskPolicy, jobs: int) -> dict[
     out: dict[str, object] = {}
     for name in ("guard_off", "guard_on"):
         per_model: dict[str, object] = {}
-        for model in PRICE_MODEL_NAMES:
+        for model in BENCHMARK_NAMES:
             ratios = [f["policies"][name]["ratio"][model] for f in figures]
             worst = [f["policies"][name]["worst_prefix_ratio"][model] for f in figures]
             known = [r for r in ratios if r is not None]

@@ -19,7 +19,7 @@ import pytest
 
 from benchlib.peers.changes import answer_changes, request_changes
 from benchlib.peers.proxies import PROXY_NAMES
-from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES
+from obsmask_core.offline.cache.billing import BENCHMARK_NAMES as PRICE_MODEL_NAMES
 from support.processes import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.figures]

@@ -1,5 +1,5 @@
 """Property-based tests of the cache benchmark's prompt caches
-(``scripts/benchlib/cache/model.py``), on conversations of blocks that grow,
+(``obsmask_core.offline.cache.model``), on conversations of blocks that grow,
 change in the middle (as masking changes them), move their breakpoints and
 pause:
 
@@ -21,23 +21,25 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from obsmask_core.offline.cache.billing import SETTINGS_MODELS, request_cost
 from obsmask_core.offline.cache.model import (
-    FIVE_MINUTES,
     LOOKBACK_BLOCKS,
     MAX_BREAKPOINTS,
     MIN_CACHED_TOKENS,
-    ONE_HOUR,
     OPENAI_LIFETIME,
-    PRICE_MODELS,
     AnthropicCache,
     AnthropicRequest,
-    Breakpoint,
     OpenAICache,
-    Prompt,
     PromptCaches,
+    openai_cached,
+)
+from obsmask_core.offline.cache.prompt_blocks import (
+    FIVE_MINUTES,
+    ONE_HOUR,
+    Breakpoint,
+    Prompt,
     common_token_prefix,
     make_prompt,
-    openai_cached,
 )
 
 SETTINGS = settings(max_examples=200, deadline=None,
@@ -183,6 +185,6 @@ def test_a_request_costs_between_0_1_and_2_0_of_its_tokens_under_every_cached_mo
     for step in steps:
         prompt = previous = prompt_of(step, previous)
         bill = caches.bill(prompt)
-        for model in PRICE_MODELS:
-            cost = model.cost(bill)
+        for model in SETTINGS_MODELS:
+            cost = request_cost(model, bill)
             assert 0.1 * prompt.total - 1e-6 <= cost <= 2.0 * prompt.total + 1e-6, model.name

@@ -1,8 +1,8 @@
 """The cache benchmark's models of the providers' prompt caches
-(``scripts/benchlib/cache/model.py``), the blocks a request is cut into
-(``tokens.py``, ``prompts.py``), how a client sends a request
-(``clients.py``) and the replay that bills what obsmask forwards
-(``replay.py``)."""
+(``obsmask_core.offline.cache.model``) and what they bill (``billing.py``),
+the blocks a request is cut into (``tokens.py``, ``prompts.py``), how a
+client sends a request (``clients.py``) and the replay that bills what
+obsmask forwards (``replay.py``)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,28 @@ from collections.abc import Sequence
 
 import pytest
 
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from obsmask_core.offline.cache import replay as replay_module
+from obsmask_core.offline.cache.billing import SessionBill, request_cost
 from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK, ClientRequests, Request
 from obsmask_core.offline.cache.model import (
-    FIVE_MINUTES,
-    ONE_HOUR,
-    PRICE_MODELS,
     AnthropicCache,
     AnthropicRequest,
-    Breakpoint,
     OpenAICache,
-    Prompt,
     PromptCaches,
-    SessionBill,
-    make_prompt,
     openai_cached,
+)
+from obsmask_core.offline.cache.prompt_blocks import (
+    FIVE_MINUTES,
+    ONE_HOUR,
+    Breakpoint,
+    Prompt,
+    make_prompt,
 )
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
 from obsmask_core.offline.cache.replay import replay, replay_policies
@@ -113,8 +116,8 @@ def test_a_one_hour_entry_lives_an_hour_and_its_write_costs_2_0():
     assert cache.request(prompt(15, [hour], time=ONE_HOUR - 1)).read == 1200
     caches = PromptCaches()
     bill = caches.bill(prompt(15, [hour]))
-    anthropic = next(model for model in PRICE_MODELS if model.name == "anthropic")
-    assert anthropic.cost(bill) == pytest.approx(2.0 * 1200 + 1.0 * 300)
+    anthropic = PRICE_MODELS["anthropic"]
+    assert request_cost(anthropic, bill) == pytest.approx(2.0 * 1200 + 1.0 * 300)
 
 
 def test_reads_cost_0_1_writes_up_to_the_last_breakpoint_1_25_and_the_rest_1_0():
@@ -122,8 +125,8 @@ def test_reads_cost_0_1_writes_up_to_the_last_breakpoint_1_25_and_the_rest_1_0()
     caches.bill(prompt(12, [11]))
     bill = caches.bill(prompt(30, [11, 25], time=20))
     assert bill.anthropic == AnthropicRequest(read=1200, written=1400, written_1h=0, plain=400)
-    anthropic = next(model for model in PRICE_MODELS if model.name == "anthropic")
-    assert anthropic.cost(bill) == pytest.approx(0.1 * 1200 + 1.25 * 1400 + 1.0 * 400)
+    anthropic = PRICE_MODELS["anthropic"]
+    assert request_cost(anthropic, bill) == pytest.approx(0.1 * 1200 + 1.25 * 1400 + 1.0 * 400)
 
 
 def test_more_than_four_breakpoints_is_counted_and_billed_as_plain_input():
@@ -291,7 +294,7 @@ def test_the_replay_counts_a_forwarded_body_that_breaks_the_breakpoint_rules(
              {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
              {"role": "user", "content": [{"type": "text", "text": "d"}]}]
 
-    def marking(body: bytes, policy: MaskPolicy, fmt: WireFormat,
+    def marking(body: bytes, masker: Masker, fmt: WireFormat,
                 visit: object = None) -> RewriteOutcome:
         document = json.loads(body)
         messages = document["messages"]
@@ -299,7 +302,7 @@ def test_the_replay_counts_a_forwarded_body_that_breaks_the_breakpoint_rules(
             messages[-1]["content"][-1].pop("cache_control")
         for block in messages[0]["content"][:2]:
             block["cache_control"] = {"type": "ephemeral"}
-        plan = plan_masking(fmt.index(messages), policy, messages)
+        plan = plan_masking(fmt.index(messages), masker.policy, messages)
         return Masked(json.dumps(document).encode(), plan, 0, 0)
 
     monkeypatch.setattr(replay_module, "forward", marking)

@@ -9,7 +9,8 @@ import pytest
 
 from benchlib.cache.figures import session_figures
 from obsmask_core.conversation.settings.policy import MaskPolicy
-from obsmask_core.offline.cache.model import CACHE_RULES, PRICE_MODELS
+from obsmask_core.offline.cache.billing import SETTINGS_MODELS, benchmark_name
+from obsmask_core.offline.cache.model import CACHE_RULES
 from obsmask_core.offline.cache.sessions import load_real_sessions
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.measure.bill import WITHOUT_OBSMASK, bill_conversation, request_estimate
@@ -35,12 +36,13 @@ def test_the_bill_is_the_cache_benchmarks_replay(tokens, fmt):
     session = _session(fmt)
     bill = bill_conversation(session, POLICY, tokens)
     expected = session_figures(session, {"none": WITHOUT_OBSMASK, "obsmask": POLICY}, tokens)
-    for model in PRICE_MODELS:
+    for model in SETTINGS_MODELS:
         without, with_obsmask = bill.cost(model)
-        assert round(without, 1) == expected["policies"]["none"]["cost"][model.name]
-        assert round(with_obsmask, 1) == expected["policies"]["obsmask"]["cost"][model.name]
+        name = benchmark_name(model)
+        assert round(without, 1) == expected["policies"]["none"]["cost"][name]
+        assert round(with_obsmask, 1) == expected["policies"]["obsmask"]["cost"][name]
     assert bill.requests == expected["requests"]
-    assert bill.cost(PRICE_MODELS[-1])[1] < bill.cost(PRICE_MODELS[-1])[0], "something masked"
+    assert bill.cost(SETTINGS_MODELS[-1])[1] < bill.cost(SETTINGS_MODELS[-1])[0], "something masked"
 
 
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
@@ -57,5 +59,5 @@ def test_the_requests_estimates_add_up_to_the_replays_totals(tokens, fmt):
 
 def test_masking_off_bills_the_same_with_and_without_obsmask(tokens):
     bill = bill_conversation(_session("chat"), MaskPolicy(enabled=False), tokens)
-    assert all(bill.cost(model)[0] == bill.cost(model)[1] for model in PRICE_MODELS)
-    assert all(bill.worst_so_far(model) == (1.0, 8) for model in PRICE_MODELS)
+    assert all(bill.cost(model)[0] == bill.cost(model)[1] for model in SETTINGS_MODELS)
+    assert all(bill.worst_so_far(model) == (1.0, 8) for model in SETTINGS_MODELS)

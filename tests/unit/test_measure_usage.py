@@ -1,13 +1,14 @@
 """The provider's figures in the same terms for every format
-(``scripts/benchlib/measure/usage.py``), and the settings' price models
-paired with the replay's (``scripts/benchlib/measure/prices.py``)."""
+(``obsmask_core.offline.measure.usage``), and the settings' price models
+as the replay bills them and names them in bench_cache's output
+(``obsmask_core.offline.cache.billing``)."""
 
 from __future__ import annotations
 
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
-from obsmask_core.offline.measure.prices import PRICED_MODELS
+from obsmask_core.offline.cache.billing import SETTINGS_MODELS, benchmark_name
 from obsmask_core.offline.measure.usage import (
     ProviderTokens,
     cache_rule,
@@ -44,7 +45,7 @@ def test_a_figure_beyond_2_53_or_not_a_count_is_read_as_not_reported():
 
 
 def test_every_price_model_of_the_settings_has_the_replay_model_of_its_prices():
-    assert [model.name for model in PRICED_MODELS] == list(PRICE_MODELS)
-    assert {model.name: model.replay.name for model in PRICED_MODELS} == {
+    assert [model.name for model in SETTINGS_MODELS] == list(PRICE_MODELS)
+    assert {model.name: benchmark_name(model) for model in SETTINGS_MODELS} == {
         "anthropic": "anthropic", "openai": "openai_90", "openai_50": "openai_50",
         "none": "no_cache"}

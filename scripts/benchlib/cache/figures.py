@@ -1,12 +1,16 @@
 """One session's figures: every policy's bill, its final ratio to the
-baseline's, and its worst ratio so far (``obsmask_core.offline.cache.so_far``)."""
+baseline's, and its worst ratio so far (``obsmask_core.offline.cache.so_far``).
+The figures of each price model go under its name in bench_cache's output
+(``obsmask_core.offline.cache.billing.benchmark_name``)."""
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from collections.abc import Callable
+from typing import NotRequired, TypedDict, TypeVar
 
 from benchlib.cache.policies import BASELINE
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.offline.cache.billing import ALL_MODELS, SessionBill, benchmark_name
 from obsmask_core.offline.cache.replay import PolicyRun, replay_policies
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.so_far import ratio_so_far, worst_so_far
@@ -56,6 +60,21 @@ def round_ratio(value: float | None) -> float | None:
     return round(value, 4) if value is not None else None
 
 
+Figure = TypeVar("Figure")
+
+
+def per_model(figure: Callable[[str], Figure]) -> dict[str, Figure]:
+    """``figure`` of each price model (given its name), under the model's
+    name in the output."""
+    return {benchmark_name(model): figure(model.name) for model in ALL_MODELS}
+
+
+def _ratios_at(bill: SessionBill, base: SessionBill, turns: int) -> dict[str, float | None]:
+    """The bill so far over the baseline's after tool turn ``turns``, per price model."""
+    return per_model(lambda model: round_ratio(
+        ratio_so_far(bill.so_far[model], base.so_far[model], turns)))
+
+
 def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> PolicyFigures:
     bill, base = run.bill, baseline.bill
     worst = {model: worst_so_far(costs, base.so_far[model]) for model, costs in bill.so_far.items()}
@@ -64,13 +83,12 @@ def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> Po
         "common_prefix_tokens": bill.common_prefix_tokens,
         "cached_tokens": dict(bill.cached),
         "cache_written_tokens": dict(bill.written),
-        "cost": {model: round(cost, 1) for model, cost in bill.cost.items()},
-        "ratio": {model: round_ratio(ratio(cost, base.cost[model]))
-                  for model, cost in bill.cost.items()},
-        "worst_prefix_ratio": {model: round_ratio(found[0]) if found else None
-                               for model, found in worst.items()},
-        "worst_prefix_request": {model: found[1] if found else None
-                                 for model, found in worst.items()},
+        "cost": per_model(lambda model: round(bill.cost[model], 1)),
+        "ratio": per_model(lambda model: round_ratio(ratio(bill.cost[model], base.cost[model]))),
+        "worst_prefix_ratio": per_model(
+            lambda model: round_ratio(found[0]) if (found := worst[model]) else None),
+        "worst_prefix_request": per_model(
+            lambda model: found[1] if (found := worst[model]) else None),
         "masked_results_last_request": run.masked_last_request,
         "tool_results_last_request": run.tool_results_last_request,
         "input_tokens_last_request": run.input_tokens_last_request,
@@ -86,8 +104,7 @@ def _policy_figures(session: Session, run: PolicyRun, baseline: PolicyRun) -> Po
         # request holds none, so request k + 1 (index k) is the first to hold
         # turn k's result: the last request of the k-turn session.
         figures["ratio_at_tool_turns"] = {
-            str(turns): {model: round_ratio(ratio_so_far(costs, base.so_far[model], turns))
-                         for model, costs in bill.so_far.items()}
+            str(turns): _ratios_at(bill, base, turns)
             for turns in session.checkpoints if turns < len(session.request_ends)
         }
     return figures

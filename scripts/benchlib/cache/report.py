@@ -16,19 +16,22 @@ from benchlib.cache.targets import (
     TargetResult,
     targets_json,
 )
+from obsmask_core.conversation.billing.price_models import OPENAI_CACHE_STEP
+from obsmask_core.offline.cache.billing import (
+    ALL_BENCHMARK_NAMES,
+    ALL_MODELS,
+    BENCHMARK_NAMES,
+    benchmark_name,
+    model_description,
+)
 from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK
 from obsmask_core.offline.cache.model import (
-    ALL_MODEL_NAMES,
-    ALL_MODELS,
-    FIVE_MINUTES,
     LOOKBACK_BLOCKS,
     MAX_BREAKPOINTS,
     MIN_CACHED_TOKENS,
-    ONE_HOUR,
-    OPENAI_CACHE_STEP,
     OPENAI_LIFETIME,
-    PRICE_MODEL_NAMES,
 )
+from obsmask_core.offline.cache.prompt_blocks import FIVE_MINUTES, ONE_HOUR
 from obsmask_core.offline.cache.sessions import PACE_SECONDS
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
@@ -71,7 +74,7 @@ MODEL_DESCRIPTION: dict[str, object] = {
                             "other token a write at 1.25",
         "scope": "each session replayed under each policy has caches of its own",
     },
-    "price_models": {model.name: model.description for model in ALL_MODELS},
+    "price_models": {benchmark_name(model): model_description(model) for model in ALL_MODELS},
     "protocol_errors": "per policy and session: forwarded bodies with more than "
                        f"{MAX_BREAKPOINTS} breakpoints (over_four_breakpoints), and those "
                        "where a breakpoint of the client's body is not on the same block "
@@ -127,13 +130,13 @@ def _summary_table(run: CacheRun) -> list[str]:
     for policy, groups in run.summary.items():
         if policy == BASELINE:
             continue
-        for model in ALL_MODEL_NAMES:
+        for model in ALL_BENCHMARK_NAMES:
             cells = []
             for kind in kinds:
                 figures = groups[kind].models[model]
                 cells.append(f"{figures['mean']:.2f}x | {figures['max']:.2f}x | "
                              f"{_ratio_cell(figures['worst_prefix'])}")
-            label = model if model in PRICE_MODEL_NAMES else f"({model})"
+            label = model if model in BENCHMARK_NAMES else f"({model})"
             lines.append(f"| {policy} | {label} | " + " | ".join(cells) + " |")
     return lines
 
@@ -232,17 +235,17 @@ def per_session_markdown(run: CacheRun) -> str:
     number), per policy but the baseline."""
     policies = [name for name in run.policies if name != BASELINE]
     lines = ["| session | kind | format | requests | policy | "
-             + " | ".join(ALL_MODEL_NAMES) + " | "
-             + " | ".join(f"worst so far: {m}" for m in ALL_MODEL_NAMES) + " | masked at end |",
-             "| --- | --- | --- | ---: | --- |" + " ---: |" * (2 * len(ALL_MODEL_NAMES) + 1)]
+             + " | ".join(ALL_BENCHMARK_NAMES) + " | "
+             + " | ".join(f"worst so far: {m}" for m in ALL_BENCHMARK_NAMES) + " | masked at end |",
+             "| --- | --- | --- | ---: | --- |" + " ---: |" * (2 * len(ALL_BENCHMARK_NAMES) + 1)]
     for session in run.figures:
         for policy in policies:
             figures = session["policies"][policy]
-            ratios = " | ".join(f"{figures['ratio'][m]:.3f}" for m in ALL_MODEL_NAMES)
+            ratios = " | ".join(f"{figures['ratio'][m]:.3f}" for m in ALL_BENCHMARK_NAMES)
             worst = " | ".join(
                 f"{value:.3f} @{figures['worst_prefix_request'][m]}"
                 if (value := figures["worst_prefix_ratio"][m]) is not None else "-"
-                for m in ALL_MODEL_NAMES)
+                for m in ALL_BENCHMARK_NAMES)
             lines.append(f"| {session['name']} | {session['kind']} | {session['format']} "
                          f"| {session['requests']} | {policy} | {ratios} | {worst} "
                          f"| {figures['masked_results_last_request']}"

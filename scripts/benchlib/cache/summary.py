@@ -10,7 +10,7 @@ from typing import TypedDict
 
 from benchlib.cache.figures import SessionFigures, ratio, round_ratio
 from benchlib.cache.policies import BASELINE
-from obsmask_core.offline.cache.model import ALL_MODEL_NAMES
+from obsmask_core.offline.cache.billing import ALL_BENCHMARK_NAMES
 
 SESSION_KINDS = ("real", "synthetic", "adversarial", "cache_edge", "input")
 ALL = "all"
@@ -123,7 +123,7 @@ def aggregates(sessions: list[SessionFigures], policies: Sequence[str]) -> Summa
         per_group: dict[str, GroupFigures] = {}
         for name, members in groups.items():
             per_model: dict[str, ModelFigures] = {}
-            for model in ALL_MODEL_NAMES:
+            for model in ALL_BENCHMARK_NAMES:
                 figures = _model_figures(members, policy, model)
                 if figures is not None:
                     per_model[model] = figures

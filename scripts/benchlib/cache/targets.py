@@ -1,5 +1,7 @@
 """The targets the shipped settings must meet, checked on a run's summary,
-under the faithful cache models (``obsmask_core.offline.cache.model``).
+under the faithful cache models (``obsmask_core.offline.cache.model``) and
+the price models of the settings, named as bench_cache's output names them
+(``obsmask_core.offline.cache.billing.benchmark_name``).
 
 With the shipped settings ("recommended"):
 
@@ -28,11 +30,14 @@ from dataclasses import dataclass
 
 from benchlib.cache.policies import BASELINE
 from benchlib.cache.summary import ALL, ModelFigures, Summary
-from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS
+from obsmask_core.offline.cache.billing import BENCHMARK_NAMES, SETTINGS_MODELS, benchmark_name
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 
 NOT_IN_RUN = "policy not in this run"
-CACHED_MODELS = ("anthropic", "openai_90", "openai_50")
+ANTHROPIC, OPENAI, NO_CACHE = (benchmark_name(PRICE_MODELS[name])
+                               for name in ("anthropic", "openai", "none"))
+CACHED_MODELS = tuple(benchmark_name(model) for model in SETTINGS_MODELS if model.has_cache)
 # What a target's statistic is, for the JSON output.
 STATISTICS = {
     "mean": f"mean over the sessions of the final ratio to {BASELINE!r}",
@@ -57,19 +62,19 @@ class Target:
 TARGETS = (
     Target(f"recommended_bill_so_far_at_most_1.03x_from_request_{FIRST_JUDGED_REQUEST}",
            "recommended", "worst_prefix", ALL, CACHED_MODELS, 1.03),
-    Target("recommended_real_mean_at_most_0.80x_under_anthropic", "recommended",
-           "mean", "real", ("anthropic",), 0.80),
+    Target(f"recommended_real_mean_at_most_0.80x_under_{ANTHROPIC}", "recommended",
+           "mean", "real", (ANTHROPIC,), 0.80),
     Target("no_cache_profile_mean_at_most_0.70x_without_cache", "no_cache_profile", "mean",
-           ALL, ("no_cache",), 0.70),
+           ALL, (NO_CACHE,), 0.70),
 )
 INFORMATION = (
     Target("recommended_every_session_at_most_1.05x", "recommended", "max", ALL,
-           PRICE_MODEL_NAMES, 1.05),
+           BENCHMARK_NAMES, 1.05),
     # The issue asked for this one too; the ledger reaches about 0.81 on the
     # real Chat Completions and Responses copies without letting the bill so
     # far past 1.03x elsewhere (docs/benchmarks.md): shown, not yet met.
-    Target("recommended_real_mean_at_most_0.80x_under_openai_90", "recommended", "mean",
-           "real", ("openai_90",), 0.80),
+    Target(f"recommended_real_mean_at_most_0.80x_under_{OPENAI}", "recommended", "mean",
+           "real", (OPENAI,), 0.80),
 )
 
 

@@ -2,7 +2,8 @@
 obsmask's: each body read as a prompt (``obsmask_core.offline.cache.prompts``: blocks in
 cache order, cl100k_base tokens, its breakpoints), at the session's time for
 that request (one every 20 s, not the bench's wall clock), under every cache
-model of ``obsmask_core.offline.cache.model``, with caches of its own per proxy and
+model of ``obsmask_core.offline.cache.model`` and every price model of
+``obsmask_core.offline.cache.billing``, with caches of its own per proxy and
 session.
 
 A request the upstream never received (the proxy answered it itself, or
@@ -15,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from obsmask_core.conversation.turns.wire_formats import WireFormat
+from obsmask_core.offline.cache.billing import SessionBill
 from obsmask_core.offline.cache.clients import Request
 from obsmask_core.offline.cache.model import (
     CACHE_RULES,
     AnthropicRequest,
-    Prompt,
     PromptCaches,
     RequestBill,
-    SessionBill,
 )
+from obsmask_core.offline.cache.prompt_blocks import Prompt
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader
 from obsmask_core.offline.cache.tokens import MessageTokens
 

@@ -4,7 +4,8 @@ proxy.
 Per proxy that ran, against "none" (the client talking to the upstream
 itself) on the same requests of the same run:
 
-- ``bill``: per price model of ``obsmask_core.offline.cache.model``, the mean and max of
+- ``bill``: per price model of ``obsmask_core.offline.cache.billing`` (under
+  its name in bench_cache's output), the mean and max of
   the sessions' final ratios (the session's cost over none's), the ratio of
   the summed costs (``total``), and the worst bill so far: the highest ratio
   of the cost so far to none's after any request from the 8th on
@@ -32,7 +33,12 @@ from collections.abc import Sequence
 from benchlib.peers.changes import CATEGORIES
 from benchlib.peers.proxies import NONE, OBSMASK
 from benchlib.peers.run import PeersRun, ProxyRun
-from obsmask_core.offline.cache.model import PRICE_MODEL_NAMES, PRICE_MODELS
+from obsmask_core.offline.cache.billing import (
+    BENCHMARK_NAMES,
+    SETTINGS_MODELS,
+    benchmark_name,
+    model_description,
+)
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST, worst_so_far
 
 Json = dict[str, object]
@@ -52,24 +58,25 @@ def _bill(run: ProxyRun, baseline: ProxyRun) -> tuple[Json, Json]:
     reference = {figures.name: figures.bill for figures in baseline.sessions}
     bill: Json = {}
     by_format: dict[str, Json] = {}
-    for model in PRICE_MODEL_NAMES:
+    for model in SETTINGS_MODELS:
+        name = benchmark_name(model)
         finals: list[tuple[float, str]] = []
         worst: tuple[float, str] | None = None
         cost = base = 0.0
         formats: dict[str, list[float]] = {}
         for figures in run.sessions:
             other = reference[figures.name]
-            cost += figures.bill.cost[model]
-            base += other.cost[model]
-            if other.cost[model]:
-                ratio = figures.bill.cost[model] / other.cost[model]
+            cost += figures.bill.cost[model.name]
+            base += other.cost[model.name]
+            if other.cost[model.name]:
+                ratio = figures.bill.cost[model.name] / other.cost[model.name]
                 finals.append((ratio, figures.name))
                 formats.setdefault(figures.fmt, []).append(ratio)
-            found = worst_so_far(figures.bill.so_far[model], other.so_far[model])
+            found = worst_so_far(figures.bill.so_far[model.name], other.so_far[model.name])
             if found is not None and (worst is None or found[0] > worst[0]):
                 worst = (found[0], f"{figures.name}#{found[1]}")
         mean = statistics.fmean(r for r, _ in finals) if finals else None
-        bill[model] = {
+        bill[name] = {
             "final_mean": round(mean, _DIGITS) if mean is not None else None,
             "final_max": round(max(finals)[0], _DIGITS) if finals else None,
             "final_max_session": max(finals)[1] if finals else None,
@@ -78,7 +85,7 @@ def _bill(run: ProxyRun, baseline: ProxyRun) -> tuple[Json, Json]:
             "worst_so_far_at": worst[1] if worst else None,
         }
         for fmt, ratios in formats.items():
-            by_format.setdefault(fmt, {})[model] = round(statistics.fmean(ratios), _DIGITS)
+            by_format.setdefault(fmt, {})[name] = round(statistics.fmean(ratios), _DIGITS)
     return bill, dict(by_format)
 
 
@@ -135,9 +142,9 @@ def proxy_figures(run: ProxyRun, baseline: ProxyRun) -> Json:
 # Columns where obsmask is compared with each peer that ran: (label, path in
 # a proxy's figures); lower is better in every one.
 def comparison_columns() -> list[tuple[str, tuple[str, ...]]]:
-    columns = [(f"bill {m} (final mean)", ("bill", m, "final_mean")) for m in PRICE_MODEL_NAMES]
+    columns = [(f"bill {m} (final mean)", ("bill", m, "final_mean")) for m in BENCHMARK_NAMES]
     columns += [(f"bill {m} (worst so far)", ("bill", m, "worst_so_far"))
-                for m in PRICE_MODEL_NAMES]
+                for m in BENCHMARK_NAMES]
     return [*columns,
             ("input tokens", ("input_tokens", "ratio")),
             ("requests changed outside tool results",
@@ -183,7 +190,7 @@ def json_report(run: PeersRun, context: Json) -> Json:
         "sessions": run.sessions,
         "requests_per_proxy": run.requests,
         "first_judged_request": FIRST_JUDGED_REQUEST,
-        "price_models": {m.name: m.description for m in PRICE_MODELS},
+        "price_models": {benchmark_name(m): model_description(m) for m in SETTINGS_MODELS},
         "proxies": proxies,
         "comparison": comparison(proxies),
         "elapsed_s": round(run.seconds, 1),
@@ -202,8 +209,8 @@ def markdown(report: Json) -> str:
     """Two tables, one row per proxy: the bill, then the rest."""
     proxies = report["proxies"]
     assert isinstance(proxies, dict)
-    head = ["proxy", *(f"{m} final / worst so far" for m in PRICE_MODEL_NAMES)]
-    bill_rows = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(PRICE_MODEL_NAMES)]
+    head = ["proxy", *(f"{m} final / worst so far" for m in BENCHMARK_NAMES)]
+    bill_rows = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(BENCHMARK_NAMES)]
     rest_head = ["proxy", "input tokens", "changed outside tool results (requests)",
                  "breakpoints added", "answers changed", "results changed / more than once",
                  "added ms p50 / p95", "CPU ms/request", "errors"]
@@ -212,13 +219,13 @@ def markdown(report: Json) -> str:
     for name, figures in proxies.items():
         if figures.get("status") != "ran":
             reason = figures.get("reason")
-            bill_rows.append(f"| {name} | {reason} |" + " |" * (len(PRICE_MODEL_NAMES) - 1))
+            bill_rows.append(f"| {name} | {reason} |" + " |" * (len(BENCHMARK_NAMES) - 1))
             rest_rows.append(f"| {name} | {reason} |" + " |" * (len(rest_head) - 2))
             continue
         bill = figures["bill"]
         bill_rows.append(f"| {name} | " + " | ".join(
             f"{_cell(bill[m]['final_mean'], 'x')} / {_cell(bill[m]['worst_so_far'], 'x')}"
-            for m in PRICE_MODEL_NAMES) + " |")
+            for m in BENCHMARK_NAMES) + " |")
         changes, unstable = figures["changes"], figures["cache_instability"]
         latency = figures["latency_ms"]
         rest_rows.append("| " + " | ".join([

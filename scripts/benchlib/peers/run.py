@@ -35,8 +35,8 @@ from benchlib.peers.proxies import (
 from benchlib.peers.stability import Stability, StabilityTally
 from benchlib.peers.upstream import Received, RecordingUpstream, recording_upstream
 from benchlib.peers.wire import LIST_MEMBERS
+from obsmask_core.offline.cache.billing import SessionBill
 from obsmask_core.offline.cache.clients import ClientRequests, Request
-from obsmask_core.offline.cache.model import SessionBill
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 

@@ -1,5 +1,5 @@
 """A request body, as it was forwarded, read as the prompt a provider's cache
-sees (``obsmask_core.offline.cache.model.Prompt``): its blocks in cache order (the tool
+sees (``obsmask_core.offline.cache.prompt_blocks.Prompt``): its blocks in cache order (the tool
 definitions, then the system blocks, then each item's content blocks; see
 ``obsmask_core.offline.cache.tokens``), and its breakpoints.
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.clients import Request
 from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
-from obsmask_core.offline.cache.model import (
+from obsmask_core.offline.cache.model import MAX_BREAKPOINTS
+from obsmask_core.offline.cache.prompt_blocks import (
     FIVE_MINUTES,
-    MAX_BREAKPOINTS,
     ONE_HOUR,
     Breakpoint,
     Prompt,

@@ -1,6 +1,7 @@
 """The tokens of a prompt, block by block, as bench_cache models them.
 
-A request is cut into the blocks a provider caches (``obsmask_core.offline.cache.model``):
+A request is cut into the blocks a provider caches
+(``obsmask_core.offline.cache.prompt_blocks``):
 
 - each item of the conversation list is one block per element of its
   ``content`` list, or one block for a string content (or none); the first
@@ -29,7 +30,7 @@ import json
 from collections.abc import Callable
 
 from obsmask_core.conversation.planning.holdout import IGNORED_KEYS
-from obsmask_core.offline.cache.model import Segment
+from obsmask_core.offline.cache.prompt_blocks import Segment
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, message_strings
 

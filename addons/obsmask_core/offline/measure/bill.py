@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from obsmask_core.conversation.billing.price_models import PriceModel
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
-from obsmask_core.offline.cache.model import PriceModel, SessionBill
+from obsmask_core.offline.cache.billing import SessionBill
 from obsmask_core.offline.cache.replay import PolicyRun, replay
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.so_far import worst_so_far

@@ -10,6 +10,7 @@ but for those keys.
 
 from __future__ import annotations
 
+from obsmask_core.offline.cache.billing import base_price, benchmark_name, model_rule
 from obsmask_core.offline.cache.policy_json import policy_settings
 from obsmask_core.offline.flows import MASKED
 from obsmask_core.offline.measure.bill import RequestEstimate
@@ -71,11 +72,11 @@ def _settings(settings: ProxySettings) -> Json:
 def _price_models(settings: ProxySettings) -> Json:
     return {
         model.name: {
-            "replay_model": model.replay.name,
-            "read": model.replay.read,
-            "uncached": model.replay.uncached,
-            "cache_rule": model.replay.rule,
-            "description": model.replay.description,
+            "replay_model": benchmark_name(model.prices),
+            "read": base_price(model.prices.read),
+            "uncached": base_price(model.prices.uncached),
+            "cache_rule": model_rule(model.prices),
+            "description": model.description,
             "sensitivity": model.sensitivity,
             "obsmask_decisions": (not model.sensitivity
                                   and model.name == settings.policy.price_model),

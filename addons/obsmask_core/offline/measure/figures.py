@@ -14,29 +14,39 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from obsmask_core.offline.cache.model import CACHE_RULES, PriceModel
+from obsmask_core.conversation.billing.price_models import PriceModel
+from obsmask_core.offline.cache.billing import (
+    SENSITIVITY_MODELS,
+    SETTINGS_MODELS,
+    model_description,
+)
+from obsmask_core.offline.cache.model import CACHE_RULES
 from obsmask_core.offline.measure.bill import ConversationBill
 from obsmask_core.offline.measure.comparison import RequestComparison, comparisons
 from obsmask_core.offline.measure.conversations import Conversation
-from obsmask_core.offline.measure.prices import PRICED_MODELS, SENSITIVITY
 
 
 @dataclass(frozen=True)
 class ReportedModel:
-    """A price model of the report."""
+    """A price model of the report: one of the settings', or another reading
+    of a cache (``sensitivity``), shown beside them."""
 
-    name: str  # as the settings call it; a sensitivity model by its own name
-    replay: PriceModel
-    sensitivity: bool  # another reading of a cache, not one of the settings' models
+    prices: PriceModel
+    sensitivity: bool
+
+    @property
+    def name(self) -> str:
+        """As the settings call it; a sensitivity model by its own name."""
+        return self.prices.name
 
     @property
     def description(self) -> str:
-        return self.replay.description
+        return model_description(self.prices)
 
 
 REPORTED_MODELS: tuple[ReportedModel, ...] = (
-    *(ReportedModel(model.name, model.replay, False) for model in PRICED_MODELS),
-    *(ReportedModel(model.name, model, True) for model in SENSITIVITY),
+    *(ReportedModel(model, False) for model in SETTINGS_MODELS),
+    *(ReportedModel(model, True) for model in SENSITIVITY_MODELS),
 )
 
 
@@ -104,8 +114,8 @@ def conversation_figures(conversation: Conversation, bill: ConversationBill) -> 
     return ConversationFigures(
         conversation,
         bill.requests,
-        {model.name: Bill(*bill.cost(model.replay)) for model in REPORTED_MODELS},
-        {model.name: bill.worst_so_far(model.replay) for model in REPORTED_MODELS},
+        {model.name: Bill(*bill.cost(model.prices)) for model in REPORTED_MODELS},
+        {model.name: bill.worst_so_far(model.prices) for model in REPORTED_MODELS},
         tokens,
         comparisons(conversation, bill),
         bill.held_out,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from obsmask_core.offline.cache.model import ANTHROPIC_RULE, OPENAI_RULE
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 from obsmask_core.offline.flows import MASKED
 from obsmask_core.offline.measure.comparison import RequestComparison
@@ -20,11 +21,11 @@ from obsmask_core.offline.measure.figures import (
 )
 from obsmask_core.offline.measure.inputs import FLOWS, InputSummary
 from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
-from obsmask_core.offline.measure.usage import ANTHROPIC_RULE, cache_rule
+from obsmask_core.offline.measure.usage import cache_rule
 from obsmask_core.offline.proxy_settings import ProxySettings
 
 RULE_TITLES: Mapping[str, str] = MappingProxyType(
-    {ANTHROPIC_RULE: "Anthropic's rule", "openai": "OpenAI's rule"})
+    {ANTHROPIC_RULE: "Anthropic's rule", OPENAI_RULE: "OpenAI's rule"})
 OBSMASK_MARK = "*"
 SENSITIVITY_NOTE = (
     "Anthropic's prices with the former reading of its cache, shown for sensitivity: a "

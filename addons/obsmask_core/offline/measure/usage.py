@@ -19,10 +19,8 @@ from dataclasses import dataclass, fields
 
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
+from obsmask_core.offline.cache.model import ANTHROPIC_RULE, OPENAI_RULE
 from obsmask_core.shared.read_back import count, mapping
-
-ANTHROPIC_RULE = "anthropic"
-OPENAI_RULE = "openai"
 
 
 def usage_from_metadata(value: object) -> ProviderUsage | None:

@@ -5,7 +5,7 @@ The conversation's requests as the client sent them (the originals) are
 replayed by ``obsmask_core.offline.cache.replay``: each request masked as the proxy
 would mask it under the chosen policy (or not at all, for the bill without
 masking), and billed against the previous request of the same replay under
-the cache and price rules of ``obsmask_core.offline.cache.model``. The replay needs each
+the cache and price rules of ``obsmask_core.offline.cache.billing``. The replay needs each
 request to be the previous one plus new items; where a client rewrote its
 history (compaction, an edited message), the replay starts again there, as
 a new run whose first request shares nothing with the one before it.
@@ -18,16 +18,12 @@ from dataclasses import dataclass
 
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
-from obsmask_core.offline.cache.model import PRICE_MODELS
+from obsmask_core.offline.cache.billing import SETTINGS_MODELS, model_description
 from obsmask_core.offline.cache.replay import replay
 from obsmask_core.offline.cache.sessions import Session, same_item
 from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ParsedBody
 
-# bench_cache's four price models, by the names of the addon's price_model
-# setting (conversation/billing/price_models.py: the same prices).
-PRICE_MODEL_NAMES = {"anthropic": "anthropic", "openai_90": "openai",
-                     "openai_50": "openai_50", "no_cache": "none"}
 NO_MASKING = MaskPolicy(enabled=False)
 
 
@@ -83,8 +79,8 @@ def bill_conversation(bodies: Sequence[NumberedBody], fmt: WireFormat, policy: M
     runs = growing_runs(bodies)
     if not runs:
         return None
-    without: dict[str, list[float]] = {name: [] for name in PRICE_MODEL_NAMES}
-    with_masking: dict[str, list[float]] = {name: [] for name in PRICE_MODEL_NAMES}
+    without: dict[str, list[float]] = {model.name: [] for model in SETTINGS_MODELS}
+    with_masking: dict[str, list[float]] = {model.name: [] for model in SETTINGS_MODELS}
     for number, run in enumerate(runs, start=1):
         last = run[-1][1]
         session = Session(f"run {number}", "input", last.items,
@@ -98,9 +94,9 @@ def bill_conversation(bodies: Sequence[NumberedBody], fmt: WireFormat, policy: M
                 carried = costs[-1] if costs else 0.0
                 costs.extend(carried + cost for cost in so_far[name])
     models = tuple(
-        ModelBill(PRICE_MODEL_NAMES[model.name], model.description,
+        ModelBill(model.name, model_description(model),
                   tuple(without[model.name]), tuple(with_masking[model.name]))
-        for model in PRICE_MODELS
+        for model in SETTINGS_MODELS
     )
     return ConversationBill(
         request_numbers=tuple(number for run in runs for number, _ in run),
