@@ -18,7 +18,8 @@ from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.planning.checkpoints import items_json
 from obsmask_core.conversation.planning.frontier import Frontier
 from obsmask_core.conversation.planning.frontier_moves import LOOKBACK_TURNS
-from obsmask_core.conversation.planning.planner import MaskPlan, forget_judgements, plan_masking
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
@@ -30,12 +31,6 @@ PROMPT, THINKING = "u" * 8000, "t" * 2000
 # The shipped mitm.toml.
 SHIPPED = {"window_turns": 1, "min_free_percent": 80, "price_model": "anthropic",
            "allowance_percent": 2}
-
-
-@pytest.fixture(autouse=True)
-def no_checkpoints():
-    """Each test plans its requests from scratch (checkpoints are per policy)."""
-    forget_judgements()
 
 
 def conversation(outputs: list[str]) -> list[Event]:
@@ -194,7 +189,6 @@ def test_a_cold_end_where_no_request_ends_changes_nothing():
     inside = len(items) - 1
     policy = MaskPolicy(**SHIPPED)
     with_it = plan_masking(CHAT.index(items), policy, items, cold_ends=frozenset({inside}))
-    forget_judgements()
     without = plan_masking(CHAT.index(items), policy, items)
     assert with_it == without
     assert with_it.bill is not None and with_it.bill.cold_ends == ()
