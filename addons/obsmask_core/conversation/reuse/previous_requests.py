@@ -1,38 +1,11 @@
-"""The conversation's previous request, kept so the next one costs less.
+"""The latest request of each conversation, kept so the next one costs less
+(``hint`` says how the next one uses it, and why that is right).
 
-An agent sends its whole history again with every request: the next
-request is the previous one with a few items added at the end of its list,
-byte for byte, and masking mostly plans the same replacements for it (the
-frontier moves now and then, not at every request). Its masked body is then
-the previous masked body up to where the list closes, followed by the
-client's own bytes from there: nothing to search for, splice or parse
-again. ``rewrite`` decides when that holds; this module keeps what it needs
-and finds the previous request a body grew from. The body itself need not
-be read whole either: when the previous request's read proved where its
-list closes, the next body is read as that request's items and its added
-items, which alone are parsed: from that request's document (the body as
-orjson read it), kept for a few conversations
-(``request_body.QuickBody.grown``, which says why that read is the whole
-read's), or else with the older items read only if something asks for
-them (``grown_body``), with the index, the name and the frontier's
-checkpoint of that request.
-
-Why such a body is right without a second parse:
-
-- the previous request P was masked into M, and M was parsed again and
-  checked; that parse also proved where M's list closes (``request_body``
-  inserts a marker just before a ``]``: it comes out as the list's last
-  element only if that ``]`` closes the list);
-- the next request B begins with P's bytes up to where P's list closes and
-  ends with P's bytes from there on; what lies between is ``,`` and items
-  that parse on their own as a list, and B's own read proved that its list
-  closes right after them;
-- JSON reads left to right: B reads as P with those items appended to the
-  list, nothing else changed, and M with the same bytes inserted at the
-  same place reads as M with the same items appended;
-- the plan for B makes exactly P's replacements (places, texts, kinds), all
-  in P's items: the result is B with those replacements, the body a splice
-  and a check would have given.
+What is kept is bounded three ways: the requests themselves (their bodies
+and masked bodies), the index of their items, and, while few agents are at
+work, their documents (each body as orjson read it). The bounds trade
+memory and the garbage collector's walks against the work a request
+spares; the figures that chose them are on the benchmarks page.
 """
 
 from __future__ import annotations
@@ -56,30 +29,24 @@ from obsmask_core.conversation.reuse.records import (
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 
 # The latest requests of every conversation, as many as fit in these bytes
-# (their bodies and masked bodies), per policy; the least recently used go
-# first. Sized for 50 agents, some with 1.5 MB histories (bench_load.py's
-# agents): with 64 MB they pushed each other out before their next request
-# (31% of the requests reused the previous masked body, against 80%).
+# (their bodies and masked bodies); the least recently used go first. Sized
+# so that the load benchmark's fifty agents, some with long histories, do
+# not push each other out before their next request.
 REQUESTS_KEPT = 256
 PREVIOUS_BYTES_KEPT = 256 * 1024 * 1024
 # And the documents of some of them (each body as orjson read it, for
 # reading the next body from it and its added items alone), counted at
-# DOCUMENT_WEIGHT_PERCENT of the body's bytes (140-180% on the real
-# sessions, tracemalloc), while few conversations are going on: at most
+# DOCUMENT_WEIGHT_PERCENT of the body's bytes (what tracemalloc measured on
+# the real sessions), while few conversations are going on: at most
 # DOCUMENT_CONVERSATIONS used in the last DOCUMENT_IDLE_SECONDS, and in
 # these bytes. A document's objects live from one request to the next, and
 # every full collection of the garbage collector walks them, holding the
-# GIL: with many agents the collections cost more than the reads spare
-# (bench_load.py's 50 agents, in one process: masking took 10% longer with
-# the documents that fit in 16 MB, and a full collection 108 ms instead of
-# 30 with all of them), while for a few agents a request costs a quarter
-# less (bench_rewrite.py, whole sessions).
+# GIL: with many agents the collections cost more than the reads spare,
+# with a few a request costs less.
 DOCUMENT_CONVERSATIONS = 8
 # And only from a conversation's third request in a row on: one that stops
 # after a request or two (a title, a one-off question, a benchmark's pair)
-# would leave a document whose objects only add to the collector's walks
-# (the load benchmark's requests of 280 KB, each of a new conversation,
-# took 1 ms longer).
+# would leave a document whose objects only add to the collector's walks.
 DOCUMENT_AFTER_REQUESTS = 3
 DOCUMENT_IDLE_SECONDS = 120.0
 DOCUMENT_BYTES_KEPT = 32 * 1024 * 1024
@@ -88,15 +55,12 @@ DOCUMENT_WEIGHT_PERCENT = 170
 # and its added items alone), for as many results as these allow. An index
 # is lighter than a document, but its turns and results are named tuples,
 # which the collector walks for as long as they live (it stops walking only
-# plain tuples of plain values). The load benchmark's 10 MB bodies (4,100
-# results each, one every 0.25 s, masked while the collector is paused:
-# ``mitm.off_loop``) piled up 41,000 results and 170,000 tuples that one
-# collection then walked in 62 ms, and a stream stalled that long. So no
-# index of more than INDEX_RESULTS_PER_REQUEST results is kept (a 1.5 MB
-# history holds 600-900), and at most INDEX_RESULTS_KEPT in all, holding at
-# most INDEX_CHARS_KEPT characters of the results' texts (its own copies:
-# the load benchmark's 200 conversations fit, and mitmdump grew by 100 MB),
-# least recently used out first.
+# plain tuples of plain values): many big indexes make one collection long
+# enough to stall a stream. So no index of more than
+# INDEX_RESULTS_PER_REQUEST results is kept (a long agent history holds a
+# few hundred), and at most INDEX_RESULTS_KEPT in all, holding at most
+# INDEX_CHARS_KEPT characters of the results' texts (its own copies), least
+# recently used out first.
 INDEX_RESULTS_PER_REQUEST = 2_500
 INDEX_RESULTS_KEPT = 100_000
 INDEX_CHARS_KEPT = 128 * 1024 * 1024
