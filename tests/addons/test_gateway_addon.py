@@ -20,7 +20,7 @@ from mitmproxy.connection import ConnectionState
 from mitmproxy.test import tflow, tutils
 
 from obsmask_core.gateway.errors import CLIENT_NOT_ALLOWED, UNKNOWN_SERVER, UPSTREAM_UNREACHABLE
-from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER, PARKED_HEADER, REFUSED_HEADER
+from obsmask_core.gateway.headers import KEEP_ALIVE_HEADER, PARKED_HEADER, REFUSED_HEADER
 from obsmask_core.mitm.mcp_addon import METADATA_KEY
 from obsmask_core.shared.networks import client_allowed
 from obsmask_core.shared.truncation import TRUNCATION_MARK

@@ -17,7 +17,8 @@ from obsmask_core.gateway.errors import (
     UPSTREAM_TIMEOUT,
     UPSTREAM_UNREACHABLE,
 )
-from obsmask_core.gateway.relay import ERROR_HEADER, REFUSED_HEADER, RELAY_HEADER, GatewayRelay
+from obsmask_core.gateway.headers import ERROR_HEADER, REFUSED_HEADER, RELAY_HEADER
+from obsmask_core.gateway.relay import GatewayRelay
 from obsmask_core.gateway.upstreams import parse_upstream
 from support.http_servers import elicits_then_answers, read_head
 from support.relay_harness import REQUEST, free_port, relay_to, with_server

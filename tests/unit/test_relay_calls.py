@@ -21,13 +21,9 @@ from obsmask_core.gateway.errors import (
     UPSTREAM_UNREACHABLE,
     GatewayFailure,
 )
-from obsmask_core.gateway.relay import (
-    KEEP_ALIVE_HEADER,
-    PARKED_HEADER,
-    RELAY_HEADER,
-    Answer,
-    GatewayRelay,
-)
+from obsmask_core.gateway.headers import KEEP_ALIVE_HEADER, PARKED_HEADER, RELAY_HEADER
+from obsmask_core.gateway.relay import GatewayRelay
+from obsmask_core.gateway.upstream_answers import Answer
 from support.http_servers import (
     STREAM_HEAD,
     answers_json,

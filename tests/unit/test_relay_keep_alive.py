@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from obsmask_core.gateway import pool
-from obsmask_core.gateway.relay import KEEP_ALIVE_HEADER, RELAY_HEADER, GatewayRelay
+from obsmask_core.gateway.headers import KEEP_ALIVE_HEADER, RELAY_HEADER
+from obsmask_core.gateway.relay import GatewayRelay
 from obsmask_core.gateway.upstreams import parse_upstream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
