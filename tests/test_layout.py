@@ -24,6 +24,15 @@
 
 Every module lives in one of the folders: nothing but ``__init__.py`` at the
 top of the package.
+
+``conversation/`` is nine rooms that show the pipeline, each leaning only on
+the rooms before it (``CONVERSATION_MAY_IMPORT``): ``body/`` (reading and
+splicing the bytes) and ``billing/`` and ``usage/`` lean on no other room;
+``turns/`` (the one turn model) on ``body/``; ``settings/`` on ``turns/`` and
+``billing/``; ``planning/`` on those three; ``reuse/`` (the fast path) on
+``body/``, ``turns/`` and ``planning/``; ``masking/`` (the rewrite and the
+masker) on any room but ``usage/`` and ``view/``; ``view/`` on any room but
+``usage/``. Nothing but ``__init__.py`` sits at the top of ``conversation/``.
 """
 
 from __future__ import annotations
@@ -46,6 +55,17 @@ MAY_IMPORT = {
     "totals": {"shared"},
     "offline": {"shared", "conversation", "totals"},
     "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals", "offline"},
+}
+CONVERSATION_MAY_IMPORT = {
+    "body": set(),
+    "billing": set(),
+    "usage": set(),
+    "turns": {"body"},
+    "settings": {"turns", "billing"},
+    "planning": {"turns", "billing", "settings"},
+    "reuse": {"body", "turns", "planning", "settings"},
+    "masking": {"body", "turns", "billing", "settings", "planning", "reuse"},
+    "view": {"body", "turns", "billing", "settings", "planning", "reuse", "masking"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
 # The modules of offline/ that read flow files or mitmproxy options: they may
@@ -80,8 +100,10 @@ def layout_violations(package_dir: Path) -> list[str]:
         if room not in MAY_IMPORT:
             problems.append(f"{relative}: {room}/ is not one of the folders {', '.join(ROOMS)}")
             continue
-        targets = {".".join(module.split(".")[:2]) for module in
-                   imported_modules(path.read_text(encoding="utf-8"))}
+        imported = imported_modules(path.read_text(encoding="utf-8"))
+        if room == "conversation":
+            problems.extend(_conversation_violations(relative, imported))
+        targets = {".".join(module.split(".")[:2]) for module in imported}
         reader = relative.as_posix() in OFFLINE_READERS
         for target in sorted(targets):
             top, _, other = target.partition(".")
@@ -93,6 +115,26 @@ def layout_violations(package_dir: Path) -> list[str]:
                 if other not in MAY_IMPORT[room]:
                     problems.append(f"{relative}: imports {target}; {room}/ may not import "
                                     f"{other}/")
+    return problems
+
+
+def _conversation_violations(relative: Path, imported: set[str]) -> list[str]:
+    """The rules between conversation/'s rooms, for one of its modules."""
+    if len(relative.parts) == 2:
+        return [] if relative.name == "__init__.py" else [
+            f"{relative}: a module outside conversation/'s rooms "
+            f"{', '.join(CONVERSATION_MAY_IMPORT)}"]
+    room = relative.parts[1]
+    if room not in CONVERSATION_MAY_IMPORT:
+        return [f"{relative}: {room}/ is not one of conversation/'s rooms"]
+    problems = []
+    for module in sorted(imported):
+        parts = module.split(".")
+        if parts[:2] != [PACKAGE, "conversation"] or len(parts) < 3 or parts[2] == room:
+            continue
+        if parts[2] not in CONVERSATION_MAY_IMPORT[room]:
+            problems.append(f"{relative}: imports {'.'.join(parts[:3])}; conversation/{room}/ "
+                            f"may not import conversation/{parts[2]}/")
     return problems
 
 
@@ -110,7 +152,8 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
         (package / room).mkdir(parents=True)
         (package / room / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
-    (package / "conversation" / "bad.py").write_text(
+    (package / "conversation" / "planning").mkdir()
+    (package / "conversation" / "planning" / "bad.py").write_text(
         "from obsmask_core.mcp.jsonrpc import scan_jsonrpc\n")
     (package / "shared" / "bad.py").write_text(
         "def later():\n    import obsmask_core.conversation.settings.policy\n")
@@ -124,7 +167,8 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
         "from mitmproxy import io\nfrom obsmask_core.mcp import cut\n")
     problems = layout_violations(package)
     assert problems == [
-        "conversation/bad.py: imports obsmask_core.mcp; conversation/ may not import mcp/",
+        "conversation/planning/bad.py: imports obsmask_core.mcp; conversation/ may not "
+        "import mcp/",
         "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, "
         "totals, offline, mitm",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
@@ -133,6 +177,31 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
         "recall/bad.py: imports obsmask_core.conversation; recall/ may not import "
         "conversation/",
         "shared/bad.py: imports obsmask_core.conversation; shared/ may not import conversation/",
+    ]
+
+
+def test_the_rule_check_finds_a_conversation_room_leaning_on_a_later_one(tmp_path):
+    """The rooms of conversation/ lean only on earlier ones: the turn model
+    may not import the planner, the planner may not import the fast path,
+    and no module sits at the top of conversation/."""
+    package = tmp_path / PACKAGE
+    for room in CONVERSATION_MAY_IMPORT:
+        (package / "conversation" / room).mkdir(parents=True)
+    (package / "conversation" / "loose.py").write_text("")
+    (package / "conversation" / "turns" / "bad.py").write_text(
+        "from obsmask_core.conversation.planning.planner import plan_masking\n")
+    (package / "conversation" / "planning" / "bad.py").write_text(
+        "def later():\n    from obsmask_core.conversation.reuse import hint\n")
+    (package / "conversation" / "masking" / "fine.py").write_text(
+        "from obsmask_core.conversation.reuse.hint import Reuse\n"
+        "from obsmask_core.conversation.masking.verify import verify\n")
+    assert layout_violations(package) == [
+        "conversation/loose.py: a module outside conversation/'s rooms body, billing, usage, "
+        "turns, settings, planning, reuse, masking, view",
+        "conversation/planning/bad.py: imports obsmask_core.conversation.reuse; "
+        "conversation/planning/ may not import conversation/reuse/",
+        "conversation/turns/bad.py: imports obsmask_core.conversation.planning; "
+        "conversation/turns/ may not import conversation/planning/",
     ]
 
 
