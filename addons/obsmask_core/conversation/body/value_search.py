@@ -2,8 +2,8 @@
 parse that records positions.
 
 ``request_text`` parses the body member by member with the json module to
-learn where each value is: exact, but 5-10x the cost of parsing the whole
-body with orjson. Masking only needs the few values it replaces, and it
+learn where each value is: exact, but several times the cost of parsing the
+whole body with orjson. Masking only needs the few values it replaces, and it
 knows them (the parse gave them): a client wrote each with one of a few
 encoders, so their bytes can be searched for. The encoders tried, in turn:
 orjson's compact UTF-8 (JavaScript's ``JSON.stringify``, serde_json, httpx),
@@ -39,7 +39,7 @@ Encoder = Callable[[object], bytes]
 def _ascii_json(value: object) -> bytes:
     """Python's ``json.dumps`` (ASCII escapes, ", " and ": "). A string that
     orjson writes in ASCII (no DEL, which json escapes) is written alike
-    by both, and orjson is ~8x faster."""
+    by both, and orjson is much faster."""
     if isinstance(value, str):
         written = orjson.dumps(value)
         if written.isascii() and b"\x7f" not in written:

@@ -5,7 +5,7 @@ The usual error markers are ``Traceback``, ``Exception``, ``Error``,
 gives false positives. Matched as bare words, they fire on any
 source file (``class FooError(Exception):``, ``timeout=30``), and such a file
 would then never be masked: on the ten real sessions in ``fixtures/`` the bare
-words keep about a quarter of all results. So each marker is matched where it
+words keep a large share of all results. So each marker is matched where it
 means that something *failed*:
 
 - a Python traceback header;
