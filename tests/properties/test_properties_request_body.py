@@ -11,8 +11,9 @@ import orjson
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.body import request_body as request_body_module
-from obsmask_core.conversation.body.request_body import ExactBody, QuickBody, Replacement
+from obsmask_core.conversation.body import quick_body
+from obsmask_core.conversation.body.quick_body import QuickBody
+from obsmask_core.conversation.body.request_body import ExactBody, Replacement
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.masking.rewrite import mask_read_body, mask_request_body
 from obsmask_core.conversation.reuse.grown_body import GrownBody
@@ -107,7 +108,7 @@ def grown_body(old_items: list[object], added_items: list[object], layout: str,
         else old.rindex(b'"model"')
     while old[end:end + 1] != b"]":
         end -= 1
-    assert request_body_module.loads_marking_end(old, "messages", end)[1]
+    assert quick_body.loads_marking_end(old, "messages", end)[1]
     inserted = b"".join(b"," + json.dumps(item).encode() for item in added_items)
     inserted = inserted[:where] + b"".join(noise) + inserted[where:]
     return old, old[:end] + inserted + old[end:], end, end + len(inserted)
@@ -131,7 +132,7 @@ def test_a_grown_read_is_the_whole_read_or_nothing(old_items, added_items, layou
         return
     # Written out: the same values, types and order of members.
     assert orjson.dumps(read.members) == orjson.dumps(orjson.loads(new))
-    assert request_body_module.loads_marking_end(new, "messages", end + len(inserted))[1]
+    assert quick_body.loads_marking_end(new, "messages", end + len(inserted))[1]
 
 
 @settings(max_examples=300, deadline=None)
@@ -154,4 +155,4 @@ def test_a_body_grown_from_a_kept_request_reads_as_the_whole_body_or_not_at_all(
     assert read.document is None  # the added items alone were read
     assert orjson.dumps(read.members) == orjson.dumps(whole)
     assert orjson.dumps(list(read.items)) == orjson.dumps(whole["messages"])
-    assert request_body_module.loads_marking_end(new, "messages", inserted_end)[1]
+    assert quick_body.loads_marking_end(new, "messages", inserted_end)[1]

@@ -13,7 +13,7 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation.body import request_body
+from obsmask_core.conversation.body import quick_body
 from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
@@ -38,7 +38,7 @@ def masker() -> Masker:
 
 def parsed_while(action):
     """The outcome, and the length of every body orjson parsed meanwhile."""
-    with mock.patch.object(request_body.orjson, "loads", wraps=orjson.loads) as loads, \
+    with mock.patch.object(quick_body.orjson, "loads", wraps=orjson.loads) as loads, \
             mock.patch.object(grown_body.orjson, "loads", wraps=orjson.loads) as whole:
         outcome = action()
     return outcome, [len(call.args[0]) for call in (*loads.call_args_list,

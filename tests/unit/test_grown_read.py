@@ -11,8 +11,9 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation.body import request_body
-from obsmask_core.conversation.body.request_body import ExactBody, QuickBody
+from obsmask_core.conversation.body import quick_body
+from obsmask_core.conversation.body.quick_body import QuickBody
+from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.masking.rewrite import mask_read_body
@@ -89,7 +90,7 @@ def test_the_kept_document_is_not_changed_by_a_body_grown_from_it():
 
 
 def bytes_parsed_while(action):
-    with mock.patch.object(request_body.orjson, "loads", wraps=orjson.loads) as loads:
+    with mock.patch.object(quick_body.orjson, "loads", wraps=orjson.loads) as loads:
         outcome = action()
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 

@@ -10,7 +10,8 @@ from unittest import mock
 import orjson
 import pytest
 
-from obsmask_core.conversation.body.request_body import ExactBody, QuickBody, loads_marking_end
+from obsmask_core.conversation.body.quick_body import QuickBody, loads_marking_end
+from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking import rewrite
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, CacheLayout, read_layout
 from obsmask_core.conversation.billing.last_seen import Arrival, cache_lifetime
 from obsmask_core.conversation.billing.price_models import has_cache
+from obsmask_core.conversation.body.quick_body import QuickBody
 from obsmask_core.conversation.body.request_body import (
     Edit,
     ExactBody,
     MemberAdded,
-    QuickBody,
     Replacement,
 )
 from obsmask_core.conversation.body.request_text import UnsupportedBody

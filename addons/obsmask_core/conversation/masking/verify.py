@@ -4,7 +4,8 @@ body that fails is never sent."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.body.request_body import Edit, ExactBody, QuickBody
+from obsmask_core.conversation.body.quick_body import QuickBody
+from obsmask_core.conversation.body.request_body import Edit, ExactBody
 from obsmask_core.conversation.masking.invariants import check_only_planned_changes
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.reuse.grown_body import GrownBody

@@ -28,11 +28,8 @@ from typing import TypeAlias, overload
 
 import orjson
 
-from obsmask_core.conversation.body.request_body import (
-    Edit,
-    QuickBody,
-    grown_items,
-)
+from obsmask_core.conversation.body.quick_body import QuickBody, grown_items
+from obsmask_core.conversation.body.request_body import Edit
 
 # A slice of a list (typeshed's bare ``slice`` has Any type arguments).
 Slice: TypeAlias = "slice[int | None, int | None, int | None]"
