@@ -20,19 +20,20 @@ import dataclasses
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal, TypeVar
 
 from obsmask_core.shared.errors import SettingError
 
 Kind = Literal["bool", "int", "str", "strings", "pairs"]
 PAIR_SEPARATOR = "|"
-_KINDS: dict[object, Kind] = {
+_KINDS: Mapping[object, Kind] = MappingProxyType({
     bool: "bool",
     int: "int",
     str: "str",
     tuple[str, ...]: "strings",
     tuple[tuple[str, str], ...]: "pairs",
-}
+})
 _METADATA_KEY = "obsmask_setting"
 _T = TypeVar("_T")
 

@@ -13,7 +13,9 @@ for byte, the plain one.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.recall_text import HINT_PATTERN, HINT_WORDS, ID_CHARS, hint
@@ -32,13 +34,13 @@ MARKER_FIELDS = ("original_chars", "head", "tail", "recall", "recall_id")
 # raises ValueError past 4,300), and searching a long run of digits stays
 # linear.
 _NUMBER = r"[0-9]{1,19}"
-_FIELD_PATTERNS = {
+_FIELD_PATTERNS: Mapping[str, str] = MappingProxyType({
     "original_chars": _NUMBER,
     "head": _NUMBER,
     "tail": _NUMBER,
     "recall": HINT_PATTERN,
     "recall_id": ID_CHARS + "{0,128}",
-}
+})
 
 
 def _field_pattern(part: TemplatePart) -> str:

@@ -4,17 +4,19 @@ declared once as option-only settings (``obsmask_<key>``)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.settings import check_fields, setting
 
-FORMAT_TITLES = {
+FORMAT_TITLES: Mapping[str, str] = MappingProxyType({
     "chat": "OpenAI Chat Completions",
     "anthropic": "Anthropic Messages",
     "responses": "OpenAI Responses",
-}
+})
 
 
 def _check_pattern(key: str, value: object) -> None:

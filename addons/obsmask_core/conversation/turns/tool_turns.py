@@ -19,8 +19,9 @@ declared its id (``turn_model.Linker``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from obsmask_core.conversation.turns.turn_model import (
     Linker,
@@ -213,11 +214,11 @@ def index_anthropic_items(messages: Sequence[object],
 
 
 # Responses call items, and the output item type that answers each.
-RESPONSES_CALL_TYPES = {
+RESPONSES_CALL_TYPES: Mapping[str, str] = MappingProxyType({
     "function_call": "function_call_output",
     "custom_tool_call": "custom_tool_call_output",
     "local_shell_call": "local_shell_call_output",
-}
+})
 RESPONSES_OUTPUT_TYPES = frozenset(RESPONSES_CALL_TYPES.values())
 RESPONSES_TEXT_TYPES = ("input_text", "output_text")
 

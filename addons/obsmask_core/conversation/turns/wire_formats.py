@@ -15,8 +15,9 @@ item, and what that value becomes when the result is masked:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from obsmask_core.conversation.body.request_text import PathStep
 from obsmask_core.conversation.turns.tool_turns import (
@@ -86,7 +87,8 @@ RESPONSES = WireFormat(
     text_types=RESPONSES_TEXT_TYPES,
     index_items=index_responses_items,
 )
-FORMATS = {fmt.name: fmt for fmt in (CHAT, ANTHROPIC, RESPONSES)}
+FORMATS: Mapping[str, WireFormat] = MappingProxyType(
+    {fmt.name: fmt for fmt in (CHAT, ANTHROPIC, RESPONSES)})
 
 
 def _get(container: object, key: PathStep) -> object:

@@ -97,7 +97,7 @@ def _body_of(recorded: RecordedRequest, routes: Routes,
     fmt = routes.format_of(recorded.method, recorded.path, recorded.host)
     if fmt is None:
         recorded_format = word(recorded.obsmask.get("format"))
-        if recorded_format in FORMAT_TITLES:
+        if recorded_format is not None and recorded_format in FORMAT_TITLES:
             summary.skip(off_route_reason(recorded_format))
         return None
     if recorded.body is None:
