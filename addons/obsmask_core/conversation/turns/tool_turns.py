@@ -29,6 +29,7 @@ from obsmask_core.conversation.turns.turn_model import (
     ToolTurn,
     ToolTurnIndex,
     call_id_of,
+    dict_messages,
     name_of,
 )
 
@@ -79,19 +80,15 @@ def index_chat_items(messages: Sequence[object],
     """``index_chat_tool_turns``, from ``resume`` (the index of the list's
     first items) if given."""
     # Every message of every request passes here, and this format is the
-    # most common: the steps of Linker.messages, .turn and .result are
+    # most common: the messages are walked as the Linker walks them
+    # (``dict_messages``), and the steps of Linker.turn and .result are
     # written out (the same rule: a result belongs to the latest earlier
     # turn that declared its id; a property test holds it equal to the
     # Linker's way).
     index, declared, start, text_chars = _resumed(resume)
-    answer_starts, turns, results = index.answer_starts, index.turns, index.results
-    for position in range(start, len(messages)):
-        message = messages[position]
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
+    turns, results = index.turns, index.results
+    for position, message, role in dict_messages(messages, index.answer_starts, start):
         if role == "assistant":
-            answer_starts.append(position)
             calls = message.get("tool_calls")
             if not calls or not isinstance(calls, list):
                 continue  # no call: not a tool turn
@@ -168,14 +165,8 @@ def index_anthropic_items(messages: Sequence[object],
     # Written out like the Chat index (the Linker's steps inline; a property
     # test holds it equal to the Linker's way).
     index, declared, start, text_chars = _resumed(resume)
-    answer_starts, turns, results = index.answer_starts, index.turns, index.results
-    for position in range(start, len(messages)):
-        message = messages[position]
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        if role == "assistant":
-            answer_starts.append(position)
+    turns, results = index.turns, index.results
+    for position, message, role in dict_messages(messages, index.answer_starts, start):
         blocks = message.get("content")
         if not isinstance(blocks, list):
             continue

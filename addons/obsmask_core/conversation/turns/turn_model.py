@@ -94,16 +94,8 @@ class Linker:
         self, messages: Sequence[object]
     ) -> Iterator[tuple[int, dict[str, object], object]]:
         """Each message object of a ``messages`` list with its position and
-        role. An assistant message is recorded as the start of one of the
-        model's answers, whatever its content's shape (a plain string answer
-        included): a request of the conversation ends just before one."""
-        for position, message in enumerate(messages):
-            if not isinstance(message, dict):
-                continue
-            role = message.get("role")
-            if role == "assistant":
-                self.index.answer_starts.append(position)
-            yield position, message, role
+        role, the model's answers recorded in the index (``dict_messages``)."""
+        return dict_messages(messages, self.index.answer_starts)
 
     def turn(
         self, location: Location, calls: list[tuple[str, str | None]], last: int | None = None
@@ -135,6 +127,24 @@ class Linker:
         self.index.results.append(
             ToolResult(location, call_id, number, name, content, text, is_error)
         )
+
+
+def dict_messages(
+    messages: Sequence[object], answer_starts: list[int], start: int = 0
+) -> Iterator[tuple[int, dict[str, object], object]]:
+    """Each message object of a ``messages`` list from ``start``, with its
+    position and role. An assistant message is recorded in ``answer_starts``
+    as the start of one of the model's answers, whatever its content's shape
+    (a plain string answer included): a request of the conversation ends
+    just before one."""
+    for position in range(start, len(messages)):
+        message = messages[position]
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            answer_starts.append(position)
+        yield position, message, role
 
 
 def name_of(value: object) -> str | None:
