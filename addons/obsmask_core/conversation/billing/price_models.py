@@ -18,7 +18,7 @@ every proxy computes the same decision from the same request.
 The prices are the provider's; how much of a request its cache serves is
 the provider's cache's rule: OpenAI's automatic prefix cache for Chat
 Completions and Responses requests (``openai_cache``), Anthropic's
-breakpoints for Messages requests (``cache_billing.BreakpointBilling``).
+breakpoints for Messages requests (``breakpoint_billing.BreakpointBilling``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ combinations of those separators and escapes.
 A match counts only where a value can start: after ``:`` (a member) or
 ``[``/``,`` (an element), with a value's end after it, and past the end of
 the previous value found. Whatever is found is only a candidate: the masked
-body is parsed again and must equal the plan exactly (``rewrite._verify``),
+body is parsed again and must equal the plan exactly (``masking.verify``),
 or the exact reader is used instead. A wrong guess costs time, never bytes.
 """
 

@@ -10,14 +10,14 @@ client's own bytes from there: nothing to search for, splice or parse
 again. The body itself need not be read whole either: when the previous
 request's read proved where its list closes, the next body is read as that
 request's items and its added items, which alone are parsed (from that
-request's document, ``body.request_body.QuickBody.grown``, or with the
+request's document, ``body.quick_body.QuickBody.grown``, or with the
 older items read only if something asks for them, ``grown_body``), and its
 index resumes from that request's.
 
 Why such a body is right without a second parse:
 
 - the previous request P was masked into M, and M was parsed again and
-  checked; that parse also proved where M's list closes (``request_body``
+  checked; that parse also proved where M's list closes (``quick_body``
   inserts a marker just before a ``]``: it comes out as the list's last
   element only if that ``]`` closes the list);
 - the next request B begins with P's bytes up to where P's list closes and
