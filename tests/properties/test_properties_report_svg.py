@@ -1,4 +1,4 @@
-"""Properties of the report's SVG plots (scripts/benchlib/report/svg.py), for
+"""Properties of the report's SVG plots (offline/report/svg.py), for
 any numbers: every point lies inside the plot area, and the points follow
 the order of the requests along x."""
 

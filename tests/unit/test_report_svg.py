@@ -1,4 +1,4 @@
-"""The report's SVG line plots (scripts/benchlib/report/svg.py): where the
+"""The report's SVG line plots (offline/report/svg.py, plot_axes.py): where the
 points go, the axes, the legend, and what the SVG carries for a reader."""
 
 from __future__ import annotations
@@ -7,16 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from obsmask_core.offline.report.svg import (
-    LinePlot,
-    Series,
-    axis_range,
-    layout,
-    nice_step,
-    plot_points,
-    render_svg,
-    tick_label,
-)
+from obsmask_core.offline.report.plot_axes import axis_range, nice_step, tick_label
+from obsmask_core.offline.report.svg import LinePlot, Series, layout, plot_points, render_svg
 
 
 def plot(*series: Series, integer_x: bool = True) -> LinePlot:

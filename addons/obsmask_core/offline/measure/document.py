@@ -85,18 +85,17 @@ def _price_models(settings: ProxySettings) -> Json:
     }
 
 
+def _attributes(figures: object, *names: str) -> Json:
+    """The attributes ``names`` of ``figures``, each under its own name."""
+    return {name: getattr(figures, name) for name in names}
+
+
 def _input(summary: InputSummary) -> Json:
     return {
-        "file": summary.file,
-        "kind": summary.kind,
-        "http_requests": summary.http_requests,
-        "conversation_requests": summary.conversation_requests,
+        **_attributes(summary, "file", "kind", "http_requests", "conversation_requests"),
         "skipped": dict(summary.skipped),
-        "recorded": {
-            "from_backup": summary.from_backup,
-            "masked_when_recorded": summary.masked_when_recorded,
-            "with_provider_usage": summary.with_provider_usage,
-        },
+        "recorded": _attributes(summary, "from_backup", "masked_when_recorded",
+                                "with_provider_usage"),
     }
 
 
@@ -180,9 +179,7 @@ def _conversation(figures: ConversationFigures) -> Json:
 
 def _total(total: TotalFigures) -> Json:
     return {
-        "conversations": total.conversations,
-        "requests": total.requests,
-        "recorded_requests": total.recorded_requests,
+        **_attributes(total, "conversations", "requests", "recorded_requests"),
         "held_out_conversations": total.held_out,
         "bill": _bills(total.bills),
         # The bill of the conversations not held out (holdout_percent): the

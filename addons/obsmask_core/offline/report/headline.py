@@ -48,7 +48,7 @@ class Saving:
 
     anchor: str
     title: str
-    model: str
+    model: str  # the price model billed by, as the price_model setting names it
     requests: tuple[int, ...]
     estimate: tuple[float | None, ...]  # the ratio so far after each request
     provider: tuple[float | None, ...]  # the same from the provider's counts

@@ -12,10 +12,11 @@ so a test can read the plot back from the page.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+
+from obsmask_core.offline.report.plot_axes import Scale, axis_range, tick_label
 
 Point = tuple[float, float]
 
@@ -32,9 +33,6 @@ LEGEND_TOP = 8
 # an average character of the 12 px sans-serif font is taken as 7 px wide.
 CHAR_WIDTH = 7.0
 LEGEND_SWATCH = 26
-TICKS = 5
-# Values closer than this (relative to their size) are drawn as one value.
-MIN_SPAN = 1e-9
 
 
 @dataclass(frozen=True)
@@ -84,68 +82,9 @@ class Area:
         return self.left <= x <= self.right and self.top <= y <= self.bottom
 
 
-@dataclass(frozen=True)
-class Scale:
-    """A linear map from a data interval onto a pixel interval."""
-
-    low: float
-    high: float
-    start: float  # the pixel of ``low``
-    end: float  # the pixel of ``high``
-
-    def __call__(self, value: float) -> float:
-        share = (value - self.low) / (self.high - self.low)
-        return self.start + share * (self.end - self.start)
-
-
-def nice_step(span: float, count: int) -> float:
-    """A tick step of 1, 2 or 5 times a power of ten giving about ``count``
-    ticks over ``span``."""
-    raw = span / max(1, count)
-    power = 10.0 ** math.floor(math.log10(raw))
-    for factor in (1.0, 2.0, 5.0, 10.0):
-        if raw <= factor * power:
-            return factor * power
-    return 10.0 * power  # not reached: raw <= 10 * power by definition
-
-
-def axis_range(values: Sequence[float], *, include_zero: bool,
-               integer: bool) -> tuple[float, float, float]:
-    """(low, high, tick step) of an axis that holds ``values``: bounds on
-    whole steps, 0 inside when ``include_zero``, a step of at least 1 for
-    whole numbers; never an empty interval."""
-    low = min(values) if values else 0.0
-    high = max(values) if values else 1.0
-    if include_zero:
-        low, high = min(low, 0.0), max(high, 0.0)
-    if high - low <= MIN_SPAN * max(1.0, abs(low), abs(high)):
-        # One value, or values too close to tell apart: an interval around
-        # them, so a single request is still drawn.
-        low, high = (min(low, 0.0), max(high, 1.0)) if include_zero else (low - 1.0, high + 1.0)
-    step = nice_step(high - low, TICKS)
-    if integer:
-        step = max(1.0, math.ceil(step))
-    bottom, top = math.floor(low / step) * step, math.ceil(high / step) * step
-    # A division rounded the wrong way must not leave a value outside.
-    if bottom > low:
-        bottom -= step
-    if top < high:
-        top += step
-    return bottom, top, step
-
-
-def ticks(low: float, high: float, step: float) -> list[float]:
-    count = round((high - low) / step)
-    return [low + n * step for n in range(count + 1)]
-
-
-def tick_label(value: float, step: float) -> str:
-    """A tick's text: whole numbers with thousands separators, others with
-    as many decimals as the step needs."""
-    if float(value).is_integer() and float(step).is_integer():
-        return f"{int(value):,}"
-    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 2
-    return f"{value:,.{decimals}f}"
+def legend_width(name: str) -> float:
+    """The width of a series' entry in the legend: its line, its name, a gap."""
+    return LEGEND_SWATCH + CHAR_WIDTH * len(name) + 16
 
 
 def legend_rows(names: Sequence[str], width: float) -> list[list[int]]:
@@ -153,7 +92,7 @@ def legend_rows(names: Sequence[str], width: float) -> list[list[int]]:
     rows: list[list[int]] = [[]]
     used = 0.0
     for index, name in enumerate(names):
-        entry = LEGEND_SWATCH + CHAR_WIDTH * len(name) + 16
+        entry = legend_width(name)
         if rows[-1] and used + entry > width:
             rows.append([])
             used = 0.0
@@ -164,13 +103,11 @@ def legend_rows(names: Sequence[str], width: float) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class Layout:
+    """Where a plot goes: its area, its axes, the series of each legend line."""
+
     area: Area
     x: Scale
     y: Scale
-    x_ticks: tuple[float, ...]
-    y_ticks: tuple[float, ...]
-    x_step: float
-    y_step: float
     legend: tuple[tuple[int, ...], ...]
 
 
@@ -184,17 +121,12 @@ def layout(plot: LinePlot, width: int = WIDTH, height: int = HEIGHT) -> Layout:
                 max(40.0, height - top - MARGIN_BOTTOM))
     xs = [x for s in plot.series for x, _ in s.points]
     ys = [y for s in plot.series for _, y in s.points]
-    x_low, x_high, x_step = axis_range(xs, include_zero=False, integer=plot.integer_x)
-    y_low, y_high, y_step = axis_range(ys, include_zero=True, integer=False)
     return Layout(
         area=area,
-        x=Scale(x_low, x_high, area.left, area.right),
+        x=Scale(*axis_range(xs, include_zero=False, integer=plot.integer_x),
+                area.left, area.right),
         # Pixels grow downwards: the lowest value sits at the bottom.
-        y=Scale(y_low, y_high, area.bottom, area.top),
-        x_ticks=tuple(ticks(x_low, x_high, x_step)),
-        y_ticks=tuple(ticks(y_low, y_high, y_step)),
-        x_step=x_step,
-        y_step=y_step,
+        y=Scale(*axis_range(ys, include_zero=True, integer=False), area.bottom, area.top),
         legend=tuple(tuple(row) for row in rows),
     )
 
@@ -221,19 +153,19 @@ def _axes(plot: LinePlot, frame: Layout) -> list[str]:
         f'<line class="axis y-axis" x1="{_pixels(area.left)}" y1="{_pixels(area.top)}" '
         f'x2="{_pixels(area.left)}" y2="{_pixels(area.bottom)}" stroke="#333"/>',
     ]
-    for value in frame.y_ticks:
+    for value in frame.y.ticks:
         y = _pixels(frame.y(value))
         out.append(f'<line class="grid" x1="{_pixels(area.left)}" y1="{y}" '
                    f'x2="{_pixels(area.right)}" y2="{y}" stroke="#e3e3e3"/>')
         out.append(f'<text class="tick y-tick" x="{_pixels(area.left - 6)}" y="{y}" '
                    f'text-anchor="end" dominant-baseline="middle">'
-                   f'{escape(tick_label(value, frame.y_step))}</text>')
-    for value in frame.x_ticks:
+                   f'{escape(tick_label(value, frame.y.step))}</text>')
+    for value in frame.x.ticks:
         x = _pixels(frame.x(value))
         out.append(f'<line class="tick-mark" x1="{x}" y1="{_pixels(area.bottom)}" '
                    f'x2="{x}" y2="{_pixels(area.bottom + 5)}" stroke="#333"/>')
         out.append(f'<text class="tick x-tick" x="{x}" y="{_pixels(area.bottom + 18)}" '
-                   f'text-anchor="middle">{escape(tick_label(value, frame.x_step))}</text>')
+                   f'text-anchor="middle">{escape(tick_label(value, frame.x.step))}</text>')
     out.append(f'<text class="axis-label x-label" x="{_pixels(area.left + area.width / 2)}" '
                f'y="{_pixels(area.bottom + 40)}" text-anchor="middle">'
                f'{escape(plot.x_label)}</text>')
@@ -244,6 +176,12 @@ def _axes(plot: LinePlot, frame: Layout) -> list[str]:
     return out
 
 
+def _line_style(index: int, series: Series) -> tuple[str, str]:
+    """The colour of the ``index``-th series, and its dash attribute (none
+    for a solid line)."""
+    return PALETTE[index % len(PALETTE)], ' stroke-dasharray="6 4"' if series.dashed else ""
+
+
 def _legend(plot: LinePlot, frame: Layout) -> list[str]:
     out = ['<g class="legend">']
     for line, row in enumerate(frame.legend):
@@ -251,15 +189,14 @@ def _legend(plot: LinePlot, frame: Layout) -> list[str]:
         y = LEGEND_TOP + LEGEND_LINE * line + LEGEND_LINE / 2
         for index in row:
             series = plot.series[index]
-            colour = PALETTE[index % len(PALETTE)]
-            dash = ' stroke-dasharray="6 4"' if series.dashed else ""
+            colour, dash = _line_style(index, series)
             out.append(
                 f'<g class="legend-entry" data-series="{escape(series.name)}">'
                 f'<line x1="{_pixels(x)}" y1="{_pixels(y)}" x2="{_pixels(x + 20)}" '
                 f'y2="{_pixels(y)}" stroke="{colour}" stroke-width="2.5"{dash}/>'
                 f'<text x="{_pixels(x + LEGEND_SWATCH)}" y="{_pixels(y)}" '
                 f'dominant-baseline="middle">{escape(series.name)}</text></g>')
-            x += LEGEND_SWATCH + CHAR_WIDTH * len(series.name) + 16
+            x += legend_width(series.name)
     out.append("</g>")
     return out
 
@@ -267,9 +204,8 @@ def _legend(plot: LinePlot, frame: Layout) -> list[str]:
 def _series(plot: LinePlot, frame: Layout) -> list[str]:
     out = []
     for index, series in enumerate(plot.series):
-        colour = PALETTE[index % len(PALETTE)]
+        colour, dash = _line_style(index, series)
         name = escape(series.name)
-        dash = ' stroke-dasharray="6 4"' if series.dashed else ""
         ordered = sorted(series.points, key=lambda p: p[0])
         pixels = plot_points(series, frame)
         out.append(f'<g class="series" data-series="{name}">')

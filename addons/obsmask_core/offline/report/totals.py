@@ -97,47 +97,65 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
 
 # (key, label, what it counts) of each row of the totals table.
 TOTAL_ROWS = (
-    ("flows", "Flows read", "every flow of the files, of any kind"),
-    ("conversations", "Conversations", "named by a hash of the first user message"),
-    ("held_out", "Conversations held out", "in the holdout group (holdout_percent): left "
-                                           "unmasked, as the proxy leaves them; their bills "
-                                           "are in the totals"),
-    ("requests", "Requests seen", "POSTs on the Chat Completions, Messages and Responses routes"),
-    ("lost_originals", "Masked requests skipped", "masked when recorded, but their original "
-                                                  "(the flow's backup) is missing or cannot be "
-                                                  "read: neither drawn nor billed"),
-    ("masked", "Masked", "requests obsmask sent with old tool results masked or clipped"),
-    ("unchanged", "Left unchanged", "requests with nothing to mask"),
-    ("passed_through", "Passed through", "requests obsmask could not mask (the reason is "
-                                         "in the conversation's table)"),
-    ("no_record", "No obsmask record", "requests without obsmask's metadata (recorded "
-                                       "without it, or with masking off)"),
-    ("masked_tool_results", "Tool results masked", "over every masked request"),
-    ("clipped_tool_results", "Tool results clipped", "over every masked request"),
-    ("tokens_saved", "Tokens saved", "the masked results' tokens before minus after, as "
-                                     "obsmask counted them (cl100k_base)"),
-    ("refetches", "Re-fetches", "tool calls the model made again after obsmask had masked "
-                                "the earlier same call's result, as the flows recorded them"),
-    ("refetch_result_tokens", "Re-fetched result tokens", "the tokens of those calls' "
-                                                          "results (characters / 4)"),
-    ("refetch_extra_turns", "Extra model turns", "answers that made nothing but re-fetches"),
+    ("flows", "Flows read",
+     "every flow of the files, of any kind"),
+    ("conversations", "Conversations",
+     "named by a hash of the first user message"),
+    ("held_out", "Conversations held out",
+     "in the holdout group (holdout_percent): left unmasked, as the proxy leaves them; their "
+     "bills are in the totals"),
+    ("requests", "Requests seen",
+     "POSTs on the Chat Completions, Messages and Responses routes"),
+    ("lost_originals", "Masked requests skipped",
+     "masked when recorded, but their original (the flow's backup) is missing or cannot be "
+     "read: neither drawn nor billed"),
+    ("masked", "Masked",
+     "requests obsmask sent with old tool results masked or clipped"),
+    ("unchanged", "Left unchanged",
+     "requests with nothing to mask"),
+    ("passed_through", "Passed through",
+     "requests obsmask could not mask (the reason is in the conversation's table)"),
+    ("no_record", "No obsmask record",
+     "requests without obsmask's metadata (recorded without it, or with masking off)"),
+    ("masked_tool_results", "Tool results masked",
+     "over every masked request"),
+    ("clipped_tool_results", "Tool results clipped",
+     "over every masked request"),
+    ("tokens_saved", "Tokens saved",
+     "the masked results' tokens before minus after, as obsmask counted them (cl100k_base)"),
+    ("refetches", "Re-fetches",
+     "tool calls the model made again after obsmask had masked the earlier same call's result, "
+     "as the flows recorded them"),
+    ("refetch_result_tokens", "Re-fetched result tokens",
+     "the tokens of those calls' results (characters / 4)"),
+    ("refetch_extra_turns", "Extra model turns",
+     "answers that made nothing but re-fetches"),
     ("refetch_guarded_results", "Results kept by the re-fetch guard",
      "results of re-fetched calls kept whole (refetch_guard), summed over requests"),
-    ("tokens_without", "Input tokens without masking", "estimated, every readable request"),
-    ("tokens_with", "Input tokens with masking", "estimated, the same requests as they went out"),
-    ("provider_reports", "Provider usage reports", "requests whose answer reported usage"),
-    ("provider_input", "Provider-reported input tokens", "as reported: OpenAI's include "
-                                                         "the cached ones, Anthropic's do not"),
-    ("provider_cached", "Provider-reported cached input tokens", "read from the cache"),
+    ("tokens_without", "Input tokens without masking",
+     "estimated, every readable request"),
+    ("tokens_with", "Input tokens with masking",
+     "estimated, the same requests as they went out"),
+    ("provider_reports", "Provider usage reports",
+     "requests whose answer reported usage"),
+    ("provider_input", "Provider-reported input tokens",
+     "as reported: OpenAI's include the cached ones, Anthropic's do not"),
+    ("provider_cached", "Provider-reported cached input tokens",
+     "read from the cache"),
     ("provider_cache_creation", "Provider-reported cache-creation tokens",
      "written to the cache (Anthropic)"),
-    ("provider_prompt", "Provider-reported prompt tokens", "input, cached included, "
-                                                         "whatever the format"),
-    ("mcp_answers_cut", "MCP answers cut", "answers in which obsmask cut long strings"),
-    ("mcp_strings_cut", "MCP strings cut", "over every cut answer"),
-    ("mcp_chars_before", "MCP characters before the cut", "of the strings cut"),
-    ("mcp_chars_after", "MCP characters after the cut", "of the same strings"),
-    ("mcp_tokens_saved", "MCP tokens saved", "as obsmask counted them"),
+    ("provider_prompt", "Provider-reported prompt tokens",
+     "input, cached included, whatever the format"),
+    ("mcp_answers_cut", "MCP answers cut",
+     "answers in which obsmask cut long strings"),
+    ("mcp_strings_cut", "MCP strings cut",
+     "over every cut answer"),
+    ("mcp_chars_before", "MCP characters before the cut",
+     "of the strings cut"),
+    ("mcp_chars_after", "MCP characters after the cut",
+     "of the same strings"),
+    ("mcp_tokens_saved", "MCP tokens saved",
+     "as obsmask counted them"),
 )
 
 
