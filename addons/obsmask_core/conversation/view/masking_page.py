@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from obsmask_core.conversation.planning.judgements import KeptReason
-from obsmask_core.conversation.planning.planner import CLIPPED, MASKED, RECALLED
+from obsmask_core.conversation.planning.plan import CLIPPED, MASKED, RECALLED
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES
 from obsmask_core.conversation.view.explain import (
     MaskingExplanation,

@@ -4,7 +4,7 @@ Per request, in the order and at the times of the session:
 
 1. the body the client sends (``obsmask_core.offline.cache.clients``: JSON bytes;
    Anthropic's as Claude Code sends them, with its breakpoints);
-2. what obsmask forwards: ``mask_request_body(body, policy, fmt)``, the
+2. what obsmask forwards: ``Masker(policy).mask(body, fmt)``, the
    proxy's own rewrite, bytes in and bytes out; a ``Masked`` outcome's body
    goes, any other outcome (unchanged, refused, unreadable) sends the
    client's body;
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from obsmask_core.conversation.billing.last_seen import LastSeen, Visit
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome
-from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.billing import SessionBill
@@ -43,13 +43,13 @@ from obsmask_core.offline.errors import OfflineError
 OUTCOMES = ("masked", "unchanged", "refused", "unreadable")
 
 
-def forward(body: bytes, policy: MaskPolicy, fmt: WireFormat,
+def forward(body: bytes, masker: Masker, fmt: WireFormat,
             visit: Visit | None = None) -> RewriteOutcome:
     """What the proxy does with one request body (the single call into the
     masking code, to adapt if its signature changes); with ``visit``, at
     the request's time, as the proxy's table of when conversations were
     last seen has it (``cold_after_seconds``)."""
-    return mask_request_body(body, policy, fmt, visit=visit)
+    return masker.mask(body, fmt, visit=visit)
 
 
 def outcome_name(outcome: RewriteOutcome) -> str:
@@ -92,7 +92,7 @@ class PolicyRun:
 class _Replay:
     """One policy's replay of a session, request after request."""
 
-    policy: MaskPolicy
+    masker: Masker  # the policy, and what masking keeps under it
     reader: PromptReader
     caches: PromptCaches = field(default_factory=PromptCaches)
     bill: SessionBill = field(default_factory=SessionBill)
@@ -111,14 +111,15 @@ def replay_policies(session: Session, policies: dict[str, MaskPolicy],
     client's body is made once for all of them."""
     client = ClientRequests(session)
     items = ItemReadings(session.fmt, tokens, client.items)
-    replays = {name: _Replay(policy, PromptReader(items)) for name, policy in policies.items()}
+    replays = {name: _Replay(Masker(policy), PromptReader(items))
+               for name, policy in policies.items()}
     sent_reader = PromptReader(items)
     last_sent: Request | None = None
     for end, time in zip(session.request_ends, session.times, strict=True):
         sent = client.request(end)
         as_sent = sent_reader.read(sent.request)
         for run in replays.values():
-            outcome = forward(sent.body, run.policy, session.fmt, Visit(run.last_seen, time))
+            outcome = forward(sent.body, run.masker, session.fmt, Visit(run.last_seen, time))
             run.outcomes[outcome_name(outcome)] += 1
             if isinstance(outcome, Masked):
                 forwarded = forwarded_request(outcome.body, session.fmt)
