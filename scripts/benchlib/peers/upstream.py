@@ -49,7 +49,8 @@ def _decoded(body: bytes, encoding: str) -> bytes:
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # The head and the body go in two writes: without this, Nagle's
-    # algorithm and the client's delayed ACK hold the body back ~40 ms.
+    # algorithm and the client's delayed ACK hold the body back, a wait the
+    # latency figures would count as the proxy's.
     disable_nagle_algorithm = True
     server: _Server
 
