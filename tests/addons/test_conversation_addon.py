@@ -18,9 +18,9 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from obsmask_core.conversation.masking import verify
 from obsmask_core.conversation.masking.apply import mask_items
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, RESPONSES
-from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
@@ -425,10 +425,10 @@ def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplo
 def test_internal_errors_never_reach_mitmproxy(addon_context, monkeypatch, caplog):
     addon, _ = addon_context
 
-    def explode(body: bytes, policy: MaskPolicy, fmt: object) -> None:
+    def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(conversation_addon, "mask_request_body", explode)
+    monkeypatch.setattr(Masker, "mask", explode)
     original = body(conversation(turns=3))
     flow = chat_flow(original)
     with caplog.at_level(logging.ERROR):

@@ -14,7 +14,7 @@ import random
 import sys
 import threading
 
-from obsmask_core.mitm import conversation_addon
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.mitm.off_loop import OFF_LOOP_BYTES, OffLoop
 from support.chat import body, conversation
 from support.conversation_flows import chat_flow
@@ -29,13 +29,13 @@ def big_body() -> bytes:
 
 def threads_that_mask(monkeypatch) -> list[str]:
     names: list[str] = []
-    mask = conversation_addon.mask_request_body
+    mask = Masker.mask
 
     def recording(*args, **kwargs):
         names.append(threading.current_thread().name)
         return mask(*args, **kwargs)
 
-    monkeypatch.setattr(conversation_addon, "mask_request_body", recording)
+    monkeypatch.setattr(Masker, "mask", recording)
     return names
 
 
@@ -78,13 +78,13 @@ def test_the_loop_moves_other_tasks_while_a_big_body_is_masked(masking, monkeypa
     rewrite on the loop, that task could never run and the wait would end
     only at its timeout."""
     other_task_ran = threading.Event()
-    mask = conversation_addon.mask_request_body
+    mask = Masker.mask
 
     def waiting(*args, **kwargs):
         assert other_task_ran.wait(10), "no other task ran while the body was masked"
         return mask(*args, **kwargs)
 
-    monkeypatch.setattr(conversation_addon, "mask_request_body", waiting)
+    monkeypatch.setattr(Masker, "mask", waiting)
     flow = chat_flow(big_body())
 
     async def other_task() -> None:
@@ -105,7 +105,7 @@ def test_a_failure_on_the_worker_leaves_the_flow_as_sent_and_logs_the_traceback(
     def broken(*args, **kwargs):
         raise RuntimeError("planner bug")
 
-    monkeypatch.setattr(conversation_addon, "mask_request_body", broken)
+    monkeypatch.setattr(Masker, "mask", broken)
     content = big_body()
     flow = chat_flow(content)
 
@@ -161,13 +161,13 @@ def test_the_collector_pauses_in_every_rewrite_and_the_gil_changes_hands_faster_
     while a worker runs; and the interpreter's settings are as they were
     afterwards."""
     seen: list[tuple[bool, float]] = []
-    mask = conversation_addon.mask_request_body
+    mask = Masker.mask
 
     def recording(*args, **kwargs):
         seen.append((gc.isenabled(), sys.getswitchinterval()))
         return mask(*args, **kwargs)
 
-    monkeypatch.setattr(conversation_addon, "mask_request_body", recording)
+    monkeypatch.setattr(Masker, "mask", recording)
     interval = sys.getswitchinterval()
     flow = chat_flow(big_body())
 

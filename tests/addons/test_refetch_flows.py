@@ -11,10 +11,9 @@ import logging
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
+from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
-from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.turns.wire_formats import CHAT
-from obsmask_core.mitm import conversation_addon
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.settings_addon import SettingsFile
 from obsmask_core.mitm.totals_addon import RunTotals
@@ -149,12 +148,14 @@ def test_a_request_left_unchanged_with_a_new_refetch_says_it_too(proxy, caplog, 
     """A plan may find a re-fetch and still change nothing: the comment and
     one log line name the call all the same."""
 
+    masked = Masker.mask
+
     def nothing_changed(*args: object, **kwargs: object) -> RewriteOutcome:
-        outcome = mask_request_body(*args, **kwargs)
+        outcome = masked(*args, **kwargs)
         assert isinstance(outcome, Masked)
         return Unchanged("nothing to mask", outcome.plan)
 
-    monkeypatch.setattr(conversation_addon, "mask_request_body", nothing_changed)
+    monkeypatch.setattr(Masker, "mask", nothing_changed)
     flows = run_session(*proxy)
     assert flows[-1].metadata["obsmask"]["action"] == "unchanged"
     assert flows[-1].comment == ("obsmask: re-fetch of a masked result: r4; "
