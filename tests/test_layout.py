@@ -25,14 +25,16 @@
 Every module lives in one of the folders: nothing but ``__init__.py`` at the
 top of the package.
 
-``conversation/`` is nine rooms that show the pipeline, each leaning only on
+``conversation/`` is ten rooms that show the pipeline, each leaning only on
 the rooms before it (``CONVERSATION_MAY_IMPORT``): ``body/`` (reading and
 splicing the bytes) and ``billing/`` and ``usage/`` lean on no other room;
 ``turns/`` (the one turn model) on ``body/``; ``settings/`` on ``turns/`` and
-``billing/``; ``planning/`` on those three; ``reuse/`` (the fast path) on
-``body/``, ``turns/`` and ``planning/``; ``masking/`` (the rewrite and the
-masker) on any room but ``usage/`` and ``view/``; ``view/`` on any room but
-``usage/``. Nothing but ``__init__.py`` sits at the top of ``conversation/``.
+``billing/``; ``frontier/`` (the replay over the history) on those three;
+``planning/`` on those and ``frontier/``; ``reuse/`` (the fast path) on
+``body/``, ``turns/``, ``settings/``, ``frontier/`` and ``planning/``;
+``masking/`` (the rewrite and the masker) on any room but ``usage/`` and
+``view/``; ``view/`` on any room but ``usage/``. Nothing but ``__init__.py``
+sits at the top of ``conversation/``.
 """
 
 from __future__ import annotations
@@ -62,10 +64,12 @@ CONVERSATION_MAY_IMPORT = {
     "usage": set(),
     "turns": {"body"},
     "settings": {"turns", "billing"},
-    "planning": {"turns", "billing", "settings"},
-    "reuse": {"body", "turns", "planning", "settings"},
-    "masking": {"body", "turns", "billing", "settings", "planning", "reuse"},
-    "view": {"body", "turns", "billing", "settings", "planning", "reuse", "masking"},
+    "frontier": {"turns", "billing", "settings"},
+    "planning": {"turns", "billing", "settings", "frontier"},
+    "reuse": {"body", "turns", "settings", "frontier", "planning"},
+    "masking": {"body", "turns", "billing", "settings", "frontier", "planning", "reuse"},
+    "view": {"body", "turns", "billing", "settings", "frontier", "planning", "reuse",
+             "masking"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
 # The modules of offline/ that read flow files or mitmproxy options: they may
@@ -183,7 +187,8 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
 def test_the_rule_check_finds_a_conversation_room_leaning_on_a_later_one(tmp_path):
     """The rooms of conversation/ lean only on earlier ones: the turn model
     may not import the planner, the planner may not import the fast path,
-    and no module sits at the top of conversation/."""
+    the frontier may not import the planner, and no module sits at the top
+    of conversation/."""
     package = tmp_path / PACKAGE
     for room in CONVERSATION_MAY_IMPORT:
         (package / "conversation" / room).mkdir(parents=True)
@@ -192,12 +197,16 @@ def test_the_rule_check_finds_a_conversation_room_leaning_on_a_later_one(tmp_pat
         "from obsmask_core.conversation.planning.planner import plan_masking\n")
     (package / "conversation" / "planning" / "bad.py").write_text(
         "def later():\n    from obsmask_core.conversation.reuse import hint\n")
+    (package / "conversation" / "frontier" / "bad.py").write_text(
+        "from obsmask_core.conversation.planning.plan import MaskPlan\n")
     (package / "conversation" / "masking" / "fine.py").write_text(
         "from obsmask_core.conversation.reuse.hint import Reuse\n"
         "from obsmask_core.conversation.masking.verify import verify\n")
     assert layout_violations(package) == [
+        "conversation/frontier/bad.py: imports obsmask_core.conversation.planning; "
+        "conversation/frontier/ may not import conversation/planning/",
         "conversation/loose.py: a module outside conversation/'s rooms body, billing, usage, "
-        "turns, settings, planning, reuse, masking, view",
+        "turns, settings, frontier, planning, reuse, masking, view",
         "conversation/planning/bad.py: imports obsmask_core.conversation.reuse; "
         "conversation/planning/ may not import conversation/reuse/",
         "conversation/turns/bad.py: imports obsmask_core.conversation.planning; "

@@ -12,7 +12,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking

@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
+from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.masking.invariants import check_only_planned_changes
 from obsmask_core.conversation.masking.outcomes import Masked, Refused, Unreadable
 from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.planning import planner
-from obsmask_core.conversation.planning.frontier import Frontier
 from obsmask_core.conversation.planning.plan import MASKED, MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy

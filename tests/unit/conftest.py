@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.frontier.frontier import Frontier
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Where the masking frontier stands (``conversation/planning/frontier.py``):
+"""Where the masking frontier stands (``conversation/frontier/frontier.py``):
 ``batch_turns`` moves it in steps, ``trigger_tokens`` holds it until the
 request is big enough, ``min_free_percent`` until a move frees enough of what
 it makes the provider bill again; each rule judged turn by turn on the

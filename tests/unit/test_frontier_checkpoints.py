@@ -1,12 +1,12 @@
-"""The frontier's checkpoints (``conversation/planning/frontier.py``,
-``conversation/planning/checkpoints.py``): a request resumes the replay where the
+"""The frontier's checkpoints (``conversation/frontier/frontier.py``,
+``conversation/frontier/checkpoints.py``): a request resumes the replay where the
 conversation's previous request left it only when that is a state its own
 replay goes through; otherwise it replays in full."""
 
 from __future__ import annotations
 
-from obsmask_core.conversation.planning.checkpoints import Checkpoints, _weight, items_json
-from obsmask_core.conversation.planning.frontier import Frontier
+from obsmask_core.conversation.frontier.checkpoints import Checkpoints, _weight, items_json
+from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.formats import Call, Result, Turn, convert, session

@@ -1,4 +1,4 @@
-"""The frontier at a conversation's cold ends (``conversation/planning/frontier.py``,
+"""The frontier at a conversation's cold ends (``conversation/frontier/frontier.py``,
 ``ledger.py``, ``cache_billing.py``): a request the conversation came back
 to after the cache's lifetime is billed whole, as sent and as forwarded, so
 a move there is free and the frontier catches up; every later request,
@@ -14,13 +14,13 @@ import pytest
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.ledger import prefix_tokens
+from obsmask_core.conversation.frontier.checkpoints import items_json
+from obsmask_core.conversation.frontier.frontier import Frontier
+from obsmask_core.conversation.frontier.frontier_moves import LOOKBACK_TURNS
+from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.masking.apply import apply_plan
-from obsmask_core.conversation.planning.checkpoints import items_json
-from obsmask_core.conversation.planning.frontier import Frontier
-from obsmask_core.conversation.planning.frontier_moves import LOOKBACK_TURNS
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
-from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from support.billing import chars_of

@@ -1,4 +1,4 @@
-"""The frontier with a price model (``conversation/planning/frontier.py``, ``ledger.py``)
+"""The frontier with a price model (``conversation/frontier/frontier.py``, ``ledger.py``)
 and the holdout (``holdout.py``): results that leave the window are masked
 only when the bill of the conversation so far stays within allowance_percent
 of the bill without masking, the others are kept for good ("cache"); a stable

@@ -1,4 +1,4 @@
-"""Re-fetches (``conversation/planning/refetch.py``): a call the model makes again,
+"""Re-fetches (``conversation/frontier/refetch.py``): a call the model makes again,
 with the same tool and arguments, after the earlier call's result was
 masked in the request it answered, and with nothing in between that may
 have changed what it reads. Natural repeats (the earlier result still in
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from obsmask_core.conversation.frontier.refetch import count_repeats
 from obsmask_core.conversation.planning.plan import MaskPlan
-from obsmask_core.conversation.planning.refetch import count_repeats
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from support.formats import LONG_OUTPUT, Call, Event, Result, Say, Turn, convert

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypedDict
 
+from obsmask_core.conversation.frontier.refetch import count_repeats
 from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
 from obsmask_core.conversation.masking.rewrite import mask_request_body
-from obsmask_core.conversation.planning.refetch import count_repeats
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.sessions import Session

@@ -1,4 +1,4 @@
 """Which results one request masks, and why the others stay: the rules on a
-result alone, the masking frontier replayed over the request's history, its
-checkpoints, and the re-fetch watch.
+result alone, the plan's stages (masking past the frontier, then clipping),
+and what a plan keeps between requests or takes from the previous one.
 """

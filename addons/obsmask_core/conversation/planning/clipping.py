@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from obsmask_core.conversation.planning.frontier import Frontier, estimate_tokens
+from obsmask_core.conversation.frontier.frontier import Frontier, estimate_tokens
 from obsmask_core.conversation.planning.plan import CLIPPED, MaskDecision, MaskPlan
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import Location, ToolTurnIndex

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from obsmask_core.conversation.planning.checkpoints import Checkpoints
+from obsmask_core.conversation.frontier.checkpoints import Checkpoints
 from obsmask_core.conversation.planning.judgements import Judgement
 
 # An agent sends the same old results again every turn: they are judged

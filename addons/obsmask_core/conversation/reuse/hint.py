@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.body.quick_body import QuickBody, added_items
-from obsmask_core.conversation.planning.checkpoints import items_json
+from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.holdout import ConversationName, named_by_user_message
 from obsmask_core.conversation.planning.plan import MaskPlan

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from obsmask_core.conversation.billing.cache_billing import Forwarded
 from obsmask_core.conversation.billing.ledger import CHARS_PER_TOKEN, Ledger, prefix_tokens
-from obsmask_core.conversation.planning.forwarded_requests import ForwardedRequests
-from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
-from obsmask_core.conversation.planning.turn_savings import TurnSavings
+from obsmask_core.conversation.frontier.forwarded_requests import ForwardedRequests
+from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
+from obsmask_core.conversation.frontier.turn_savings import TurnSavings
 from obsmask_core.conversation.settings.policy import MaskPolicy
 
 # With a price model, how many undecided turns behind the target a move may

@@ -26,11 +26,11 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.billing.ledger import FRAMING_TOKENS, BillSoFar, prefix_tokens
-from obsmask_core.conversation.planning.forwarded_requests import ForwardedRequests
-from obsmask_core.conversation.planning.frontier_moves import FrontierMoves
-from obsmask_core.conversation.planning.refetch import CallPlace, RefetchWatch
-from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint, whole_turn_readings
-from obsmask_core.conversation.planning.turn_savings import TurnSavings
+from obsmask_core.conversation.frontier.forwarded_requests import ForwardedRequests
+from obsmask_core.conversation.frontier.frontier_moves import FrontierMoves
+from obsmask_core.conversation.frontier.refetch import CallPlace, RefetchWatch
+from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint, whole_turn_readings
+from obsmask_core.conversation.frontier.turn_savings import TurnSavings
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.tool_calls import Call
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex

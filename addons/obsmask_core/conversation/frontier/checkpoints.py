@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
+from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 
 # Conversations are told apart by their first items (``conversation_id``);
 # several may share those (sub-agents given the same task): a few

@@ -19,7 +19,7 @@ from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
 from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
-from obsmask_core.conversation.planning.replay_checkpoint import Checkpoint
+from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 

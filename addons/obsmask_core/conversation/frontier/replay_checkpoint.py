@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.ledger import LedgerState
-from obsmask_core.conversation.planning.refetch import WatchState
+from obsmask_core.conversation.frontier.refetch import WatchState
 from obsmask_core.conversation.turns.tool_calls import Call
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 
