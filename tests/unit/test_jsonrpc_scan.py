@@ -9,7 +9,6 @@ scan finds."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -148,19 +147,17 @@ def test_jsonrpc_id_and_is_error_are_never_touched():
 
 @pytest.mark.parametrize("container", ["array", "object"])
 def test_a_hundred_thousand_levels_of_nesting_are_read(container):
-    """The scan is a loop, not a recursion: 100 000 levels of nesting are read
-    in a few seconds, and one closer too many is still found."""
+    """The scan is a loop, not a recursion: 100 000 levels of nesting (far
+    past Python's recursion limit) are read, and one closer too many is
+    still found. How long that takes is bench_mcp_truncation's to say."""
     depth = 100_000
     original = numbered(9000)
     opener, closer = ("[", "]") if container == "array" else ('{"k":', "}")
     prefix = '{"jsonrpc":"2.0","id":1,"result":' + opener * depth
     suffix = closer * depth + "}"
-    started = time.perf_counter()
     outcome = truncate_jsonrpc_text(prefix + json.dumps(original) + suffix, DEFAULTS)
-    elapsed = time.perf_counter() - started
     assert outcome.scan.problem is None
     assert outcome.text == prefix + json.dumps(expected_cut(original)) + suffix
-    assert elapsed < 5, elapsed
     # One level too many closers is still caught, without recursion.
     bad = truncate_jsonrpc_text(prefix + '"x"' + suffix + closer, DEFAULTS)
     assert bad.text is None and bad.scan.problem is not None

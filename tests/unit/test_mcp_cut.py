@@ -9,7 +9,6 @@ is handed over for the store."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -139,18 +138,15 @@ def test_a_cut_string_is_not_cut_again(limits):
 # Size ----------------------------------------------------------------------------------
 
 
-def test_a_fifty_megabyte_result_is_cut_in_seconds():
-    """A 50 MB result is cut in a few seconds at most: the work grows with the
-    size of the text, no more."""
+def test_a_fifty_megabyte_result_is_cut_to_head_marker_and_tail():
+    """A 50 MB result is cut like a small one, to a body of a few KB (how
+    long it takes is bench_mcp_truncation's to say)."""
     original = "z" * 25_000_000 + "y" * 25_000_000
     body = json.dumps(response({"content": [text_block(original)]})).encode()
-    started = time.perf_counter()
     outcome = truncate_jsonrpc_body(body, DEFAULTS)
-    elapsed = time.perf_counter() - started
     assert outcome.body is not None, outcome.reason
     assert json.loads(outcome.body) == response({"content": [text_block(expected_cut(original))]})
     assert len(outcome.body) < 5000
-    assert elapsed < 5, elapsed
 
 
 # Bodies ---------------------------------------------------------------------------------
