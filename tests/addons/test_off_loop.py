@@ -218,6 +218,28 @@ def test_pauses_that_overlap_switch_the_collector_back_on_only_at_the_last_end()
         gc.enable()
 
 
+def test_two_worker_threads_that_overlap_leave_the_interpreters_switch_interval_as_it_was():
+    """A reloaded script makes a new OffLoop while the old one's work may
+    still run: the second must not take the lowered interval for the
+    interpreter's own and leave it lowered once both are done."""
+    before = sys.getswitchinterval()
+    first_out, second_out = threading.Event(), threading.Event()
+
+    async def both() -> None:
+        old, new = OffLoop(), OffLoop()
+        first = asyncio.create_task(old.run(lambda: first_out.wait(5)))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(new.run(lambda: second_out.wait(5)))
+        await asyncio.sleep(0.05)
+        first_out.set()
+        await first
+        second_out.set()
+        await second
+
+    asyncio.run(both())
+    assert sys.getswitchinterval() == before
+
+
 def test_once_the_proxy_runs_the_objects_made_at_start_up_are_left_out_of_collections_once(
         masking, monkeypatch):
     """A full collection walks every object while it holds the GIL: the

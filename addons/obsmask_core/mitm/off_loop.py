@@ -56,6 +56,9 @@ DECODED_PER_ENCODED_BYTE = 8
 # of every other flow, then waits that much less each time. Back to the
 # interpreter's value when no work is left.
 SWITCH_INTERVAL_WHILE_WORKING = 0.0005
+# The interpreter's own value, for an OffLoop whose work starts while
+# another one's (a reloaded script's) has lowered it.
+INTERPRETER_SWITCH_INTERVAL = sys.getswitchinterval()
 
 Result = TypeVar("Result")
 
@@ -131,7 +134,9 @@ class OffLoop:
         along."""
         context = contextvars.copy_context()
         if self._working == 0:
-            self._switch_interval = sys.getswitchinterval()
+            current = sys.getswitchinterval()
+            self._switch_interval = (current if current != SWITCH_INTERVAL_WHILE_WORKING
+                                     else INTERPRETER_SWITCH_INTERVAL)
             sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_WHILE_WORKING))
         self._working += 1
         try:
