@@ -372,9 +372,15 @@ def test_bytes_inserted_into_a_list_where_the_guess_went_wrong_are_not_taken_for
     assert isinstance(masker.mask(first, CHAT), Masked)
     wrong = first.rindex(b'], "model"')
     request = first[:wrong] + b", 2" + first[wrong:]
-    with mock.patch.object(rewrite, "plan_masking", wraps=rewrite.plan_masking) as planned:
+    original, reuses = rewrite.reuse_of, []
+
+    def recorded(*args, **kwargs):
+        reuses.append(found := original(*args, **kwargs))
+        return found
+
+    with mock.patch.object(rewrite, "reuse_of", recorded):
         outcome = masker.mask(request, CHAT)
-    assert planned.call_args.kwargs["hint"].written_open is None  # not grown from the first
+    assert all(found is None for found in reuses)  # not grown from the first
     assert outcome.body == masked_anew(request)
 
 
