@@ -10,6 +10,11 @@ one worker per core;
 clients and servers that the end-to-end tests start as separate processes;
 .venv/agent-mini-pyX.Y (mini-swe-agent) and .venv/agents-node (Claude Code,
 from npm, when node is there) for the real agent programs.
+
+OBSMASK_CLIENTS_PYTHON or OBSMASK_MINI_PYTHON set beforehand name the
+clients' or mini-swe-agent's python instead, and that venv is not made:
+they are programs of their own that speak HTTP to the proxy, so CI's second
+pass (.ci/run) runs the first pass's on another Python.
 """
 
 import os
@@ -22,9 +27,10 @@ if sys.version_info < (3, 11):  # noqa: UP036 - the check must run on older Pyth
 from _bootstrap import REPO, ensure_npm_agents, ensure_venv
 
 python = ensure_venv("main", "base", "test")
-clients = ensure_venv("clients", "e2e-clients")
-os.environ["OBSMASK_CLIENTS_PYTHON"] = str(clients)
-os.environ["OBSMASK_MINI_PYTHON"] = str(ensure_venv("agent-mini", "agent-mini"))
+if not os.environ.get("OBSMASK_CLIENTS_PYTHON"):
+    os.environ["OBSMASK_CLIENTS_PYTHON"] = str(ensure_venv("clients", "e2e-clients"))
+if not os.environ.get("OBSMASK_MINI_PYTHON"):
+    os.environ["OBSMASK_MINI_PYTHON"] = str(ensure_venv("agent-mini", "agent-mini"))
 npm_bin, npm_problem = ensure_npm_agents()
 if npm_bin is not None:
     os.environ["OBSMASK_NPM_AGENTS_BIN"] = str(npm_bin)
