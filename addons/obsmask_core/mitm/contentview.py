@@ -7,7 +7,8 @@ Its render priority makes mitmproxy's "auto" choose it for the messages
 obsmask changed (a masked request; a cut answer, or, when the cut answer
 was streamed and so has no body, its request), and never for another one.
 The pages are made by the pure modules (``conversation/view/``, with the
-masked request's page in ``masking_page.py``, and ``mcp/explain.py``); here they are only handed to mitmproxy, through the API
+masked request's page in ``masking_page.py``, and ``mcp/explain.py``);
+here they are only handed to mitmproxy, through the API
 the installed version offers: mitmproxy 12's ``Contentview`` (registered
 with ``contentviews.add``, which keeps it to the end), or mitmproxy 11's
 ``View`` (added on load, removed on done). The view never raises into
