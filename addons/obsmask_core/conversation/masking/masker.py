@@ -25,7 +25,8 @@ from obsmask_core.conversation.turns.wire_formats import CHAT, WireFormat
 class Masker:
     """Masks request bodies under ``policy``, keeping what the next request
     of each conversation can use. Safe to call from the event loop and the
-    worker thread at once (what it keeps has its own locks)."""
+    worker thread at once (the kept requests and checkpoints have their own
+    locks; a judgement is stored or read in one dict operation)."""
 
     def __init__(self, policy: MaskPolicy, *, memory: PlanMemory | None = None,
                  previous: PreviousRequests | None = None) -> None:
