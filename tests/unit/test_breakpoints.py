@@ -1,17 +1,14 @@
 """What an Anthropic request says about its prompt cache
 (``conversation/billing/breakpoints.py``): the client's breakpoints, where the
-frontier breakpoint may go, and the model's smallest cacheable prompt."""
+frontier breakpoint may go."""
 
 from __future__ import annotations
-
-import pytest
 
 from obsmask_core.conversation.billing.breakpoints import (
     MAX_BREAKPOINTS,
     blocks_of,
     closing_block,
     marked,
-    minimum_tokens,
     read_layout,
 )
 
@@ -68,15 +65,6 @@ def test_the_tools_and_system_are_estimated_at_four_characters_a_token_breakpoin
             "system": [text("y" * 36, MARK)], "messages": []}
     # 40 + len("text") + 36: the cache_control's "ephemeral" is not counted.
     assert read_layout(body, []).preamble_tokens == (40 + 4 + 36) // 4
-
-
-@pytest.mark.parametrize("model, tokens", [
-    ("claude-sonnet-4-5-20250929", 1024), ("claude-opus-4-1", 1024),
-    ("claude-haiku-4-5", 4096), ("claude-opus-4-5-20251101", 4096),
-    ("claude-3-5-haiku-latest", 2048), (None, 1024),
-])
-def test_the_smallest_cacheable_prompt_is_the_models(model, tokens):
-    assert minimum_tokens(model) == tokens
 
 
 def test_a_string_content_is_one_block_and_a_list_one_per_element():

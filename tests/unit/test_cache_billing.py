@@ -41,16 +41,29 @@ def test_the_next_request_reads_the_previous_one_and_writes_what_it_adds():
     assert bill.predicted() == (0, 3000, 3000)
 
 
-def test_a_read_reaches_back_twenty_block_boundaries_and_no_further():
-    """The previous end is read from the new end's breakpoint when at most
-    19 boundaries lie between them (20 boundaries checked, its own
-    included); a turn that adds 20 blocks is written whole."""
+def test_a_forwarded_read_reaches_back_twenty_block_boundaries_and_no_further():
+    """The strict reading of "about 20 blocks", for what obsmask forwards:
+    the previous end is read from the new end's breakpoint when at most 19
+    boundaries lie between them (20 boundaries checked, its own included);
+    a turn that adds 20 blocks is written whole."""
     near = billing(blocks=1)
     near.record(10, 3000, Forwarded(10, 3000))
-    assert near.plain_cost(29, 4000) == 3000 * 100 + 1000 * 1250  # 19 blocks on
+    assert near.masked_cost(Forwarded(29, 4000)) == 3000 * 100 + 1000 * 1250  # 19 blocks on
     far = billing(blocks=1)
     far.record(10, 3000, Forwarded(10, 3000))
-    assert far.plain_cost(30, 4000) == 4000 * 1250  # 20 blocks on
+    assert far.masked_cost(Forwarded(30, 4000)) == 4000 * 1250  # 20 blocks on
+
+
+def test_the_request_as_sent_is_taken_to_read_one_block_further_back():
+    """The lenient reading, for the bill without masking: the entry 20
+    blocks back is read too, so the bill masking is held to is never
+    higher than a cache that reads it would make it; 21 blocks on, not."""
+    lenient = billing(blocks=1)
+    lenient.record(10, 3000, Forwarded(10, 3000))
+    assert lenient.plain_cost(30, 4000) == 3000 * 100 + 1000 * 1250  # 20 blocks on
+    far = billing(blocks=1)
+    far.record(10, 3000, Forwarded(10, 3000))
+    assert far.plain_cost(31, 4000) == 4000 * 1250  # 21 blocks on
 
 
 def test_a_change_before_an_entry_makes_the_request_read_an_earlier_one():

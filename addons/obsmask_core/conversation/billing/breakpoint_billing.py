@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from obsmask_core.conversation.billing.breakpoints import LOOKBACK_BLOCKS, CacheLayout
+from obsmask_core.conversation.billing.breakpoints import (
+    LENIENT_LOOKBACK_BLOCKS,
+    LOOKBACK_BLOCKS,
+    CacheLayout,
+)
 from obsmask_core.conversation.billing.cache_billing import (
     BillingState,
     BreakpointState,
     Forwarded,
 )
 from obsmask_core.conversation.billing.price_models import PRICE_UNIT, PriceModel
-
-# A breakpoint with an hour's lifetime is written at 2.0 instead of 1.25.
-LONG_LIVED_WRITE_TENTHS = 16
 
 
 class BreakpointBilling:
@@ -31,7 +32,7 @@ class BreakpointBilling:
     def __init__(self, model: PriceModel, layout: CacheLayout,
                  blocks_before: Sequence[int]) -> None:
         self._read = model.read
-        self._write = model.uncached * LONG_LIVED_WRITE_TENTHS // 10 if layout.long_lived \
+        self._write = (model.long_write or model.uncached) if layout.long_lived \
             else model.uncached
         self._layout = layout
         self._blocks_before = blocks_before
@@ -68,11 +69,15 @@ class BreakpointBilling:
     def smallest_saving(self) -> int:
         return 0  # entries end where breakpoints are: no steps
 
-    def _reaches(self, entry: int, mark: int) -> bool:
+    def _reaches(self, entry: int, mark: int, lookback: int = LOOKBACK_BLOCKS) -> bool:
         """Does a breakpoint closing item boundary ``mark`` read an entry at
-        ``entry``?"""
+        ``entry``, within ``lookback`` block boundaries? The forwarded
+        request is billed under the strict reading of the documented
+        lookback (``LOOKBACK_BLOCKS``), the request as the client sent it
+        under the lenient one (``LENIENT_LOOKBACK_BLOCKS``): a move the
+        ledger allows then pays under either."""
         blocks = self._blocks_before
-        return entry <= mark and blocks[mark] - blocks[entry] < LOOKBACK_BLOCKS
+        return entry <= mark and blocks[mark] - blocks[entry] < lookback
 
     def _floor(self) -> int:
         """What every request after the first reads at least: the system."""
@@ -99,7 +104,8 @@ class BreakpointBilling:
         total = self._preamble + tokens
         read = self._floor()
         previous = self._previous_end
-        if self._layout.marks_end and previous is not None and self._reaches(previous, end) \
+        if self._layout.marks_end and previous is not None \
+                and self._reaches(previous, end, LENIENT_LOOKBACK_BLOCKS) \
                 and self._preamble + self._previous_tokens >= self.minimum:
             read = self._preamble + self._previous_tokens
         marks = [(end, total)] if self._layout.marks_end else []

@@ -26,9 +26,13 @@ from dataclasses import dataclass
 
 CACHE_CONTROL = "cache_control"
 MAX_BREAKPOINTS = 4
-# A breakpoint reads an entry at its own boundary or at one of the 19 before
-# it: 20 boundaries.
+# Anthropic documents that a breakpoint finds earlier entries "up to
+# approximately 20 blocks" back. The strict reading: an entry at its own
+# boundary or at one of the 19 before it (20 boundaries); the lenient one
+# also reads the entry 20 blocks before it. The ledger takes whichever is
+# less favourable to masking (``breakpoint_billing``).
 LOOKBACK_BLOCKS = 20
+LENIENT_LOOKBACK_BLOCKS = LOOKBACK_BLOCKS + 1
 # Blocks the API refuses a breakpoint on.
 NO_BREAKPOINT_TYPES = frozenset({"thinking", "redacted_thinking"})
 # What the tools and system weigh in the estimate the ledger makes of every
@@ -81,21 +85,9 @@ class CacheLayout:
                 self.preamble_tokens, self.minimum_tokens)
 
 
-# The smallest prompt each model caches, by the start of its name, as
-# Anthropic documents it; 1,024 tokens for the others.
-MINIMUM_CACHEABLE_TOKENS = (
-    ("claude-3-haiku", 2048), ("claude-3-5-haiku", 2048),
-    ("claude-haiku-4-5", 4096), ("claude-opus-4-5", 4096),
-)
+# The smallest prompt a model caches when nothing says which model it is
+# (the model table has each model's: ``model_table``).
 DEFAULT_MINIMUM_TOKENS = 1024
-
-
-def minimum_tokens(model: object) -> int:
-    if isinstance(model, str):
-        for prefix, tokens in MINIMUM_CACHEABLE_TOKENS:
-            if model.startswith(prefix):
-                return tokens
-    return DEFAULT_MINIMUM_TOKENS
 
 
 def _controls(value: object) -> list[Mapping[str, object]]:
@@ -151,9 +143,11 @@ def prompt_chars(value: object) -> int:
     return total
 
 
-def read_layout(members: Mapping[str, object], items: Sequence[object]) -> CacheLayout:
+def read_layout(members: Mapping[str, object], items: Sequence[object],
+                minimum_tokens: int = DEFAULT_MINIMUM_TOKENS) -> CacheLayout:
     """The breakpoints of an Anthropic request body (``members``, whose
-    ``messages`` are ``items``)."""
+    ``messages`` are ``items``), for a model that caches prompts of
+    ``minimum_tokens`` or more."""
     outside = _controls(members.get("tools")) + _controls(members.get("system"))
     top_level = members.get(CACHE_CONTROL)
     inside: list[Mapping[str, object]] = []
@@ -179,7 +173,7 @@ def read_layout(members: Mapping[str, object], items: Sequence[object]) -> Cache
         marks_end=last_marked or automatic,
         control=control,
         preamble_tokens=preamble,
-        minimum_tokens=minimum_tokens(members.get("model")),
+        minimum_tokens=minimum_tokens,
         top_level=top_level if isinstance(top_level, dict) else None,
     )
 

@@ -23,6 +23,7 @@ has loaded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.cache_billing import Billing, BillingState, Forwarded
@@ -62,6 +63,9 @@ class BillSoFar:
     # The requests (by their items) the replay billed as cold: the
     # conversation came back to them after its cache had expired.
     cold_ends: tuple[int, ...] = ()
+    # The row of the model table the request was priced under
+    # (``model_table.RequestPrice.as_metadata``), when it was.
+    price_row: Mapping[str, object] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -84,6 +88,7 @@ class BillSoFar:
                           "cache_read_tokens": self.predicted_read,
                           "cache_write_tokens": self.predicted_written},
             "cold_ends": list(self.cold_ends),
+            **({"model_row": dict(self.price_row)} if self.price_row is not None else {}),
         }
 
 

@@ -37,6 +37,9 @@ class PriceModel:
     uncached: int  # a token not read from it (for Anthropic, a cache write)
     minimum_cached: int  # no prefix shorter than this is served from the cache
     cache_step: int  # the cached prefix is minimum_cached + k * cache_step
+    # A token written with an hour's lifetime (Anthropic's ttl "1h"); 0:
+    # as ``uncached``.
+    long_write: int = 0
 
     @property
     def has_cache(self) -> bool:
@@ -61,7 +64,7 @@ class PriceModel:
 PRICE_MODELS: Mapping[str, PriceModel] = MappingProxyType({
     model.name: model
     for model in (
-        PriceModel("anthropic", 100, 1250, 1024, 1),
+        PriceModel("anthropic", 100, 1250, 1024, 1, long_write=2000),
         PriceModel("openai", 100, 1000, 1024, 128),
         PriceModel("openai_50", 500, 1000, 1024, 128),
         PriceModel("none", 1000, 1000, 0, 1),

@@ -17,8 +17,9 @@ from obsmask_core.conversation.billing.breakpoints import (
 )
 from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
 from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
+from obsmask_core.conversation.billing.model_table import RequestPrice
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
-from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
+from obsmask_core.conversation.billing.price_models import for_format, openai_cache
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
@@ -30,14 +31,16 @@ class ForwardedRequests:
     cache (``layout``: an Anthropic request's breakpoints)."""
 
     def __init__(self, index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
-                 layout: CacheLayout | None, cold_ends: frozenset[int]) -> None:
+                 layout: CacheLayout | None, cold_ends: frozenset[int],
+                 price: RequestPrice | None = None) -> None:
         self._index = index
         self._item_list = items
         self._layout = layout
+        self._price = price
         # blocks_before[i]: the blocks of the items before item i, for the
         # lookback of Anthropic's cache (measured only under it).
         self.blocks_before = [0]
-        self.ledger = ledger_for(policy, layout, self.blocks_before)
+        self.ledger = ledger_for(policy, layout, self.blocks_before, price)
         # The request ends (items) the conversation came back to after the
         # cache's lifetime; without a ledger every move is free anyway.
         self.cold_ends = cold_ends if self.ledger is not None else frozenset()
@@ -74,7 +77,8 @@ class ForwardedRequests:
 
     def layout_key(self) -> tuple[object, ...] | None:
         """The breakpoints the requests are billed under (``CacheLayout.key``)."""
-        return self._layout.key() if self._layout is not None else None
+        layout = self._layout.key() if self._layout is not None else None
+        return layout if self._price is None else (layout, self._price.model)
 
     def blocks_measured(self) -> tuple[int, ...]:
         """``blocks_before``, for a checkpoint (empty when not measured)."""
@@ -88,11 +92,13 @@ class ForwardedRequests:
         """The ledger at this request (None without a price model with a cache)."""
         if self.ledger is None:
             return None
+        bill = self.ledger.so_far()
+        if self._price is not None:
+            bill = replace(bill, price_row=self._price.as_metadata())
         if not self.cold_ends:
-            return self.ledger.so_far()
+            return bill
         ends = set(self._index.request_ends(len(self._item_list)))
-        return replace(self.ledger.so_far(),
-                       cold_ends=tuple(sorted(self.cold_ends & ends)))
+        return replace(bill, cold_ends=tuple(sorted(self.cold_ends & ends)))
 
     def prediction_points(self) -> tuple[int | None, int | None] | None:
         """Where the provider should read this request up to, and write it
@@ -142,19 +148,25 @@ class ForwardedRequests:
 
 
 def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,
-               blocks_before: Sequence[int]) -> Ledger | None:
+               blocks_before: Sequence[int], price: RequestPrice | None = None) -> Ledger | None:
     """The ledger of ``policy``'s price model under the provider's cache:
     Anthropic's breakpoints when the request is an Anthropic one whose
     client marks its end (or marks no message at all: nothing among the
     messages is cached then), else OpenAI's automatic prefix cache (Chat
     Completions and Responses). An Anthropic client whose breakpoints stay
-    fixed among the messages is billed under the longest common prefix."""
-    model: PriceModel = for_format(policy.price_model, layout is not None)
+    fixed among the messages is billed under the longest common prefix.
+    ``price``: the request's own prices (its model's row); without one,
+    those ``policy``'s price model names for its provider."""
+    if price is not None:
+        model, prefix_model = price.model, price.model
+    else:
+        model = for_format(policy.price_model, layout is not None)
+        prefix_model = openai_cache(model)
     if not model.has_cache:
         return None
     billing: Billing
     if layout is None:
-        billing = PrefixBilling(openai_cache(model))
+        billing = PrefixBilling(prefix_model)
     elif layout.marks_end or not layout.in_messages:
         billing = BreakpointBilling(model, layout, blocks_before)
     else:

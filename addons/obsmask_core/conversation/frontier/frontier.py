@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.billing.ledger import FRAMING_TOKENS, BillSoFar, prefix_tokens
+from obsmask_core.conversation.billing.model_table import RequestPrice
 from obsmask_core.conversation.frontier.forwarded_requests import ForwardedRequests
 from obsmask_core.conversation.frontier.frontier_moves import FrontierMoves
 from obsmask_core.conversation.frontier.refetch import CallPlace, RefetchWatch
@@ -57,20 +58,16 @@ class Frontier:
     """
 
     def __init__(
-        self,
-        index: ToolTurnIndex,
-        items: Sequence[object],
-        policy: MaskPolicy,
-        maskable: dict[int, str],
-        resume: Checkpoint | None = None,
-        layout: CacheLayout | None = None,
-        cold_ends: frozenset[int] = frozenset(),
+        self, index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
+        maskable: dict[int, str], resume: Checkpoint | None = None,
+        layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
+        price: RequestPrice | None = None,
     ) -> None:
         self._index = index
         self._items = len(items)
         self._policy = policy
         self._maskable = maskable
-        self._requests = ForwardedRequests(index, items, policy, layout, cold_ends)
+        self._requests = ForwardedRequests(index, items, policy, layout, cold_ends, price)
         self.ledger = self._requests.ledger
         self._savings = TurnSavings.of(index, maskable)
         self._results_of: dict[CallPlace, list[int]] | None = None

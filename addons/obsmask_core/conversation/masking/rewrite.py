@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, CacheLayout, read_layout
 from obsmask_core.conversation.billing.last_seen import Arrival, cache_lifetime
+from obsmask_core.conversation.billing.model_table import RequestPrice, price_for_request
 from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.body.quick_body import QuickBody
 from obsmask_core.conversation.body.request_body import (
@@ -120,12 +121,13 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         # Recalled texts change the items the plan sees: nothing is kept.
         quick, reuse = None, None
     # Plan.
-    layout = _layout(request, items, policy, fmt)
+    price = _price(request, policy, fmt)
+    layout = _layout(request, items, policy, fmt, price)
     name = reuse.previous.conversation if reuse is not None else None
     cold_ends, name = _cold_ends(request, items, policy, fmt, layout, visit, name)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
-                        layout=layout, cold_ends=cold_ends, memory=memory,
+                        layout=layout, cold_ends=cold_ends, memory=memory, price=price,
                         hint=reuse.plan_hint(recall, name) if reuse is not None
                         else PlanHint(name=name))
     # Splice and verify.
@@ -143,14 +145,24 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     return outcome
 
 
+def _price(request: ReadBody, policy: MaskPolicy, fmt: WireFormat) -> RequestPrice | None:
+    """The request's prices, from its ``model`` (None: no cache)."""
+    if not has_cache(policy.price_model):
+        return None
+    return price_for_request(policy.price_model, policy.models, anthropic=fmt is ANTHROPIC,
+                             model=request.members.get("model"))
+
+
 def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
-            fmt: WireFormat) -> CacheLayout | None:
+            fmt: WireFormat, price: RequestPrice | None) -> CacheLayout | None:
     """An Anthropic request's breakpoints, when the ledger or the frontier
     breakpoint needs them."""
     if fmt is not ANTHROPIC or not (policy.frontier_breakpoint
                                     or has_cache(policy.price_model)):
         return None
-    return read_layout(request.members, items)
+    if price is None:
+        return read_layout(request.members, items)
+    return read_layout(request.members, items, minimum_tokens=price.minimum_tokens)
 
 
 def _cold_ends(request: ReadBody, items: Sequence[object], policy: MaskPolicy,

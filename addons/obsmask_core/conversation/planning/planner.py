@@ -21,6 +21,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     next_control,
 )
 from obsmask_core.conversation.billing.ledger import BillSoFar, prefix_tokens
+from obsmask_core.conversation.billing.model_table import RequestPrice
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.refetch import refetch_facts
@@ -40,6 +41,7 @@ def plan_masking(
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
     layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
     hint: PlanHint = NO_HINT, memory: PlanMemory | None = None,
+    price: RequestPrice | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -60,7 +62,9 @@ def plan_masking(
     frontier breakpoint (``MaskPlan.breakpoint``); without one, OpenAI's.
     ``cold_ends`` are the request ends (numbers of items) at which the
     conversation came back after the cache's lifetime (``last_seen``): the
-    ledger bills those requests as read from no cache.
+    ledger bills those requests as read from no cache. ``price``: the
+    request's prices, from its model's row (``model_table``); without one,
+    those the policy's price model names.
     """
     name = hint.name if hint.name is not None else conversation_name(items)
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
@@ -74,7 +78,7 @@ def plan_masking(
         # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True
         plan.bill = Frontier(index, items, policy, {}, layout=layout,
-                             cold_ends=cold_ends).bill()
+                             cold_ends=cold_ends, price=price).bill()
         return plan
 
     # Only results older than the window can ever be masked; for them the
@@ -108,7 +112,7 @@ def plan_masking(
             maskable[number] = judgement[1]
 
     frontier = _frontier(index, items, policy, maskable, plan.conversation, hint.written_open,
-                         layout, cold_ends, memory)
+                         layout, cold_ends, memory, price)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
@@ -213,18 +217,21 @@ def _with_prediction(bill: BillSoFar, frontier: Frontier, plan: MaskPlan) -> Bil
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
               written_open: bytes | None, layout: CacheLayout | None,
-              cold_ends: frozenset[int], memory: PlanMemory | None) -> Frontier:
+              cold_ends: frozenset[int], memory: PlanMemory | None,
+              price: RequestPrice | None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits (``memory``)."""
     if memory is None or conversation is None:
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
+        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends,
+                        price=price)
     checkpoints = memory.checkpoints
     written = written_open if written_open is not None else items_json(items)
     if written is None:
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends)
+        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends,
+                        price=price)
     frontier = Frontier(index, items, policy, maskable,
                         resume=checkpoints.find(conversation, written), layout=layout,
-                        cold_ends=cold_ends)
+                        cold_ends=cold_ends, price=price)
     checkpoint = frontier.checkpoint(written, closed=written_open is None)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json

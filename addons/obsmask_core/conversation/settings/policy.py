@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from obsmask_core.conversation.billing.model_table import (
+    ModelTable,
+    parse_setting_row,
+    shipped_rows,
+)
 from obsmask_core.conversation.billing.price_models import PRICE_MODEL_NAMES
 from obsmask_core.shared.config_file import ConfigFile
 from obsmask_core.shared.errors import ConfigError, SettingError
@@ -62,6 +68,19 @@ def check_price_model(key: str, value: object) -> None:
     if isinstance(value, str) and value not in PRICE_MODEL_NAMES:
         raise SettingError(key, f"must be one of {', '.join(PRICE_MODEL_NAMES)}, "
                                 f"got {value!r}")
+
+
+def check_model_prices(key: str, value: object) -> None:
+    """Raise SettingError unless every pair is a row (``model_table``)."""
+    if isinstance(value, tuple):
+        model_table_of(value)
+
+
+def model_table_of(pairs: tuple[tuple[str, str], ...]) -> ModelTable:
+    """The model table: the rows ``pairs`` make, then the shipped ones."""
+    shipped = shipped_rows()
+    return ModelTable([*(parse_setting_row(pattern, terms, shipped) for pattern, terms in pairs),
+                       *shipped])
 
 
 def _any_text(part: TemplatePart) -> str:
@@ -155,17 +174,28 @@ class MaskPolicy:
         percentage of what the move makes the provider bill again (everything
         after the first newly masked result). 0: always.""", minimum=0)
     price_model: str = setting("none", """
-        The provider's prices, for the bill the frontier keeps: "anthropic"
-        (cache reads 0.1, writes 1.25, or 2.0 for an hour's lifetime), "openai"
-        (cached input 0.1), "openai_50" (cached input 0.5), "auto" (Anthropic's
-        for Anthropic Messages requests, OpenAI's 0.1 for the others) or "none"
-        (no cache). Each request is billed under its provider's cache as it
-        runs it: Anthropic's breakpoints for Anthropic Messages, OpenAI's
-        automatic prefix cache (from 1,024 tokens, in steps of 128) for Chat
+        The provider's prices, for the bill the frontier keeps. "auto": each
+        request under its own model's prices and cache rule, from the model
+        table (docs/models.md; model_prices adds rows), a model the table
+        does not know under its provider's most cautious terms. Or one price
+        for every request: "anthropic" (cache reads 0.1, writes 1.25, or 2.0
+        for an hour's lifetime), "openai" (cached input 0.1), "openai_50"
+        (cached input 0.5) or "none" (no cache). Each request is billed under
+        its provider's cache as it runs it: Anthropic's breakpoints for
+        Anthropic Messages, OpenAI's automatic prefix cache for Chat
         Completions and Responses. With a cache, the frontier moves only when
         the bill of the conversation so far, replayed from the request with
         obsmask's past decisions, stays within allowance_percent of the bill
-        without masking. "none": every move is free (the plain window).""", check=check_price_model)
+        without masking. "none": every move is free (the plain window).""",
+        check=check_price_model)
+    model_prices: tuple[tuple[str, str], ...] = setting((), """
+        Rows of the model table put before the shipped ones (price_model
+        "auto"): pairs of a model pattern (shell-style, * for any text) and
+        either a shipped row's name (["my-deployment-*", "claude-fable-5"])
+        or its terms (["my-model", "cache=anthropic_breakpoints read=0.05
+        write=1.25 write_1h=2 minimum=512"]; cache is anthropic_breakpoints,
+        openai_prefix_steps or openai_prefix). The first row that matches a
+        request's model wins.""", check=check_model_prices)
     frontier_breakpoint: bool = setting(False, """
         Anthropic Messages: once results are masked, put a cache breakpoint
         (cache_control, a copy of the client's own) on the last block of
@@ -225,6 +255,11 @@ class MaskPolicy:
     def __post_init__(self) -> None:
         check_fields(self)
         object.__setattr__(self, "matcher", PlaceholderMatcher(self.placeholder_template))
+
+    @cached_property
+    def models(self) -> ModelTable:
+        """The model table ``price_model = "auto"`` prices requests by."""
+        return model_table_of(self.model_prices)
 
     @property
     def per_tool_keep(self) -> int:
