@@ -41,6 +41,7 @@ from obsmask_core.mitm.off_loop import OffLoop, freeze_startup_objects
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
+from obsmask_core.mitm.unknown_models import UnknownModels
 from obsmask_core.mitm.usage_tap import (
     UsageTap,
     is_event_stream,
@@ -114,6 +115,7 @@ class ConversationMasking:
         self._clock = clock
         # The worker thread for big bodies, shared with the MCP addon.
         self.off_loop = OffLoop()
+        self.unknown_models = UnknownModels()
 
     def load(self, loader: Loader) -> None:
         self._options.update(add_options(loader, MaskPolicy, PREFIX))
@@ -219,6 +221,8 @@ class ConversationMasking:
         if isinstance(rewritten, str):
             self._pass(flow, fmt, rewritten)
             return
+        if (plan := rewritten.outcome.plan) is not None and plan.bill is not None:
+            self.unknown_models.tell(plan.bill.price_row)
         match rewritten.outcome:
             case Masked():
                 assert rewritten.body is not None and rewritten.summary is not None
