@@ -130,6 +130,16 @@ def test_without_settings_the_values_the_flows_recorded_go_over_the_settings_fil
     assert replay.differences == ()
 
 
+def test_a_bill_priced_by_a_row_of_the_model_table_is_replayed_under_auto():
+    """Under "auto" the bill names its model's row, not a setting: the
+    replay prices each request by its model again."""
+    assert recorded_settings([
+        {"action": "masked", "window_turns": 1,
+         "bill": {"price_model": "claude-fable-5", "allowance_percent": 2,
+                  "model_row": {"row": "claude-fable-5", "known": True}}},
+    ]) == {"window_turns": 1, "price_model": "auto", "allowance_percent": 2}
+
+
 def test_a_masked_request_without_a_bill_was_masked_without_a_cache_price_model():
     assert recorded_settings([
         {"action": "masked", "window_turns": 3,

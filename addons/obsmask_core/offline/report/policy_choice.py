@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from obsmask_core.conversation.billing.price_models import AUTO, PRICE_MODEL_NAMES
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.offline.errors import OfflineError
@@ -69,7 +70,8 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
     """The policy values a conversation's flows recorded (the last request
     that says each wins): ``window_turns`` of a masked request, the price
     model and allowance of the bill obsmask kept ("none" for a masked
-    request without a bill)."""
+    request without a bill; "auto" for a bill priced by a row of the
+    model table)."""
     found: dict[str, object] = {}
     for summary in masking:
         masked = word(summary.get("action")) == "masked"
@@ -84,7 +86,9 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
             found.pop("allowance_percent", None)
         price_model, allowance = word(bill.get("price_model")), whole(bill.get("allowance_percent"))
         if price_model is not None:
-            found["price_model"] = price_model
+            # Under "auto" the bill names its model's row, which the
+            # replay finds again from the request's model.
+            found["price_model"] = price_model if price_model in PRICE_MODEL_NAMES else AUTO
         if allowance is not None:
             found["allowance_percent"] = allowance
     return found
