@@ -1,11 +1,19 @@
-"""Anthropic's prompt cache, as the ledger prices a request under it
+"""A prompt cache of breakpoints, as the ledger prices a request under it
 (``cache_billing``): a request writes an entry only at its breakpoints, and
-reads the longest entry that is one of its own prefixes within the
-lookback of one of them."""
+reads the longest entry that is one of its own prefixes within the reach
+of one of them (``CacheReach``).
+
+- Anthropic's: the client's ``cache_control`` breakpoints, read within
+  about 20 blocks of one (``ANTHROPIC_REACH``).
+- OpenAI's from GPT-5.6 on: one implicit breakpoint near the latest user or
+  tool message, taken to be the request's end, matched exactly (no shorter
+  unmarked prefix is read) among the latest 80 breakpoints written, with
+  no lookback in blocks (``OPENAI_REACH``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.breakpoints import (
     LENIENT_LOOKBACK_BLOCKS,
@@ -20,6 +28,27 @@ from obsmask_core.conversation.billing.cache_billing import (
 from obsmask_core.conversation.billing.price_models import PRICE_UNIT, PriceModel
 
 
+@dataclass(frozen=True)
+class CacheReach:
+    """How far back a breakpoint reads: within ``forwarded_blocks`` block
+    boundaries for what obsmask forwards and ``sent_blocks`` for the
+    request as the client sent it (None: no limit), and only among the
+    latest ``entries`` breakpoints written (None: all)."""
+
+    forwarded_blocks: int | None
+    sent_blocks: int | None
+    entries: int | None
+
+
+ANTHROPIC_REACH = CacheReach(LOOKBACK_BLOCKS, LENIENT_LOOKBACK_BLOCKS, None)
+# "OpenAI considers up to the latest 80 breakpoints in the conversation,
+# without a content-block lookback limit." The strict reading counts every
+# breakpoint the conversation wrote, this request's own among them: 79
+# earlier ones are read.
+OPENAI_BREAKPOINTS_CONSIDERED = 80
+OPENAI_REACH = CacheReach(None, None, OPENAI_BREAKPOINTS_CONSIDERED)
+
+
 class BreakpointBilling:
     """Anthropic's cache, at the boundaries between items (every breakpoint
     the ledger knows of closes an item: the end of a request, the frontier's,
@@ -30,7 +59,11 @@ class BreakpointBilling:
     name = "breakpoints"
 
     def __init__(self, model: PriceModel, layout: CacheLayout,
-                 blocks_before: Sequence[int]) -> None:
+                 blocks_before: Sequence[int], reach: CacheReach = ANTHROPIC_REACH,
+                 name: str = "breakpoints") -> None:
+        self.name = name
+        self._reach = reach
+        self._writes = 0  # entries written so far, as forwarded
         self._read = model.read
         self._write = (model.long_write or model.uncached) if layout.long_lived \
             else model.uncached
@@ -40,7 +73,7 @@ class BreakpointBilling:
         # The tools and system are an entry of their own once written, when
         # the client marks them.
         self._system_entry = layout.outside_messages > 0 and self._preamble >= self.minimum
-        self._entries: list[tuple[int, int]] = []  # as forwarded
+        self._entries: list[tuple[int, int, int]] = []  # as forwarded
         self._previous_end: int | None = None  # as sent
         self._previous_tokens = 0
         self._predicted = (0, 0, 0)
@@ -69,7 +102,7 @@ class BreakpointBilling:
     def smallest_saving(self) -> int:
         return 0  # entries end where breakpoints are: no steps
 
-    def _reaches(self, entry: int, mark: int, lookback: int = LOOKBACK_BLOCKS) -> bool:
+    def _reaches(self, entry: int, mark: int, lookback: int | None) -> bool:
         """Does a breakpoint closing item boundary ``mark`` read an entry at
         ``entry``, within ``lookback`` block boundaries? The forwarded
         request is billed under the strict reading of the documented
@@ -77,7 +110,12 @@ class BreakpointBilling:
         under the lenient one (``LENIENT_LOOKBACK_BLOCKS``): a move the
         ledger allows then pays under either."""
         blocks = self._blocks_before
-        return entry <= mark and blocks[mark] - blocks[entry] < lookback
+        return entry <= mark and (lookback is None or blocks[mark] - blocks[entry] < lookback)
+
+    def _considered(self, write: int) -> bool:
+        """Is the entry of write number ``write`` among those still read?"""
+        kept = self._reach.entries
+        return kept is None or self._writes - write < kept
 
     def _floor(self) -> int:
         """What every request after the first reads at least: the system."""
@@ -105,7 +143,7 @@ class BreakpointBilling:
         read = self._floor()
         previous = self._previous_end
         if self._layout.marks_end and previous is not None \
-                and self._reaches(previous, end, LENIENT_LOOKBACK_BLOCKS) \
+                and self._reaches(previous, end, self._reach.sent_blocks) \
                 and self._preamble + self._previous_tokens >= self.minimum:
             read = self._preamble + self._previous_tokens
         marks = [(end, total)] if self._layout.marks_end else []
@@ -126,9 +164,11 @@ class BreakpointBilling:
         floor = self._floor()
         read, at = floor, (0 if floor else None)
         changed = forwarded.changed_at
-        for entry, tokens in self._entries:
+        lookback = self._reach.forwarded_blocks
+        for entry, tokens, write in self._entries:
             if tokens > read and (changed is None or entry <= changed) \
-                    and any(self._reaches(entry, mark) for mark, _ in marks):
+                    and self._considered(write) \
+                    and any(self._reaches(entry, mark, lookback) for mark, _ in marks):
                 read, at = tokens, entry
         return read, at
 
@@ -147,10 +187,13 @@ class BreakpointBilling:
         written_to = written[-1][0] if written else (0 if self._system_entry else None)
         self._points = (read_at, written_to if last > read else read_at)
         changed = forwarded.changed_at
-        entries = [(entry, tokens) for entry, tokens in self._entries
-                   if changed is None or entry <= changed]
-        known = {entry for entry, _ in entries}
-        entries += [(mark, tokens) for mark, tokens in self._written(marks) if mark not in known]
+        entries = [kept for kept in self._entries
+                   if (changed is None or kept[0] <= changed) and self._considered(kept[2])]
+        for mark, tokens in written:
+            # Written again, an entry lives on as the latest.
+            entries = [kept for kept in entries if kept[0] != mark]
+            entries.append((mark, tokens, self._writes))
+            self._writes += 1
         self._entries = entries
         self._previous_end, self._previous_tokens = end, plain_tokens
 
@@ -166,18 +209,22 @@ class BreakpointBilling:
         (ends grow, the frontier only moves forward): an entry too far
         behind it is never read again."""
         lowest = self._blocks_before[lowest_mark]
-        self._entries = [(entry, tokens) for entry, tokens in self._entries
-                         if lowest - self._blocks_before[entry] < LOOKBACK_BLOCKS]
+        lookback = self._reach.forwarded_blocks
+        if lookback is None:
+            return
+        self._entries = [kept for kept in self._entries
+                         if lowest - self._blocks_before[kept[0]] < lookback]
 
     def predicted(self) -> tuple[int, int, int]:
         return self._predicted
 
     def state(self) -> BreakpointState:
         return BreakpointState(tuple(self._entries), self._previous_end, self._previous_tokens,
-                               self._predicted, self._points)
+                               self._predicted, self._points, self._writes)
 
     def restore(self, state: BillingState) -> None:
         assert isinstance(state, BreakpointState)
         self._entries = list(state.entries)
         self._previous_end, self._previous_tokens = state.previous_end, state.previous_tokens
         self._predicted, self._points = state.predicted, state.points
+        self._writes = state.writes

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.billing.price_models import PriceModel
+
 CACHE_CONTROL = "cache_control"
 MAX_BREAKPOINTS = 4
 # Anthropic documents that a breakpoint finds earlier entries "up to
@@ -88,6 +90,17 @@ class CacheLayout:
 # The smallest prompt a model caches when nothing says which model it is
 # (the model table has each model's: ``model_table``).
 DEFAULT_MINIMUM_TOKENS = 1024
+
+
+def implicit_breakpoint(model: PriceModel) -> CacheLayout:
+    """OpenAI's cache from GPT-5.6 on, as a layout: one implicit breakpoint
+    near the latest user or tool message, read as the end of the request
+    (agents end every request with one), and nothing cached before the
+    messages on its own. A client's explicit breakpoints
+    (``prompt_cache_breakpoint``) are not read: the implicit one at the end
+    still writes everything the request adds."""
+    return CacheLayout(outside_messages=0, in_messages=1, marks_end=True, control=None,
+                       preamble_tokens=0, minimum_tokens=model.minimum_cached)
 
 
 def _controls(value: object) -> list[Mapping[str, object]]:

@@ -51,11 +51,13 @@ class PrefixState(NamedTuple):
 
 
 class BreakpointState(NamedTuple):
-    entries: tuple[tuple[int, int], ...]
+    # (item boundary, tokens, number of the write that made it)
+    entries: tuple[tuple[int, int, int], ...]
     previous_end: int | None
     previous_tokens: int
     predicted: tuple[int, int, int]
     points: tuple[int | None, int | None]
+    writes: int = 0
 
 
 BillingState = PrefixState | BreakpointState

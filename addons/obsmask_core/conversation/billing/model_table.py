@@ -249,6 +249,7 @@ class RequestPrice:
 
     model: PriceModel
     choice: RowChoice
+    cache: CacheRule  # the rule the ledger bills the request under
 
     @property
     def minimum_tokens(self) -> int:
@@ -267,11 +268,11 @@ def price_for_request(setting: str, table: ModelTable, *, anthropic: bool,
     the minimum of the model's row when the table knows the model."""
     choice = table.choose("anthropic" if anthropic else "openai", model)
     if setting == AUTO:
-        return RequestPrice(choice.row.price_model(), choice)
+        return RequestPrice(choice.row.price_model(), choice, choice.row.cache)
     fixed = PRICE_MODELS[setting]
     if not fixed.has_cache:
         return None
     if not anthropic:
-        return RequestPrice(openai_cache(fixed), choice)
+        return RequestPrice(openai_cache(fixed), choice, "openai_prefix_steps")
     minimum = choice.row.minimum if choice.known else fixed.minimum_cached
-    return RequestPrice(replace(fixed, minimum_cached=minimum), choice)
+    return RequestPrice(replace(fixed, minimum_cached=minimum), choice, "anthropic_breakpoints")

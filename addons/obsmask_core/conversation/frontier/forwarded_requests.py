@@ -8,9 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
+from obsmask_core.conversation.billing.breakpoint_billing import (
+    OPENAI_REACH,
+    BreakpointBilling,
+)
 from obsmask_core.conversation.billing.breakpoints import (
     CacheLayout,
+    implicit_breakpoint,
     blocks_of,
     closing_block,
     prompt_chars,
@@ -153,7 +157,9 @@ def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,
     Anthropic's breakpoints when the request is an Anthropic one whose
     client marks its end (or marks no message at all: nothing among the
     messages is cached then), else OpenAI's automatic prefix cache (Chat
-    Completions and Responses). An Anthropic client whose breakpoints stay
+    Completions and Responses), or from GPT-5.6 on OpenAI's breakpoints
+    (one implicit at the end of each request: ``implicit_breakpoint``). An
+    Anthropic client whose breakpoints stay
     fixed among the messages is billed under the longest common prefix.
     ``price``: the request's own prices (its model's row); without one,
     those ``policy``'s price model names for its provider."""
@@ -165,7 +171,10 @@ def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,
     if not model.has_cache:
         return None
     billing: Billing
-    if layout is None:
+    if layout is None and price is not None and price.cache == "openai_prefix":
+        billing = BreakpointBilling(model, implicit_breakpoint(model), blocks_before,
+                                    OPENAI_REACH, name="openai_breakpoints")
+    elif layout is None:
         billing = PrefixBilling(prefix_model)
     elif layout.marks_end or not layout.in_messages:
         billing = BreakpointBilling(model, layout, blocks_before)
