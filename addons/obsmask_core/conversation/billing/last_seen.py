@@ -30,6 +30,14 @@ what the ledger counted as free. Such a deployment keeps each conversation
 on one proxy, leaves this off, or keeps the table in a Redis server the
 proxies share (``last_seen_redis.RedisLastSeen``, ``[recall] store``):
 ``LastSeenTable`` is what planning asks of either table.
+
+The table also keeps, per conversation, the provider's brake (``brake``):
+the sum of what its reported figures cost beyond the ledger's predictions
+(its surprise), and once that sum took the bill so far past the allowance,
+the request end from which the frontier no longer moves (``braked_from``).
+Every later request of the conversation is planned with it, so they all
+replay the same decisions. Lost (a restart), the brake is off again until
+the provider's figures trip it anew.
 """
 
 from __future__ import annotations
@@ -83,11 +91,36 @@ class LastSeenTable(Protocol):
         """The cold ends known so far, without a visit."""
         ...
 
+    def braked_from(self, conversation: str) -> int | None:
+        """The request end from which the conversation's frontier no longer
+        moves (the provider's brake); None: not braked."""
+        ...
+
+    def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
+                     end: int) -> Braking:
+        """Add one answer's ``surprise`` to the conversation's; when the sum
+        goes past ``room`` (``brake.room``) and it is not braked yet, brake
+        it from after the request of ``end`` items."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Braking:
+    """A conversation's brake after an answer: its surprise so far, where
+    its frontier stopped (None: it did not), and whether this answer
+    stopped it."""
+
+    surprise: float
+    braked_from: int | None
+    tripped: bool
+
 
 @dataclass(slots=True)
 class _Seen:
     last: float
     cold: tuple[int, ...]
+    surprise: float = 0.0
+    braked_from: int | None = None
 
 
 class LastSeen:
@@ -129,6 +162,38 @@ class LastSeen:
             seen = self._kept.get(conversation)
             return frozenset(seen.cold) if seen is not None else frozenset()
 
+    def braked_from(self, conversation: str) -> int | None:
+        """Where the conversation's frontier stopped; None: it did not."""
+        with self._lock:
+            seen = self._kept.get(conversation)
+            return seen.braked_from if seen is not None else None
+
+    def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
+                     end: int) -> Braking:
+        """See ``LastSeenTable.add_surprise``. A conversation not here is
+        taken as seen ``now`` (its answer came now)."""
+        with self._lock:
+            seen = self._kept.pop(conversation, None)
+            if seen is None:
+                seen = _Seen(now, ())
+            seen.surprise += surprise
+            tripped = seen.braked_from is None and seen.surprise > room
+            if tripped:
+                seen.braked_from = end + 1
+            self._kept[conversation] = seen
+            while len(self._kept) > self._conversations:
+                self._kept.popitem(last=False)
+            return Braking(seen.surprise, seen.braked_from, tripped)
+
+    def remember_brake(self, conversation: str, surprise: float,
+                       braked_from: int | None) -> None:
+        """Take the brake another table holds for ``conversation`` (kept
+        only while the conversation is here)."""
+        with self._lock:
+            seen = self._kept.get(conversation)
+            if seen is not None:
+                seen.surprise, seen.braked_from = surprise, braked_from
+
     def last_time(self, conversation: str) -> float | None:
         """When ``conversation`` was last seen; None when it is not here."""
         with self._lock:
@@ -139,8 +204,11 @@ class LastSeen:
         """Take what another table found for ``conversation`` (a shared one,
         ``last_seen_redis``): seen last at ``last``, with these cold ends."""
         with self._lock:
-            self._kept.pop(conversation, None)
-            self._kept[conversation] = _Seen(last, tuple(sorted(cold))[-self._cold_ends:])
+            old = self._kept.pop(conversation, None)
+            seen = _Seen(last, tuple(sorted(cold))[-self._cold_ends:])
+            if old is not None:
+                seen.surprise, seen.braked_from = old.surprise, old.braked_from
+            self._kept[conversation] = seen
             while len(self._kept) > self._conversations:
                 self._kept.popitem(last=False)
 
@@ -163,17 +231,26 @@ class Visit:
     def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
         return self.table.visit(conversation, self.now, end, lifetime)
 
+    def braked_from(self, conversation: str) -> int | None:
+        return self.table.braked_from(conversation)
+
 
 @dataclass(frozen=True)
 class Recorded:
     """The cold ends a flow recorded when it was planned (its bill's
-    ``cold_ends``): planning it again, for the content view, finds what it
+    ``cold_ends``, and its ``braked_from``): planning it again, for the content view, finds what it
     found then, without visiting the table."""
 
     cold_ends: frozenset[int]
+    # Where the provider's brake had stopped its frontier (its bill's
+    # ``braked_from``).
+    braked: int | None = None
 
     def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
         return self.cold_ends
+
+    def braked_from(self, conversation: str) -> int | None:
+        return self.braked
 
 
 Arrival = Visit | Recorded

@@ -12,6 +12,11 @@ past ``CONVERSATIONS_KEPT`` the least recently seen go, as in memory. One
 Lua script does a visit, so two proxies visiting at once each see the
 other's whole.
 
+The provider's brake (``last_seen``, ``brake``) is two more fields of the
+hash: ``surprise`` (a float, added to with HINCRBYFLOAT) and ``braked``
+(the request end from which the frontier no longer moves), set once by a
+second script when the sum goes past the room the answer's bill left.
+
 Planning visits the table on the event loop (a small body) or on the
 worker thread (a big one), so a server out of reach must never hold it up:
 the client waits at most ``CONNECT_SECONDS`` and ``ANSWER_SECONDS``, and
@@ -28,7 +33,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from obsmask_core.conversation.billing.last_seen import COLD_ENDS_KEPT, CONVERSATIONS_KEPT, LastSeen
+from obsmask_core.conversation.billing.last_seen import (
+    COLD_ENDS_KEPT,
+    CONVERSATIONS_KEPT,
+    Braking,
+    LastSeen,
+)
 from obsmask_core.shared.redis_link import LinkErrors, redis_client
 
 # A conversation not seen for this long leaves the server (its cold ends
@@ -79,6 +89,27 @@ if extra > 0 then
   redis.call('ZREMRANGEBYRANK', by_time, 0, extra - 1)
 end
 return cold
+"""
+
+# KEYS: the conversation's hash, the sorted set. ARGV: now, surprise, room,
+# the request's end, TTL. A conversation the server does not know is taken
+# as seen now. Returns the surprise so far, the braked end ("" for none)
+# and 1 when this call braked it.
+_SURPRISE = """
+local key, by_time = KEYS[1], KEYS[2]
+if redis.call('HSETNX', key, 'last', ARGV[1]) == 1 then
+  redis.call('ZADD', by_time, tonumber(ARGV[1]), key)
+end
+local total = redis.call('HINCRBYFLOAT', key, 'surprise', ARGV[2])
+local braked = redis.call('HGET', key, 'braked')
+local tripped = 0
+if not braked and tonumber(total) > tonumber(ARGV[3]) then
+  braked = tostring(tonumber(ARGV[4]) + 1)
+  redis.call('HSET', key, 'braked', braked)
+  tripped = 1
+end
+redis.call('EXPIRE', key, ARGV[5])
+return {total, braked or '', tripped}
 """
 
 
@@ -142,6 +173,42 @@ class RedisLastSeen:
                 return cold
         return self.local.cold_ends(conversation)
 
+    def braked_from(self, conversation: str) -> int | None:
+        """As ``LastSeen.braked_from``: the server's, or this proxy's while
+        the server is out of reach."""
+        if self._asking():
+            try:
+                reply: object = self._client.hget(self._prefix + conversation, "braked")
+                braked = _braked(reply)
+            except (*LinkErrors, ValueError) as error:
+                self._down(error)
+            else:
+                self._worked()
+                return braked
+        return self.local.braked_from(conversation)
+
+    def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
+                     end: int) -> Braking:
+        """As ``LastSeen.add_surprise``, across every proxy that shares the server."""
+        if not self._asking():
+            return self.local.add_surprise(conversation, now, surprise, room, end)
+        try:
+            reply: object = self._client.eval(
+                _SURPRISE, 2, self._prefix + conversation, self._by_time, repr(now),
+                repr(float(surprise)), repr(float(room)), str(end), KEPT_SECONDS)
+            if not isinstance(reply, list) or len(reply) != 3:
+                raise ValueError(f"the table answered {reply!r}")
+            total, braked, tripped = reply
+            if not isinstance(total, bytes):
+                raise ValueError(f"the table answered {reply!r}")
+            braking = Braking(float(total), _braked(braked or None), tripped == 1)
+        except (*LinkErrors, ValueError) as error:
+            self._down(error)
+            return self.local.add_surprise(conversation, now, surprise, room, end)
+        self._worked()
+        self.local.remember_brake(conversation, braking.surprise, braking.braked_from)
+        return braking
+
     def close(self) -> None:
         self._client.close()
 
@@ -163,3 +230,12 @@ def _ends(reply: object) -> frozenset[int]:
     if not isinstance(reply, bytes):
         raise ValueError(f"the table answered {reply!r}")
     return frozenset(int(end) for end in reply.split(b",") if end)
+
+
+def _braked(reply: object) -> int | None:
+    """The braked end of a reply (b"41" or None); ValueError for anything else."""
+    if reply is None:
+        return None
+    if not isinstance(reply, bytes):
+        raise ValueError(f"the table answered {reply!r}")
+    return int(reply)

@@ -66,6 +66,10 @@ class BillSoFar:
     # The row of the model table the request was priced under
     # (``model_table.RequestPrice.as_metadata``), when it was.
     price_row: Mapping[str, object] | None = None
+    # The request's items, and the request end from which the provider's
+    # brake stopped the frontier (``brake``; None: it did not).
+    request_items: int = 0
+    braked_from: int | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -88,6 +92,8 @@ class BillSoFar:
                           "cache_read_tokens": self.predicted_read,
                           "cache_write_tokens": self.predicted_written},
             "cold_ends": list(self.cold_ends),
+            "request_items": self.request_items,
+            **({"braked_from": self.braked_from} if self.braked_from is not None else {}),
             **({"model_row": dict(self.price_row)} if self.price_row is not None else {}),
         }
 

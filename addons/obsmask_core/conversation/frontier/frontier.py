@@ -16,7 +16,8 @@ requests it came back to after the cache's lifetime, which the provider
 billed whole. A move there is free, and the frontier catches up. These come
 from outside the request, from a table every request of the conversation
 is planned with, so that they all replay the same decisions; without them
-(a restart) the replay is the warm one.
+(a restart) the replay is the warm one. The provider's brake (``braking``)
+comes from that table too: from its request end on, the frontier stays.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.billing.ledger import FRAMING_TOKENS, BillSoFar, prefix_tokens
 from obsmask_core.conversation.billing.model_table import RequestPrice
+from obsmask_core.conversation.frontier.braking import Brake
 from obsmask_core.conversation.frontier.forwarded_requests import ForwardedRequests
 from obsmask_core.conversation.frontier.frontier_moves import FrontierMoves
 from obsmask_core.conversation.frontier.refetch import CallPlace, RefetchWatch
@@ -52,16 +54,14 @@ class Frontier:
     frontier for its past (retries, replays and several proxies agree), and
     it only ever moves forward. One pass: what a move would free is summed
     as the candidate target advances, not recounted for each target, and
-    the ledger bills each request once. The moves themselves are
-    ``FrontierMoves``'; the requests as forwarded, for the ledger,
-    ``ForwardedRequests``.
-    """
+    the ledger bills each request once. The moves are ``FrontierMoves``';
+    the requests as forwarded, for the ledger, ``ForwardedRequests``."""
 
     def __init__(
         self, index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
         maskable: dict[int, str], resume: Checkpoint | None = None,
         layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
-        price: RequestPrice | None = None,
+        price: RequestPrice | None = None, braked_from: int | None = None,
     ) -> None:
         self._index = index
         self._items = len(items)
@@ -69,6 +69,7 @@ class Frontier:
         self._maskable = maskable
         self._requests = ForwardedRequests(index, items, policy, layout, cold_ends, price)
         self.ledger = self._requests.ledger
+        self._brake = Brake(braked_from if self.ledger is not None else None)
         self._savings = TurnSavings.of(index, maskable)
         self._results_of: dict[CallPlace, list[int]] | None = None
         # Turns judged so far, and the request end the replay has reached.
@@ -124,7 +125,8 @@ class Frontier:
             return False
         if resume.layout != self._requests.layout_key():
             return False
-        if resume.cold_ends != self._requests.cold_up_to(end):
+        if resume.cold_ends != self._requests.cold_up_to(end) \
+                or resume.braked_from != self._brake.up_to(end):
             return False
         at = bisect.bisect_left(index.answer_starts, end)
         if end < self._items and (at == len(index.answer_starts)
@@ -177,12 +179,13 @@ class Frontier:
             blocks_before=self._requests.blocks_measured(),
             masks_something=moves.masks_something,
             cold_ends=self._requests.cold_up_to(self._items),
+            braked_from=self._brake.up_to(self._items),
             refetch=self._watch.state(),
         )
 
     def bill(self) -> BillSoFar | None:
         """The ledger at this request (None without a price model with a cache)."""
-        return self._requests.bill()
+        return self._brake.on(self._requests.bill(), self._items)
 
     @property
     def watch(self) -> RefetchWatch:
@@ -287,7 +290,7 @@ class Frontier:
         policy = self._policy
         target = max(0, number + 1 - policy.window_turns)
         target -= target % policy.batch_turns
-        if target <= self._moves.turn:
+        if target <= self._moves.turn or self._brake.holds(end):
             return None
         if (
             policy.trigger_tokens

@@ -124,10 +124,11 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     price = _price(request, policy, fmt)
     layout = _layout(request, items, policy, fmt, price)
     name = reuse.previous.conversation if reuse is not None else None
-    cold_ends, name = _cold_ends(request, items, policy, fmt, layout, visit, name)
+    cold_ends, braked_from, name = _cold_ends(request, items, policy, fmt, layout, visit, name)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         layout=layout, cold_ends=cold_ends, memory=memory, price=price,
+                        braked_from=braked_from,
                         hint=reuse.plan_hint(recall, name) if reuse is not None
                         else PlanHint(name=name))
     # Splice and verify.
@@ -168,20 +169,26 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
 def _cold_ends(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
                fmt: WireFormat, layout: CacheLayout | None, visit: Arrival | None,
                name: ConversationName | None,
-               ) -> tuple[frozenset[int], ConversationName | None]:
+               ) -> tuple[frozenset[int], int | None, ConversationName | None]:
     """The request ends at which the conversation came back after the
-    provider's cache expired (``last_seen``), and its name, when cold ends
-    are billed (``cold_after_seconds``)."""
-    if visit is None or not policy.cold_after_seconds or not has_cache(policy.price_model):
-        return frozenset(), name
+    provider's cache expired (``last_seen``), when cold ends are billed
+    (``cold_after_seconds``); the request end from which the provider's
+    brake holds its frontier (``provider_brake``); and its name."""
+    braking = policy.provider_brake
+    if visit is None or not (policy.cold_after_seconds or braking) \
+            or not has_cache(policy.price_model):
+        return frozenset(), None, name
     if name is None:
         name = conversation_name(items)
     if name is None:
-        return frozenset(), name
+        return frozenset(), None, name
+    braked_from = visit.braked_from(name.id) if braking else None
+    if not policy.cold_after_seconds:
+        return frozenset(), braked_from, name
     lifetime = cache_lifetime(policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
                               long_lived=layout is not None and layout.long_lived,
                               retention=request.members.get("prompt_cache_retention"))
-    return visit.of(name.id, len(items), lifetime), name
+    return visit.of(name.id, len(items), lifetime), braked_from, name
 
 
 def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],

@@ -41,7 +41,7 @@ def plan_masking(
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
     layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
     hint: PlanHint = NO_HINT, memory: PlanMemory | None = None,
-    price: RequestPrice | None = None,
+    price: RequestPrice | None = None, braked_from: int | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -64,7 +64,8 @@ def plan_masking(
     conversation came back after the cache's lifetime (``last_seen``): the
     ledger bills those requests as read from no cache. ``price``: the
     request's prices, from its model's row (``model_table``); without one,
-    those the policy's price model names.
+    those the policy's price model names. ``braked_from``: the request end
+    from which the provider's brake holds the frontier (``brake``).
     """
     name = hint.name if hint.name is not None else conversation_name(items)
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
@@ -77,8 +78,8 @@ def plan_masking(
         # Never masked, but billed like the others, so the two groups' bills
         # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True
-        plan.bill = Frontier(index, items, policy, {}, layout=layout,
-                             cold_ends=cold_ends, price=price).bill()
+        plan.bill = Frontier(index, items, policy, {}, layout=layout, cold_ends=cold_ends,
+                             price=price, braked_from=braked_from).bill()
         return plan
 
     # Only results older than the window can ever be masked; for them the
@@ -112,7 +113,7 @@ def plan_masking(
             maskable[number] = judgement[1]
 
     frontier = _frontier(index, items, policy, maskable, plan.conversation, hint.written_open,
-                         layout, cold_ends, memory, price)
+                         layout, cold_ends, memory, price, braked_from)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     plan.bill = frontier.bill()
@@ -218,20 +219,20 @@ def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
               written_open: bytes | None, layout: CacheLayout | None,
               cold_ends: frozenset[int], memory: PlanMemory | None,
-              price: RequestPrice | None) -> Frontier:
+              price: RequestPrice | None, braked_from: int | None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits (``memory``)."""
     if memory is None or conversation is None:
         return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends,
-                        price=price)
+                        price=price, braked_from=braked_from)
     checkpoints = memory.checkpoints
     written = written_open if written_open is not None else items_json(items)
     if written is None:
         return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends,
-                        price=price)
+                        price=price, braked_from=braked_from)
     frontier = Frontier(index, items, policy, maskable,
                         resume=checkpoints.find(conversation, written), layout=layout,
-                        cold_ends=cold_ends, price=price)
+                        cold_ends=cold_ends, price=price, braked_from=braked_from)
     checkpoint = frontier.checkpoint(written, closed=written_open is None)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json

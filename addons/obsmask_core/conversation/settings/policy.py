@@ -224,6 +224,16 @@ class MaskPolicy:
         unknown and the frontier does not catch up. The pauses are the ones
         this proxy saw: behind several proxies, keep each conversation on
         one. 0: off (the cache is counted as warm).""", minimum=0)
+    provider_brake: bool = setting(False, """
+        Compare the cache figures the provider reports in each answer with
+        the ledger's prediction for the request (price_model with a cache);
+        once a conversation's bill so far, as the provider billed it, goes
+        past the bill without masking and allowance_percent, stop moving
+        that conversation's frontier (what is masked stays masked:
+        unmasking would re-bill too). Kept with the table of when
+        conversations were last seen (in memory, or the Redis server of
+        [recall] when it is shared): after a restart the brake is off until
+        the figures trip it again. false: the figures are only recorded.""")
     refetch_guard: bool = setting(False, """
         When the model makes a call again (same tool, same arguments as
         JSON) after the earlier call's result was masked, with no call in

@@ -1,0 +1,172 @@
+"""The provider's word as a brake: what its reported cache figures cost
+beyond the ledger's prediction (the surprise), and when a conversation's
+bill so far, as the provider reported it, has gone past what the ledger
+allowed.
+
+The ledger bills every request of a conversation under the provider's
+cache as its documentation describes it, and predicts what the provider
+should report for each (``BillSoFar.predicted``). A provider whose cache
+reads less than that (a lookback shorter than documented, an entry evicted
+early) bills more than the ledger counted, and the ledger, which sees only
+requests, goes on allowing moves that re-bill what it takes for read.
+Each answer's figures are priced here with the same prices as the
+prediction, in the ledger's units (tokens estimated by the ledger, at the
+base input price: the reported ones scaled by predicted input over
+reported input), and the difference is the request's surprise: positive
+when the provider billed more than predicted (reads short of prediction
+re-billed at the write price, or as plain input), negative when less.
+
+The conversation's surprise is the sum over its requests. The brake trips
+when the ledger's bill with masking plus that sum goes past the bill
+without masking and its allowance: from the next request on, the frontier
+stops (``Frontier(braked_from=...)``): what is masked stays masked, since
+unmasking it would re-bill the prompt after it too. Pure: the table keeps
+the sums (``last_seen``), the proxy reads the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFigures:
+    """A request's input as one cache bills it: tokens read from the cache,
+    written to it, and the rest (plain input), in one count of tokens."""
+
+    read: int
+    written: int
+    plain: int
+
+    @property
+    def total(self) -> int:
+        return self.read + self.written + self.plain
+
+    def cost(self, read_price: float, write_price: float) -> float:
+        """In tokens at the base input price."""
+        return self.read * read_price + self.written * write_price + self.plain
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """A read and a write, in units of the base input price."""
+
+    read: float
+    write: float
+
+
+def request_surprise(predicted: CacheFigures, reported: CacheFigures, prices: Prices) -> float:
+    """What the reported figures cost beyond the predicted ones, in the
+    ledger's units: the reported ones scaled to the predicted input (the
+    provider counts real tokens, the ledger estimates them)."""
+    if reported.total <= 0 or predicted.total <= 0:
+        return 0.0
+    scale = predicted.total / reported.total
+    return (reported.cost(prices.read, prices.write) * scale
+            - predicted.cost(prices.read, prices.write))
+
+
+def room(with_masking: float, without_masking: float, allowance_percent: int) -> float:
+    """How much surprise the ledger's bill so far leaves room for before
+    it goes past the allowance: the brake trips above this."""
+    return without_masking * (100 + allowance_percent) / 100 - with_masking
+
+
+def trips(with_masking: float, without_masking: float, allowance_percent: int,
+          surprise: float) -> bool:
+    """Has the bill so far, the provider's surprise counted, gone past the
+    bill without masking and its allowance?"""
+    return surprise > room(with_masking, without_masking, allowance_percent)
+
+
+# Reading the flow's figures ------------------------------------------------------
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
+
+
+def _price(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return float(value)
+
+
+def predicted_figures(bill: Mapping[str, object]) -> CacheFigures | None:
+    """The ledger's prediction for the request (its bill's ``predicted``)."""
+    predicted = bill.get("predicted")
+    if not isinstance(predicted, Mapping):
+        return None
+    total, read, written = (_count(predicted.get(key)) for key in
+                            ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
+    if total is None or read is None or written is None or read + written > total:
+        return None
+    return CacheFigures(read, written, total - read - written)
+
+
+def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheFigures | None:
+    """The provider's report (``ProviderUsage.as_metadata``): Anthropic's
+    ``input_tokens`` is the plain input alone, OpenAI's the whole prompt
+    (its cached and written tokens among them). None when the report
+    does not say what was read."""
+    total = _count(usage.get("input_tokens"))
+    read = _count(usage.get("cached_input_tokens"))
+    written = _count(usage.get("cache_creation_input_tokens")) or 0
+    if total is None or read is None:
+        return None
+    if anthropic:
+        return CacheFigures(read, written, total)
+    if read + written > total:
+        return None
+    return CacheFigures(read, written, total - read - written)
+
+
+def bill_prices(bill: Mapping[str, object]) -> Prices | None:
+    """The prices the ledger billed the request at: its model's row, or
+    the named price model."""
+    row = bill.get("model_row")
+    if isinstance(row, Mapping):
+        read, write = _price(row.get("read")), _price(row.get("write"))
+        if read is not None and write is not None:
+            return Prices(read, write)
+    model = PRICE_MODELS.get(str(bill.get("price_model")))
+    if model is None:
+        return None
+    return Prices(model.read / PRICE_UNIT, model.uncached / PRICE_UNIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One answer's figures against its request's bill: its surprise, and
+    the ledger's bill so far to weigh the conversation's surprise with."""
+
+    surprise: float
+    with_masking: float
+    without_masking: float
+    allowance_percent: int
+    request_items: int
+
+    @property
+    def room(self) -> float:
+        return room(self.with_masking, self.without_masking, self.allowance_percent)
+
+
+def reading(bill: Mapping[str, object], usage: Mapping[str, object], *,
+            anthropic: bool) -> Reading | None:
+    """The reading of one answer; None when a figure is missing or not a
+    number (nothing is then changed)."""
+    predicted = predicted_figures(bill)
+    reported = reported_figures(usage, anthropic=anthropic)
+    prices = bill_prices(bill)
+    with_masking = _price(bill.get("estimated_with_masking"))
+    without_masking = _price(bill.get("estimated_without_masking"))
+    allowance, items = _count(bill.get("allowance_percent")), _count(bill.get("request_items"))
+    if predicted is None or reported is None or prices is None or with_masking is None \
+            or without_masking is None or allowance is None or not items:
+        return None
+    return Reading(request_surprise(predicted, reported, prices), with_masking,
+                   without_masking, allowance, items)

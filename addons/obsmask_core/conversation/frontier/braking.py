@@ -1,0 +1,35 @@
+"""The provider's brake as the frontier's replay meets it (``billing/brake``,
+``Frontier(braked_from=...)``): from the request end the table gives, the
+frontier moves no more, in the replay of every later request alike, so that
+they all forward what the request that tripped it forwarded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from obsmask_core.conversation.billing.ledger import BillSoFar
+
+
+@dataclass(frozen=True, slots=True)
+class Brake:
+    """The request end from which the frontier stands still (None: it
+    moves as the ledger allows)."""
+
+    braked_from: int | None = None
+
+    def holds(self, end: int) -> bool:
+        """Does the brake hold the frontier at request end ``end``?"""
+        return self.braked_from is not None and end >= self.braked_from
+
+    def up_to(self, items: int) -> int | None:
+        """The brake as a replay of the first ``items`` items meets it: a
+        checkpoint's key, like its cold ends."""
+        return self.braked_from if self.holds(items) else None
+
+    def on(self, bill: BillSoFar | None, items: int) -> BillSoFar | None:
+        """The bill of a request of ``items`` items, saying where the brake
+        stopped its frontier, and its items (the end an answer's figures
+        brake from)."""
+        if bill is None:
+            return None
+        return replace(bill, request_items=items, braked_from=self.up_to(items))
