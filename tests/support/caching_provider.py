@@ -43,8 +43,8 @@ Anthropic Messages (``AnthropicPromptCache``)
   ``b, b-1, ..., b-19``). An entry is the model's name and the prefix's
   content with every ``cache_control`` member removed, in the order sent
   (JSON key order included).
-- Write: an entry at each breakpoint whose prefix has at least
-  ``minimum_tokens`` (1,024 unless told).
+- Write: an entry at each breakpoint whose prefix has at least the
+  model's minimum (``ModelTerms.minimum``, or ``minimum_tokens`` when told).
 - Lifetime: 5 minutes after the entry was last written or read, or 1 hour
   when the breakpoint that wrote it said ``"ttl": "1h"``, on an injectable
   clock.
@@ -53,25 +53,54 @@ Anthropic Messages (``AnthropicPromptCache``)
   breakpoint (nothing when that prefix is under the minimum), split in
   ``cache_creation`` by the lifetime of the breakpoint that ends each part,
   ``input_tokens`` the rest. The bill, in units of the base input price:
-  read 0.1, written 1.25 (2.0 for 1 hour), the rest 1.0.
+  the model's read (0.1 for most), written its 5-minute or 1-hour write
+  price (1.25, 2.0), the rest 1.0.
 
 OpenAI automatic cache (``OpenAIPromptCache``: Chat Completions, Responses)
 ----------------------------------------------------------------------------
 
-The cached tokens are the longest prefix (whole items: the boundary is an
-item boundary, the preamble included) that the request shares with an
-earlier request to the same model, nothing under 1,024 tokens, then rounded
-down to 1,024 + k * 128. Entries do not expire.
+Before GPT-5.6 (``ModelTerms.breakpoint`` False): the cached tokens are the
+longest prefix (whole items: the boundary is an item boundary, the preamble
+included) that the request shares with an earlier request to the same
+model, nothing under the minimum (1,024), then rounded down to
+minimum + k * step (128). Writes are free and not reported. Entries do not
+expire.
+
+GPT-5.6 and later (``ModelTerms.breakpoint`` True): one implicit breakpoint
+closes the request's latest user or tool message (Chat: ``role`` ``user`` or
+``tool``; Responses: a ``user`` message or a ``*_call_output`` item). An
+entry is written there when that prefix has at least the minimum; a request
+reads the longest earlier entry that is one of its own prefixes ending at or
+before its breakpoint, among the latest 80 entries written ("up to the
+latest 80 breakpoints in the conversation, without a content-block lookback
+limit"; the stub holds one conversation per cache), whole, with no steps.
+From the read to the breakpoint is written (reported as ``cache_write_tokens``
+in ``prompt_tokens_details`` for Chat, ``input_tokens_details`` for
+Responses, billed at the write price, 1.25), the rest is plain input.
+Explicit ``prompt_cache_breakpoint``s are not modelled.
+
+Prices and rules per model (``ModelTerms``)
+-------------------------------------------
+
+Each request is billed under the terms of its ``model``: the first row of
+the cache's table (``ANTHROPIC_MODELS``, ``OPENAI_MODELS``: written here
+from the providers' pricing pages and caching guides, apart from obsmask's
+own table) one of whose patterns matches it (shell-style, case-insensitive).
+A model no row matches gets ``ANTHROPIC_DEFAULT`` / ``OPENAI_DEFAULT``, the
+stub's terms from before it had a table (reads 0.1, Anthropic writes 1.25,
+OpenAI writes free in 128-token steps, 1,024 tokens), so tests that send
+made-up model ids keep the figures they were written for.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Json = dict[str, object]
 Clock = Callable[[], float]
@@ -84,14 +113,81 @@ LOOKBACK_BLOCKS = 20
 FIVE_MINUTES = 300.0
 ONE_HOUR = 3600.0
 TTL_SECONDS = {"5m": FIVE_MINUTES, "1h": ONE_HOUR}
-# Prices in units of the base input price.
+# Prices in units of the base input price (the terms of a model no row knows).
 READ_PRICE = 0.1
 WRITE_PRICES = {FIVE_MINUTES: 1.25, ONE_HOUR: 2.0}
 INPUT_PRICE = 1.0
 OPENAI_MINIMUM_TOKENS = 1024
 OPENAI_STEP_TOKENS = 128
+# GPT-5.6 and later: the latest breakpoints a request may read.
+OPENAI_BREAKPOINTS_READ = 80
 THINKING_TYPES = ("thinking", "redacted_thinking")
 CACHE_CONTROL = "cache_control"
+OPENAI_TOOL_OUTPUTS = ("function_call_output", "custom_tool_call_output",
+                       "local_shell_call_output")
+
+
+# Prices and rules per model ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelTerms:
+    """One family of models as its provider documents its prompt cache:
+    prices in units of the base input price, the minimum cacheable prompt,
+    and (OpenAI) the rule: 128-token steps with free writes before GPT-5.6,
+    an implicit breakpoint with billed, reported writes from GPT-5.6 on."""
+
+    name: str
+    patterns: tuple[str, ...]
+    read: float
+    write: float  # a 5-minute write (Anthropic); an OpenAI write (1.0: free)
+    write_1h: float
+    minimum: int
+    step: int = 1  # OpenAI before GPT-5.6: 128
+    breakpoint: bool = False  # OpenAI from GPT-5.6 on (see the module docstring)
+
+    def matches(self, model: str) -> bool:
+        lowered = model.lower()
+        return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in self.patterns)
+
+
+def _anthropic(name: str, patterns: tuple[str, ...], read: float, minimum: int) -> ModelTerms:
+    # Every Anthropic model: 5-minute writes 1.25x, 1-hour writes 2x.
+    return ModelTerms(name, patterns, read, 1.25, 2.0, minimum)
+
+
+ANTHROPIC_DEFAULT = ModelTerms("anthropic-stub-default", (), READ_PRICE,
+                               WRITE_PRICES[FIVE_MINUTES], WRITE_PRICES[ONE_HOUR], MINIMUM_TOKENS)
+# Anthropic's pricing page (reads: 0.1x but $0.20 on $4 for Opus 5.5, $0.25 on
+# $10 for Fable 5.1 and 5.2, $0.20 on $8 for Mythos 5.1) and prompt caching
+# page (minimum cacheable prompt per model), as of late 2026.
+ANTHROPIC_MODELS: tuple[ModelTerms, ...] = (
+    _anthropic("fable-5.1", ("claude-fable-5-1*", "claude-fable-5-2*", "claude-mythos-5-1*"),
+               0.025, 512),
+    _anthropic("opus-5.5", ("claude-opus-5-5*",), 0.05, 512),
+    _anthropic("opus-5", ("claude-opus-5*",), 0.1, 512),
+    _anthropic("sonnet-5", ("claude-sonnet-5*",), 0.1, 1024),
+    _anthropic("opus-4.8", ("claude-opus-4-8*",), 0.1, 1024),
+    _anthropic("opus-4.7", ("claude-opus-4-7*",), 0.1, 2048),
+    _anthropic("opus-4.5", ("claude-opus-4-5*", "claude-opus-4-6*"), 0.1, 4096),
+    _anthropic("haiku-4.5", ("claude-haiku-4-5*",), 0.1, 4096),
+    _anthropic("sonnet-4", ("claude-sonnet-4*",), 0.1, 1024),
+)
+OPENAI_DEFAULT = ModelTerms("openai-stub-default", (), READ_PRICE, 1.0, 1.0,
+                            OPENAI_MINIMUM_TOKENS, OPENAI_STEP_TOKENS)
+# OpenAI's pricing page and prompt caching guide, as of late 2026.
+OPENAI_MODELS: tuple[ModelTerms, ...] = (
+    ModelTerms("gpt-5.6", ("gpt-5.6*", "gpt-5.7*", "gpt-5.8*", "gpt-5.9*", "gpt-6*"),
+               0.1, 1.25, 1.25, 1024, 1, True),
+    ModelTerms("gpt-5", ("gpt-5*",), 0.1, 1.0, 1.0, 1024, OPENAI_STEP_TOKENS),
+    ModelTerms("gpt-4.1", ("gpt-4.1*",), 0.25, 1.0, 1.0, 1024, OPENAI_STEP_TOKENS),
+    ModelTerms("gpt-4o", ("gpt-4o*",), 0.5, 1.0, 1.0, 1024, OPENAI_STEP_TOKENS),
+)
+
+
+def terms_for(models: Sequence[ModelTerms], default: ModelTerms, model: str) -> ModelTerms:
+    """The terms ``model`` is billed under: its first matching row, else ``default``."""
+    return next((terms for terms in models if terms.matches(model)), default)
 
 
 # Token counts ----------------------------------------------------------------------
@@ -210,6 +306,7 @@ class AnthropicBill:
     cache_creation_5m_tokens: int
     cache_creation_1h_tokens: int
     input_tokens: int
+    terms: ModelTerms = field(default=ANTHROPIC_DEFAULT, compare=False)  # the prices billed
 
     @property
     def cache_creation_input_tokens(self) -> int:
@@ -217,10 +314,10 @@ class AnthropicBill:
 
     @property
     def units(self) -> float:
-        """The bill, in units of the base input price."""
-        return (self.cache_read_input_tokens * READ_PRICE
-                + self.cache_creation_5m_tokens * WRITE_PRICES[FIVE_MINUTES]
-                + self.cache_creation_1h_tokens * WRITE_PRICES[ONE_HOUR]
+        """The bill, in units of the base input price, at the model's prices."""
+        return (self.cache_read_input_tokens * self.terms.read
+                + self.cache_creation_5m_tokens * self.terms.write
+                + self.cache_creation_1h_tokens * self.terms.write_1h
                 + self.input_tokens * INPUT_PRICE)
 
     def usage(self, output_tokens: int) -> Json:
@@ -339,8 +436,10 @@ class AnthropicPromptCache:
     """An Anthropic prompt cache (see the module docstring); ``bill`` reads
     and writes it for one request and records the bill in ``bills``."""
 
-    def __init__(self, *, minimum_tokens: int = MINIMUM_TOKENS,
-                 clock: Clock = time.monotonic) -> None:
+    def __init__(self, *, models: Sequence[ModelTerms] = ANTHROPIC_MODELS,
+                 minimum_tokens: int | None = None, clock: Clock = time.monotonic) -> None:
+        self.models = tuple(models)
+        # When told, every model's minimum; else each model's own.
         self.minimum_tokens = minimum_tokens
         self.clock = clock
         self.bills: list[AnthropicBill] = []
@@ -365,6 +464,8 @@ class AnthropicPromptCache:
         marks = breakpoints(request)
         blocks = _blocks(request)
         model = str(request.get("model", ""))
+        terms = self.terms(model)
+        minimum = terms.minimum if self.minimum_tokens is None else self.minimum_tokens
         keys: list[bytes] = []
         key = hashlib.sha256(_canonical(model)).digest()
         for block in blocks:
@@ -379,7 +480,7 @@ class AnthropicPromptCache:
             writes: list[tuple[Breakpoint, int]] = []
             for mark in marks:
                 tokens = blocks[mark.block].tokens
-                if tokens < self.minimum_tokens:
+                if tokens < minimum:
                     continue
                 entry = self._entries.get(keys[mark.block])
                 if entry is not None and entry.expires > now:
@@ -407,9 +508,14 @@ class AnthropicPromptCache:
                 cache_creation_5m_tokens=created[FIVE_MINUTES],
                 cache_creation_1h_tokens=created[ONE_HOUR],
                 input_tokens=total - before,
+                terms=terms,
             )
             self.bills.append(bill)
             return bill
+
+    def terms(self, model: str) -> ModelTerms:
+        """The terms a request to ``model`` is billed under."""
+        return terms_for(self.models, ANTHROPIC_DEFAULT, model)
 
     def _read(self, marks: Sequence[Breakpoint], keys: Sequence[bytes],
               now: float) -> int | None:
@@ -435,18 +541,33 @@ class AnthropicPromptCache:
 
 @dataclass(frozen=True)
 class OpenAIBill:
-    """What one request shared with earlier ones, and what was cached."""
+    """What one request shared with earlier ones, what was cached and what
+    written."""
 
     model: str
     prompt_tokens: int
-    shared_items: int | None  # items of the longest shared prefix (None: not the preamble)
+    shared_items: int | None  # items of the prefix read (None: not even the preamble)
     shared_tokens: int
     cached_tokens: int
+    # GPT-5.6 and later: written at the implicit breakpoint (billed, reported).
+    cache_write_tokens: int = 0
+    terms: ModelTerms = field(default=OPENAI_DEFAULT, compare=False)
 
-    def units(self, cached_price: float) -> float:
-        """The bill in units of the base input price, cached tokens at
-        ``cached_price`` (0.5, 0.25 or 0.1, depending on the model)."""
-        return (self.prompt_tokens - self.cached_tokens) + self.cached_tokens * cached_price
+    def units(self, cached_price: float | None = None) -> float:
+        """The bill in units of the base input price at the model's prices
+        (``cached_price``, when given: cached tokens at that price, every
+        other token at 1.0)."""
+        if cached_price is not None:
+            return (self.prompt_tokens - self.cached_tokens) + self.cached_tokens * cached_price
+        plain = self.prompt_tokens - self.cached_tokens - self.cache_write_tokens
+        return (plain * INPUT_PRICE + self.cached_tokens * self.terms.read
+                + self.cache_write_tokens * self.terms.write)
+
+    def _details(self) -> Json:
+        details: Json = {"cached_tokens": self.cached_tokens}
+        if self.terms.breakpoint:
+            details["cache_write_tokens"] = self.cache_write_tokens
+        return details
 
     def chat_usage(self, completion_tokens: int) -> Json:
         """The Chat Completions ``usage`` object."""
@@ -454,7 +575,7 @@ class OpenAIBill:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": self.prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens, "audio_tokens": 0},
+            "prompt_tokens_details": {**self._details(), "audio_tokens": 0},
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
                 "audio_tokens": 0,
@@ -467,7 +588,7 @@ class OpenAIBill:
         """The Responses ``usage`` object."""
         return {
             "input_tokens": self.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "input_tokens_details": self._details(),
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": self.prompt_tokens + output_tokens,
@@ -483,24 +604,52 @@ def openai_cached_tokens(shared: int, minimum: int = OPENAI_MINIMUM_TOKENS,
     return minimum + (shared - minimum) // step * step
 
 
-class OpenAIPromptCache:
-    """OpenAI's automatic prompt cache over the list ``items_member`` of the
-    body (``"messages"`` for Chat Completions, ``"input"`` for Responses);
-    ``bill`` serves one request and records its bill in ``bills``."""
+def implicit_breakpoint(items: Sequence[object]) -> int | None:
+    """GPT-5.6's implicit breakpoint: the number of items through the latest
+    user or tool message (Chat ``role`` ``user``/``tool``; Responses a
+    ``user`` message or a ``*_call_output``), None without one."""
+    for number in range(len(items), 0, -1):
+        item = items[number - 1]
+        if isinstance(item, dict) and (item.get("role") in ("user", "tool")
+                                       or item.get("type") in OPENAI_TOOL_OUTPUTS):
+            return number
+    return None
 
-    def __init__(self, items_member: str, *, minimum_tokens: int = OPENAI_MINIMUM_TOKENS,
-                 step_tokens: int = OPENAI_STEP_TOKENS) -> None:
+
+class OpenAIPromptCache:
+    """OpenAI's prompt cache over the list ``items_member`` of the body
+    (``"messages"`` for Chat Completions, ``"input"`` for Responses), each
+    request under its model's terms (``models``; the module docstring);
+    ``bill`` serves one request and records its bill in ``bills``.
+    ``minimum_tokens`` and ``step_tokens``, when told, replace every model's."""
+
+    def __init__(self, items_member: str, *, models: Sequence[ModelTerms] = OPENAI_MODELS,
+                 minimum_tokens: int | None = None, step_tokens: int | None = None) -> None:
         self.items_member = items_member
+        self.models = tuple(models)
         self.minimum_tokens = minimum_tokens
         self.step_tokens = step_tokens
         self.bills: list[OpenAIBill] = []
         self._seen: set[bytes] = set()
+        self._entries: list[bytes] = []  # GPT-5.6 on: written at breakpoints, oldest first
         self._lock = threading.Lock()
+
+    def terms(self, model: str) -> ModelTerms:
+        """The terms a request to ``model`` is billed under."""
+        return terms_for(self.models, OPENAI_DEFAULT, model)
+
+    def total_units(self) -> float:
+        """The bill of every request so far, in units of the base input price."""
+        with self._lock:
+            return sum(b.units() for b in self.bills)
 
     def bill(self, request: Json) -> OpenAIBill:
         value = request.get(self.items_member)
         items: list[object] = [value] if isinstance(value, str) else _list(value)
         model = str(request.get("model", ""))
+        terms = self.terms(model)
+        minimum = terms.minimum if self.minimum_tokens is None else self.minimum_tokens
+        step = terms.step if self.step_tokens is None else self.step_tokens
         preamble = preamble_tokens(request.get("instructions"), request.get("tools"))
         through = [preamble + tokens for tokens in items_tokens(items)]
         key = _chained(_canonical(model), [request.get("instructions"), request.get("tools")])
@@ -509,17 +658,40 @@ class OpenAIPromptCache:
             key = _chained(key, item)
             keys.append(key)
         with self._lock:
-            shared = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] in self._seen),
-                          None)
-            self._seen.update(keys)
-            shared_tokens = 0 if shared is None else through[shared]
+            if terms.breakpoint:
+                shared, cached, written = self._breakpoint(keys, through, items, minimum)
+            else:
+                shared = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] in self._seen),
+                              None)
+                self._seen.update(keys)
+                cached = openai_cached_tokens(0 if shared is None else through[shared],
+                                              minimum, step)
+                written = 0
             bill = OpenAIBill(
                 model=model,
                 prompt_tokens=through[-1],
                 shared_items=shared,
-                shared_tokens=shared_tokens,
-                cached_tokens=openai_cached_tokens(shared_tokens, self.minimum_tokens,
-                                                   self.step_tokens),
+                shared_tokens=0 if shared is None else through[shared],
+                cached_tokens=cached,
+                cache_write_tokens=written,
+                terms=terms,
             )
             self.bills.append(bill)
             return bill
+
+    def _breakpoint(self, keys: Sequence[bytes], through: Sequence[int],
+                    items: Sequence[object], minimum: int) -> tuple[int | None, int, int]:
+        """GPT-5.6 and later: (items read, tokens read, tokens written)."""
+        mark = implicit_breakpoint(items)
+        if mark is None:
+            return None, 0, 0
+        live = set(self._entries[-OPENAI_BREAKPOINTS_READ:])
+        shared = next((i for i in range(mark, -1, -1) if keys[i] in live), None)
+        cached = 0 if shared is None else through[shared]
+        written = 0
+        if through[mark] >= minimum:
+            written = through[mark] - cached
+            if keys[mark] in self._entries:
+                self._entries.remove(keys[mark])
+            self._entries.append(keys[mark])
+        return shared, cached, written

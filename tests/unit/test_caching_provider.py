@@ -16,6 +16,8 @@ import json
 import pytest
 
 from support.caching_provider import (
+    ANTHROPIC_DEFAULT,
+    OPENAI_DEFAULT,
     AnthropicPromptCache,
     InvalidRequest,
     OpenAIPromptCache,
@@ -426,6 +428,90 @@ def test_responses_count_instructions_and_tools_before_the_input_items():
                                                          "call_id": "call_1", "output": "ok"}]})
     assert second.shared_tokens == 1366 and second.cached_tokens == 1280
     assert second.responses_usage(3)["input_tokens_details"] == {"cached_tokens": 1280}
+
+
+# Prices and rules per model --------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model", "terms"), [
+    ("claude-fable-5-1", (0.025, 1.25, 2.0, 512)),
+    ("claude-mythos-5-1-20261101", (0.025, 1.25, 2.0, 512)),
+    ("claude-opus-5-5", (0.05, 1.25, 2.0, 512)),
+    ("claude-opus-5", (0.1, 1.25, 2.0, 512)),
+    ("claude-sonnet-4-5", (0.1, 1.25, 2.0, 1024)),
+    ("claude-opus-4-7", (0.1, 1.25, 2.0, 2048)),
+    ("claude-haiku-4-5", (0.1, 1.25, 2.0, 4096)),
+    (MODEL, (0.1, 1.25, 2.0, 1024)),  # made up: the stub's terms from before its table
+])
+def test_the_anthropic_stub_bills_each_model_by_its_own_row(
+        model: str, terms: tuple[float, float, float, int]):
+    cache = AnthropicPromptCache()
+    found = cache.terms(model)
+    assert (found.read, found.write, found.write_1h, found.minimum) == terms
+    assert cache.terms("claude-stub-1") is ANTHROPIC_DEFAULT
+
+
+def test_fable_writes_from_512_tokens_and_reads_at_a_fortieth():
+    """A 755-token prompt: under the default minimum nothing is written; to
+    claude-fable-5-1 it is written, then read at 0.025."""
+    small = user(text(3000, cache_control=EPHEMERAL))
+    cache = AnthropicPromptCache()
+    assert cache.bill(body(small)).cache_creation_input_tokens == 0
+    fable = {**body(small), "model": "claude-fable-5-1"}
+    first = cache.bill(fable)
+    assert (first.cache_creation_input_tokens, first.units) == (755, pytest.approx(1.25 * 755))
+    second = cache.bill(fable)
+    assert (second.cache_read_input_tokens, second.units) == (755, pytest.approx(0.025 * 755))
+
+
+def test_openai_models_before_gpt_5_6_keep_free_writes_and_steps():
+    cache = OpenAIPromptCache("messages")
+    for model in ("gpt-5.2", "gpt-4o-2024-08-06", "stub-model"):
+        cache.bill(chat(5000, 200, model=model))
+        bill = cache.bill(chat(5000, 200, 300, model=model))
+        assert (bill.cached_tokens, bill.cache_write_tokens) == (1280, 0), model
+        assert "cache_write_tokens" not in as_object(bill.chat_usage(1)["prompt_tokens_details"])
+    assert cache.terms("stub-model") is OPENAI_DEFAULT
+    assert cache.terms("gpt-4o").read == 0.5
+
+
+def test_gpt_5_6_writes_through_its_latest_message_and_reads_whole_entries_without_steps():
+    """The implicit breakpoint closes the latest user or tool message: the
+    first request writes all of it (reported, billed 1.25); the next reads
+    it whole (no 128-token step) and writes what it adds; a request whose
+    second message changed reads no earlier entry (none ends before the
+    change: entries sit at breakpoints only), and one ending with an
+    assistant message writes only through its latest user message."""
+    cache = OpenAIPromptCache("messages")
+    first = cache.bill(chat(5000, 200, model="gpt-5.6"))
+    whole = chat_tokens(5000, 200)
+    assert (first.cached_tokens, first.cache_write_tokens) == (0, whole)
+    assert first.units() == pytest.approx(1.25 * whole)
+    second = cache.bill(chat(5000, 200, 300, model="gpt-5.6"))
+    assert (second.cached_tokens, second.cache_write_tokens) == (
+        whole, chat_tokens(5000, 200, 300) - whole)
+    assert second.chat_usage(1)["prompt_tokens_details"] == {
+        "cached_tokens": whole, "cache_write_tokens": second.cache_write_tokens,
+        "audio_tokens": 0}
+    assert second.responses_usage(1)["input_tokens_details"] == {
+        "cached_tokens": whole, "cache_write_tokens": second.cache_write_tokens}
+    changed = chat(5000, 201, 300, model="gpt-5.6")
+    assert cache.bill(changed).cached_tokens == 0
+    trailing = chat(5000, 200, 300, 40, model="gpt-5.6")
+    as_object(as_list(trailing["messages"])[3])["role"] = "assistant"
+    bill = cache.bill(trailing)
+    assert (bill.cached_tokens, bill.cache_write_tokens) == (chat_tokens(5000, 200, 300), 0)
+    assert bill.units() == pytest.approx(0.1 * bill.cached_tokens
+                                         + bill.prompt_tokens - bill.cached_tokens)
+
+
+def test_gpt_5_6_writes_nothing_under_its_minimum():
+    cache = OpenAIPromptCache("messages")
+    small = chat(3000, model="gpt-5.6")
+    for _ in range(2):
+        bill = cache.bill(small)
+        assert (bill.cached_tokens, bill.cache_write_tokens) == (0, 0)
+        assert bill.units() == bill.prompt_tokens
 
 
 # The stub servers with a cache --------------------------------------------------------
