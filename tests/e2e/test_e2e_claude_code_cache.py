@@ -1,8 +1,9 @@
 """End to end: the real Claude Code program against the caching Anthropic stub
 (tests/support/caching_provider.py: Anthropic's prompt cache as documented,
-breakpoints, 20-block lookback, 1,024-token minimum, lifetimes), directly and
-through a real mitmdump with obsmask billing under that cache and adding the
-frontier breakpoint.
+breakpoints, 20-block lookback, lifetimes, and the prices and minimum of the
+request's model from the stub's own model table), directly and through a
+real mitmdump with obsmask billing under that cache and adding the frontier
+breakpoint.
 
 The task is the one of test_e2e_claude_code.py: ten turns each calling
 Claude Code's ``Bash`` tool, most with outputs of several KB (``seq``,
@@ -10,12 +11,16 @@ Claude Code's ``Bash`` tool, most with outputs of several KB (``seq``,
 (``wc -l``), one failing, then a final text. It runs twice in the same
 fresh folder (the working directory's path is in the prompt), each time
 with a fresh cache: directly against the stub, then through ``mitmdump
---mode reverse:STUB`` with the shipped mitm.toml and ``window_turns=1``,
-``price_model=anthropic``, ``allowance_percent=2``, ``min_free_percent=0``
-and ``frontier_breakpoint=true``. Both with Claude Code's default model and
-with ``claude-sonnet-4-5`` (whose tool results carry reminders, the tokens
-left among them). Claude Code uses three breakpoints of its own: two system
-blocks and the last block of its request.
+--mode reverse:STUB`` with the shipped mitm.toml (``price_model = "auto"``:
+each request priced by its model's row of obsmask's table) and
+``window_turns=1``, ``allowance_percent=2``, ``min_free_percent=0`` and
+``frontier_breakpoint=true``. With three models, each billed by the stub at
+its own documented terms: Claude Code's default (``claude-opus-5-5``: reads
+0.05, minimum 512), ``claude-sonnet-4-5`` (reads 0.1, minimum 1,024; its
+tool results carry reminders, the tokens left among them) and
+``claude-fable-5-1`` (reads 0.025, minimum 512: a warm token costs 50 times
+less than writing it again). Claude Code uses three breakpoints of its own:
+two system blocks and the last block of its request.
 
 The conversation's requests are those the stub served as the task's (the
 prompt's marker in the first user message, the ``Bash`` tool offered);
@@ -24,12 +29,14 @@ checks of the bill cover every ``/v1/messages`` flow obsmask billed,
 whatever it was. Checked:
 
 - every flow obsmask billed (all the conversation's) carries
-  ``bill.cache == "breakpoints"`` and a prediction equal to what the stub
+  ``bill.cache == "breakpoints"``, names a row of obsmask's table that knows
+  the model (``bill.model_row``), and a prediction equal to what the stub
   reported for it: ``cache_read_tokens`` its ``cache_read_input_tokens``,
   ``cache_write_tokens`` its ``cache_creation_input_tokens``, and
   ``input_tokens`` its whole input (plain + read + written);
-- the run through obsmask costs the stub's bill (reads 0.1, writes 1.25,
-  plain 1.0) at most what the same run costs directly, with results masked;
+- the run through obsmask costs, in the stub's bill at the model's prices
+  (reads 0.05, 0.1 or 0.025, writes 1.25, plain 1.0), at most what the same
+  run costs directly, with results masked;
 - the frontier breakpoint went out at least once, each time on the block
   the flow's metadata names (the last block of an assistant message, with a
   copy of Claude Code's own ``cache_control``); no request ever had a fifth
@@ -84,15 +91,19 @@ COMMANDS = [
 ]
 FINAL = "Scripted cached task done: 10 shell commands run, one failed."
 CLAUDE_ARGUMENTS = ["--allowedTools", "Bash", "--max-turns", str(len(COMMANDS) + 3)]
-# Claude Code's default model (none named), and one whose requests differ
-# (test_e2e_claude_code.py): each tool result followed by reminders, among
-# them the tokens left, which Claude Code computes from the usage reported.
-MODELS = ["default", "claude-sonnet-4-5"]
-# The shipped settings (mitm.toml), the frontier breakpoint on, and every
-# move allowed that the ledger allows (no payback threshold).
+# Claude Code's default model (none named: claude-opus-5-5 in the pinned
+# version), one whose requests differ (test_e2e_claude_code.py): each tool
+# result followed by reminders, among them the tokens left, which Claude Code
+# computes from the usage reported; and Fable 5.1, the cheapest reads.
+MODELS = ["default", "claude-sonnet-4-5", "claude-fable-5-1"]
+# The stub's row for each (its own table, not obsmask's): read price, minimum.
+STUB_TERMS = {"default": (0.05, 512), "claude-sonnet-4-5": (0.1, 1024),
+              "claude-fable-5-1": (0.025, 512)}
+# The shipped settings (mitm.toml: price_model "auto"), the frontier
+# breakpoint on, and every move allowed that the ledger allows (no payback
+# threshold).
 SETTINGS = {
     "window_turns": "1",
-    "price_model": "anthropic",
     "allowance_percent": "2",
     "min_free_percent": "0",
     "frontier_breakpoint": "true",
@@ -105,6 +116,7 @@ class Session:
     """One run of the task: Claude Code's, what the stub served and billed,
     and (through the proxy) mitmdump's flows and output."""
 
+    model: str
     run: ClaudeRun
     served: list[Served]
     cache: AnthropicPromptCache
@@ -163,7 +175,7 @@ def sessions(
     cache = AnthropicPromptCache()
     with scripted_anthropic(PROMPT_MARKER, COMMANDS, FINAL, cache=cache) as server:
         run = _run_task(root, server.url, model)
-        direct = Session(run, list(server.served), cache, [], "")
+        direct = Session(model, run, list(server.served), cache, [], "")
     root.rename(base / "direct")
 
     config = base / "mitm.toml"
@@ -180,7 +192,7 @@ def sessions(
             run = _run_task(root, f"http://127.0.0.1:{proxy.port}", model)
             # Every answer has ended; let mitmdump log each usage report.
             wait_for_lines(proxy, r"obsmask: provider reported", len(server.served), 10.0)
-        proxied = Session(run, list(server.served), cache, read_flows(flows_file),
+        proxied = Session(model, run, list(server.served), cache, read_flows(flows_file),
                           proxy.output())
     return direct, proxied
 
@@ -240,8 +252,13 @@ def test_claude_code_finishes_the_task_against_the_caching_stub_directly_and_thr
     sessions: tuple[Session, Session],
 ) -> None:
     """The premise of the others: both runs did the whole task, and the stub
-    served nothing but the task's requests, all billed by its cache."""
+    served nothing but the task's requests, all billed by its cache at the
+    terms of the model asked for."""
     for session in sessions:
+        for served in session.served:
+            assert served.bill is not None
+            terms = served.bill.terms
+            assert (terms.read, terms.minimum) == STUB_TERMS[session.model], terms
         run = session.run
         assert run.returncode == 0, run.describe()
         assert run.outside == (), "Claude Code tried to reach another host than 127.0.0.1"
@@ -259,10 +276,11 @@ def test_every_request_obsmask_billed_reads_and_writes_what_the_ledger_predicted
 ) -> None:
     """The stub's cache_read_input_tokens, cache_creation_input_tokens and
     whole input equal the ledger's ``predicted`` in the flow's metadata, on
-    every flow obsmask billed; and it billed every request of the task."""
+    every flow obsmask billed, priced under a row of obsmask's table that
+    knows the model; and it billed every request of the task."""
     _, proxied = sessions
     requests = _requests(proxied)
-    lines = ["request: action, masked results, frontier breakpoint | predicted | stub"]
+    lines = ["request: action, masked results, frontier breakpoint, cache | predicted | stub"]
     differences = []
     billed = 0
     for request in requests:
@@ -275,14 +293,18 @@ def test_every_request_obsmask_billed_reads_and_writes_what_the_ledger_predicted
             continue
         billed += 1
         bill = as_object(summary["bill"])
-        assert bill["cache"] == "breakpoints", f"request {request.number}: {bill}"
+        row = as_object(bill["model_row"])
+        assert row["known"] is True and row["read"] == STUB_TERMS[proxied.model][0], row
         predicted = as_object(bill["predicted"])
         added = summary.get("frontier_breakpoint")
         where = "-" if added is None else \
             f"m{as_object(added)['message']}.b{as_object(added)['block']}"
         lines.append(f"  {request.number:2d}: {summary.get('action')!s:9} "
-                     f"{summary.get('masked_tool_results', 0)!s:>2} {where:7} | "
-                     f"{_row(predicted)} | {_row(reported)}")
+                     f"{summary.get('masked_tool_results', 0)!s:>2} {where:7} "
+                     f"{bill['cache']!s:11} | {_row(predicted)} | {_row(reported)}")
+        if bill["cache"] != "breakpoints":
+            differences.append(f"request {request.number}: billed under the cache "
+                               f"{bill['cache']!r}, not Anthropic's breakpoints")
         if predicted != reported:
             differences.append(f"request {request.number}: predicted {predicted}, "
                                f"stub reported {reported}")
@@ -297,13 +319,13 @@ def test_every_request_obsmask_billed_reads_and_writes_what_the_ledger_predicted
 def test_claude_code_bills_no_more_through_obsmask_than_directly_and_obsmask_masked(
     sessions: tuple[Session, Session],
 ) -> None:
-    """The stub's bill of the run through obsmask (reads 0.1, writes 1.25,
-    plain 1.0) is at most the direct run's; results were masked, so the
-    bills differ for a reason."""
+    """The stub's bill of the run through obsmask, at the model's prices
+    (reads 0.05, 0.1 or 0.025, writes 1.25, plain 1.0), is at most the
+    direct run's; results were masked, so the bills differ for a reason."""
     direct, proxied = sessions
     masked = [r.summary.get("masked_tool_results", 0) for r in _requests(proxied)]
     through, straight = proxied.cache.total_units(), direct.cache.total_units()
-    print(f"\nstub's bill in input-price units: direct {straight:,.1f}, "
+    print(f"\n{proxied.model}: stub's bill in input-price units: direct {straight:,.1f}, "
           f"through obsmask {through:,.1f} ({through / straight:.3f}x); "
           f"results masked per request: {' '.join(map(str, masked))}")
     for number, (d, p) in enumerate(zip(direct.served, proxied.served, strict=True)):
