@@ -1,4 +1,4 @@
-"""The seven addons of obsmask, in the order mitmproxy must run them.
+"""The eight addons of obsmask, in the order mitmproxy must run them.
 
 ``addons/obsmask.py`` (the script ``mitmdump -s`` loads) and the ``obsmask``
 command (``mitm/cli.py``, which loads that script) both take them from here.
@@ -6,6 +6,7 @@ command (``mitm/cli.py``, which loads that script) both take them from here.
 
 from __future__ import annotations
 
+from obsmask_core.mitm.brake_addon import ProviderBrake
 from obsmask_core.mitm.contentview import MaskingView
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.gateway_addon import McpGateway
@@ -20,8 +21,9 @@ def obsmask_addons() -> list[object]:
     """Fresh addons: the settings file first (every other addon reads it in
     its configure), recall next (its route is answered before any other
     addon looks at the flow, and both features ask it whether recall is
-    on), the totals after the features (a flow's facts are complete once
-    their hooks have run), the content view (it hooks no flow), and one
+    on), the provider's brake after the conversation addon (it weighs the
+    usage that addon records), the totals after the features (a flow's
+    facts are complete once their hooks have run), the content view (it hooks no flow), and one
     tiktoken encoding in memory and one worker thread for big bodies
     (the conversation addon's) for both features."""
     settings = SettingsFile()
@@ -32,6 +34,7 @@ def obsmask_addons() -> list[object]:
         settings,
         recall,
         masking,
+        ProviderBrake(masking),
         McpGateway(settings),
         McpTruncation(settings, tokens, recall, masking.off_loop),
         RunTotals(settings),

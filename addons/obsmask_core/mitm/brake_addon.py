@@ -1,0 +1,87 @@
+"""The provider's word as a brake (``conversation/billing/brake.py``): each
+answer's reported cache figures are weighed against the ledger's prediction
+for its request, the conversation's surprise is added up in the table of
+when conversations were last seen, and once the bill so far, as the
+provider reported it, goes past the allowance, the conversation's frontier
+stops from its next request on (planning reads ``braked_from`` from the
+same table). Said in one log line, the flow's comment and its metadata
+(``brake``), which the totals and the metrics read.
+
+Runs after the conversation addon, whose ``response`` records a buffered
+answer's usage (a streamed one's is recorded as it passes); an answer cut
+after its usage report (``error``) counts too, once. An answer whose
+figures cannot be read changes nothing, and nothing escapes into mitmproxy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from mitmproxy import http
+
+from obsmask_core.conversation.billing.brake import reading
+from obsmask_core.conversation.billing.last_seen import LastSeenTable
+from obsmask_core.mitm.conversation_addon import ConversationMasking
+from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, guarded, where
+
+logger = logging.getLogger(__name__)
+BRAKE_METADATA = "brake"
+
+
+class ProviderBrake:
+    """Reads each conversation answer's figures against its bill (the
+    conversation addon's policy and tables)."""
+
+    def __init__(self, masking: ConversationMasking) -> None:
+        self.masking = masking
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        with guarded(flow, "answered unchanged, its cache figures not weighed"):
+            self._weigh(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        with guarded(flow, "ended, its cache figures not weighed"):
+            self._weigh(flow)
+
+    def _table(self, flow: http.HTTPFlow) -> LastSeenTable:
+        """The table the request was planned with (``ConversationMasking._visit``)."""
+        recall = self.masking.recall
+        shared = recall.shared_last_seen if recall is not None else None
+        return shared if shared is not None and flow.live else self.masking.last_seen
+
+    def _weigh(self, flow: http.HTTPFlow) -> None:
+        if not self.masking.policy.provider_brake:
+            return
+        summary = flow.metadata.get(CONVERSATION_METADATA)
+        if not isinstance(summary, dict) or BRAKE_METADATA in summary:
+            return
+        bill, usage = summary.get("bill"), summary.get("provider_usage")
+        conversation = summary.get("conversation")
+        if not isinstance(bill, Mapping) or not isinstance(usage, Mapping) \
+                or not isinstance(conversation, str):
+            return
+        read = reading(bill, usage, anthropic=summary.get("format") == "anthropic")
+        if read is None:
+            return
+        now = time.time() if flow.live else flow.request.timestamp_start
+        braking = self._table(flow).add_surprise(conversation, now, read.surprise, read.room,
+                                                 read.request_items)
+        facts: dict[str, object] = {
+            "surprise": round(read.surprise, 1),
+            "conversation_surprise": round(braking.surprise, 1),
+            "room": round(read.room, 1),
+        }
+        if braking.braked_from is not None:
+            facts["braked_from"] = braking.braked_from
+        if braking.tripped:
+            facts["tripped"] = True
+        summary[BRAKE_METADATA] = facts
+        if braking.tripped:
+            line = (f"obsmask: provider brake: conversation {conversation} billed "
+                    f"{braking.surprise:.1f} tokens beyond the ledger's prediction, past the "
+                    f"{read.room:.1f} its allowance left: its frontier stays where it is from "
+                    f"request end {braking.braked_from}")
+            add_comment(flow, line)
+            logger.warning("%s (%s)", line, where(flow))
