@@ -17,7 +17,9 @@ Checked:
   figures (``provider_usage``): its request count is the flow's place in the
   conversation, its bill with masking stays within 2% of the bill without,
   both grow from request to request, and it is exactly what the pure
-  ``plan_masking`` gives for the body the client sent;
+  ``plan_masking`` gives for the body the client sent, priced by the
+  request's model as the proxy prices it (``price_for_request``; the agent's
+  made-up ``claude-stub-1`` is a model the table does not know);
 - with ``price_model = "none"`` no flow has a ``bill``;
 - with ``holdout_percent = 50`` a conversation whose first message hashes
   below 50 goes upstream byte for byte, its flows saying ``holdout``, while
@@ -38,6 +40,7 @@ import pytest
 from mitmproxy import http
 
 from obsmask_core.conversation.billing.breakpoints import read_layout
+from obsmask_core.conversation.billing.model_table import price_for_request
 from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.apply import mask_items
 from obsmask_core.conversation.masking.rewrite import HELD_OUT, mask_read_body
@@ -234,8 +237,8 @@ def test_every_flow_carries_the_bill_so_far_within_the_allowance_next_to_the_pro
     has a ``bill``: ``requests`` is its number in the conversation, the
     estimate with masking is at most 2% above the one without, both grow
     from flow to flow, it equals the pure ``plan_masking`` bill of the body
-    the client sent, and the provider's figures from the same answer sit
-    next to it. At least one request is masked."""
+    the client sent priced by its model (made up: not in the table), and the
+    provider's figures from the same answer sit next to it. At least one request is masked."""
     flows_file = tmp_path / "flows.mitm"
     with scripted_anthropic(PROMPT_MARKER, commands(SIZES), FINAL) as scripted:
         arguments = _proxy_arguments(scripted.url, tmp_path, flows_file, *LEDGER_OPTIONS)
@@ -269,11 +272,19 @@ def test_every_flow_carries_the_bill_so_far_within_the_allowance_next_to_the_pro
             assert with_masking > _number(previous["estimated_with_masking"]), where
             assert without > _number(previous["estimated_without_masking"]), where
         previous = bill
-        # The same bill, from the pure function, on the body the client sent.
+        # The same bill, from the pure function, on the body the client sent,
+        # priced as the proxy prices it: by the request's model (the agent's
+        # made-up "claude-stub-1", which the table does not know: the flow
+        # names the provider's cautious row).
         items = exchange.items
-        layout = read_layout(as_object(json.loads(exchange.sent)), items)
-        plan = plan_masking(ANTHROPIC.index(items), LEDGER, items, layout=layout)
+        sent_body = as_object(json.loads(exchange.sent))
+        price = price_for_request(LEDGER.price_model, LEDGER.models, anthropic=True,
+                                  model=sent_body.get("model"))
+        assert price is not None, where
+        layout = read_layout(sent_body, items, minimum_tokens=price.minimum_tokens)
+        plan = plan_masking(ANTHROPIC.index(items), LEDGER, items, layout=layout, price=price)
         assert plan.bill is not None and plan.bill.as_metadata() == bill, where
+        assert as_object(bill["model_row"])["known"] is False, where
         # The provider's own figures, from the same answer, next to it.
         assert meta["provider_usage"] == _expected_usage(exchange.served), where
         _masked_as_the_model_says(exchange, LEDGER)
