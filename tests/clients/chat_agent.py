@@ -9,13 +9,15 @@ results, send again, until the model answers with text.
     chat_agent.py --base-url http://127.0.0.1:PORT/v1 --stub-url http://127.0.0.1:STUB
                   [--turns 12] [--stream-turns 2,5,9,12]
 
-``--turns`` is how many tool turns the agent accepts before giving up (the
-stub decides when to stop). ``--stream-turns`` lists the 0-based request
-numbers sent with ``stream=True``; request number k is the one that follows k
-tool turns. On a streamed request, as soon as the first chunk has arrived the
-agent calls ``GET {stub-url}/release/{k}`` directly (not through the proxy):
-the stub holds the rest of its answer until then, so the stub learns whether
-the first chunk reached the client while the answer was still being written.
+The model asked for is ``OBSMASK_CHAT_AGENT_MODEL`` from the environment,
+``stub-model`` without it. ``--turns`` is how many tool turns the agent
+accepts before giving up (the stub decides when to stop). ``--stream-turns``
+lists the 0-based request numbers sent with ``stream=True``; request number
+k is the one that follows k tool turns. On a streamed request, as soon as
+the first chunk has arrived the agent calls ``GET {stub-url}/release/{k}``
+directly (not through the proxy): the stub holds the rest of its answer
+until then, so the stub learns whether the first chunk reached the client
+while the answer was still being written.
 
 Prints one JSON document on stdout: every request as sent (the messages and
 the exact body bytes the SDK wrote), every answer as the SDK gave it back
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from typing import Any
 
@@ -33,7 +36,7 @@ import httpx2
 import openai
 from agent_common import chat_assistant_message, fit, main, release
 
-MODEL = "stub-model"
+MODEL = os.environ.get("OBSMASK_CHAT_AGENT_MODEL", "stub-model")
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
