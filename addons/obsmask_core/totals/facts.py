@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
+from obsmask_core.totals.brake import BrakeFacts
 
 PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
                    "output_tokens")
@@ -84,6 +85,8 @@ class RequestFacts:
     cache: CacheFacts | None = None
     # The re-fetches the request shows, when its conversation has any.
     refetches: RefetchFacts | None = None
+    # The provider's brake, when it weighed the answer.
+    brake: BrakeFacts | None = None
 
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
@@ -121,6 +124,7 @@ class RequestFacts:
             provider=provider,
             cache=CacheFacts.read(facts),
             refetches=RefetchFacts.read(facts.get(REFETCHES_KEY)),
+            brake=BrakeFacts.read(facts.get("brake")),
         )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from obsmask_core.shared.cache_check import CacheTokens
 from obsmask_core.shared.refetch_facts import RefetchFacts
+from obsmask_core.totals.brake import BrakeFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS, CacheFacts, McpFacts, RequestFacts
 
 # Which model a prediction tests: the wire format and the cache as the
@@ -172,6 +173,7 @@ class RequestFigures:
     # The cache predicted beside the provider's report, by the model tested.
     cache: dict[CacheKey, CacheFigures] = field(default_factory=dict)
     refetches: RefetchFigures = field(default_factory=RefetchFigures)
+    brake: BrakeFigures = field(default_factory=BrakeFigures)
 
     def add(self, facts: RequestFacts) -> None:
         self.requests += 1
@@ -196,6 +198,8 @@ class RequestFigures:
             self.cache.setdefault((cache.fmt, cache.cache), CacheFigures()).add(cache)
         if facts.refetches is not None:
             self.refetches.add(facts.refetches)
+        if facts.brake is not None:
+            self.brake.add(facts.brake)
 
     @property
     def tokens_saved(self) -> int:
@@ -225,6 +229,7 @@ class RequestFigures:
             "provider": {name: self.provider[name] for name in PROVIDER_FIELDS},
             "cache_prediction": self.cache_json(),
             "refetches": self.refetches.as_json(),
+            "provider_brake": self.brake.as_json(),
         }
 
     def cache_json(self) -> dict[str, dict[str, dict[str, object]]]:

@@ -27,6 +27,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from obsmask_core.totals.brake import BrakeFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS
 from obsmask_core.totals.figures import RefetchFigures
 from obsmask_core.totals.totals import Totals
@@ -99,6 +100,7 @@ class TotalsCollector(Collector):
         yield predicted
         yield reported
         yield from _refetch_metrics(r.refetches)
+        yield from _brake_metrics(r.brake)
         bill = GaugeMetricFamily(
             "obsmask_bill_estimated_tokens", "The bill of all conversations so far, "
             "estimated by the ledger in input tokens at the base price, with and without "
@@ -144,6 +146,20 @@ def _refetch_metrics(f: RefetchFigures) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "obsmask_refetch_guarded_results", "Tool results kept whole because their call was "
         "re-fetched (refetch_guard), summed over requests.", value=f.guarded_results)
+
+
+def _brake_metrics(f: BrakeFigures) -> Iterator[Metric]:
+    """The provider's brake: its cache figures against the ledger's."""
+    yield GaugeMetricFamily(
+        "obsmask_provider_surprise_tokens", "What the provider's reported cache figures "
+        "cost beyond the ledger's prediction, summed over answers (estimated input tokens "
+        "at the base price; below 0 when it billed less).", value=f.surprise)
+    yield CounterMetricFamily(
+        "obsmask_provider_brakes", "Conversations whose frontier the provider brake "
+        "stopped (their bill so far, as reported, past the allowance).", value=f.tripped)
+    yield CounterMetricFamily(
+        "obsmask_provider_braked_requests", "Requests planned with their conversation's "
+        "frontier stopped by the provider brake.", value=f.braked_requests)
 
 
 class Metrics:

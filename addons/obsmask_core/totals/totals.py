@@ -209,6 +209,12 @@ class Totals:
                 f"{p['input_tokens']:,} input, {p['cached_input_tokens']:,} cached input, "
                 f"{p['cache_creation_input_tokens']:,} written to the cache, "
                 f"{p['output_tokens']:,} output tokens")
+        if (brake := r.brake).tripped or brake.braked_requests:
+            lines.append(
+                f"totals: provider brake: {brake.tripped:,} conversation(s) stopped, "
+                f"{brake.braked_requests:,} request(s) planned braked; the provider billed "
+                f"{brake.surprise:,.0f} tokens beyond the ledger's prediction over "
+                f"{brake.weighed:,} answer(s)")
         for (fmt, cache), figures in sorted(r.cache.items()):
             lines.append(
                 f"totals: cache predicted vs reported ({fmt}, {cache}; {figures.requests:,} "
