@@ -93,3 +93,17 @@ def test_buffered_bad_input_gives_none(body):
 def test_buffered_keeps_the_valid_fields_only():
     body = b'{"usage": {"input_tokens": 3, "output_tokens": "many", "cache_read_input_tokens": 0}}'
     assert usage_from_json(body) == ProviderUsage(input_tokens=3, cached_input_tokens=0)
+
+
+def test_openai_cache_writes_are_read_as_cache_creation_tokens():
+    """GPT-5.6 and later report their cache writes beside the cached tokens
+    (Chat's prompt_tokens_details, Responses' input_tokens_details); the
+    input count includes them."""
+    chat = usage_from_json(json.dumps({"usage": {
+        "prompt_tokens": 2000, "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 1500, "cache_write_tokens": 400}}}).encode())
+    assert chat == ProviderUsage(2000, 1500, 400, 5)
+    responses = usage_from_json(json.dumps({"usage": {
+        "input_tokens": 2000, "output_tokens": 5,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 2000}}}).encode())
+    assert responses == ProviderUsage(2000, 0, 2000, 5)

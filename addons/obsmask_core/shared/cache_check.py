@@ -66,8 +66,8 @@ class CacheTokens:
         without its input and cache-read figures (a provider that does not
         report its cache cannot be compared). Anthropic's ``input_tokens``
         counts neither the reads nor the writes: all the input is the three
-        added up; OpenAI's counts its cached tokens, and OpenAI reports no
-        writes (nor bills them apart): 0."""
+        added up; OpenAI's counts its cached and written tokens, and only
+        GPT-5.6 and later report writes (``cache_write_tokens``): else 0."""
         usage = mapping(value)
         uncached, read = count(usage.get("input_tokens")), count(usage.get("cached_input_tokens"))
         if uncached is None or read is None:

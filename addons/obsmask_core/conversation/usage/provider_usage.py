@@ -62,7 +62,9 @@ class ProviderUsage:
       ``input_tokens + cached_input_tokens + cache_creation_input_tokens``
       (``cache_read_input_tokens`` and ``cache_creation_input_tokens``).
 
-    ``cache_creation_input_tokens`` is only read from Anthropic answers.
+    ``cache_creation_input_tokens`` is read from Anthropic answers, and
+    from OpenAI's ``cache_write_tokens`` (GPT-5.6 and later), which its
+    ``input_tokens`` include.
     """
 
     input_tokens: int | None = None
@@ -182,7 +184,8 @@ def _read_usage(raw: object) -> ProviderUsage | None:
     ``prompt_tokens_details.cached_tokens``; Responses ``input_tokens``/
     ``output_tokens`` with ``input_tokens_details.cached_tokens``; Anthropic
     ``input_tokens``/``output_tokens`` with ``cache_read_input_tokens`` and
-    ``cache_creation_input_tokens``. The names do not collide, so the first
+    ``cache_creation_input_tokens``; OpenAI's writes (GPT-5.6 on) are
+    ``cache_write_tokens`` beside ``cached_tokens``. The names do not collide, so the first
     name present wins and no format switch is needed.
     """
     if not isinstance(raw, dict):
@@ -194,7 +197,11 @@ def _read_usage(raw: object) -> ProviderUsage | None:
             _count(_dict_at(raw, "input_tokens_details"), "cached_tokens"),
             _count(raw, "cache_read_input_tokens"),
         ),
-        cache_creation_input_tokens=_count(raw, "cache_creation_input_tokens"),
+        cache_creation_input_tokens=_first(
+            _count(raw, "cache_creation_input_tokens"),
+            _count(_dict_at(raw, "prompt_tokens_details"), "cache_write_tokens"),
+            _count(_dict_at(raw, "input_tokens_details"), "cache_write_tokens"),
+        ),
         output_tokens=_first(_count(raw, "completion_tokens"), _count(raw, "output_tokens")),
     )
     return usage if usage.as_metadata() else None
