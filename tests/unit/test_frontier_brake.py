@@ -14,13 +14,17 @@ from typing import cast
 import pytest
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
+from obsmask_core.conversation.billing.last_seen import Recorded
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.masking.apply import apply_plan
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.conversation.view.explain import MaskingExplanation, explain_masking
 from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert
 
 BIG, PROMPT, THINKING = "B" * 20_000, "u" * 8000, "t" * 2000
@@ -128,3 +132,20 @@ def test_a_checkpoint_records_the_brake_its_replay_met():
     assert braked.checkpoint(b"[]").braked_from == braked_from(CHAT)
     later = Frontier(index, items, policy, maskable, braked_from=len(items) + 1)
     assert later.checkpoint(b"[]").braked_from is None
+
+
+def test_the_content_view_plans_a_braked_request_again_from_its_recorded_brake():
+    """The view plans the original again with the brake its bill recorded,
+    and so finds the body that went out; without it, another one."""
+
+    items = convert(ANTHROPIC, EVENTS[: 1 + 2 * 10])
+    original = json.dumps(claude_code_body(items)).encode()
+    policy = MaskPolicy(**SHIPPED, provider_brake=True)
+    went = mask_request_body(original, policy, ANTHROPIC,
+                             visit=Recorded(frozenset(), braked_from(ANTHROPIC)))
+    assert isinstance(went, Masked)
+    explained = explain_masking(original, went.body, ANTHROPIC, policy,
+                                braked_from=braked_from(ANTHROPIC))
+    assert isinstance(explained, MaskingExplanation) and explained.reasons_note is None
+    unbraked = explain_masking(original, went.body, ANTHROPIC, policy)
+    assert not isinstance(unbraked, MaskingExplanation) or unbraked.reasons_note is not None

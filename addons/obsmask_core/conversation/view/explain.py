@@ -104,12 +104,13 @@ class NotExplained:
 def explain_masking(
     original: bytes, masked: bytes, fmt: WireFormat, policy: MaskPolicy | None = None,
     *, recall: bool = False, cold_ends: frozenset[int] = frozenset(),
-    refetch_calls: Sequence[str] = (),
+    refetch_calls: Sequence[str] = (), braked_from: int | None = None,
 ) -> MaskingExplanation | NotExplained:
     """The facts of each tool result of ``original`` as ``masked`` carries
     it; the reasons from planning ``original`` again with ``policy`` (and
     ``recall``, and the conversation's ``cold_ends`` as the flow recorded
-    them), when that gives ``masked`` back. ``refetch_calls``: the call ids
+    them, and where the provider's brake held its frontier, ``braked_from``),
+    when that gives ``masked`` back. ``refetch_calls``: the call ids
     the flow recorded as new re-fetches, found with what they repeat."""
     try:
         before_text, after_text = original.decode("utf-8"), masked.decode("utf-8")
@@ -134,7 +135,8 @@ def explain_masking(
     frontier: int | None = None
     if policy is not None:
         outcome = mask_request_body(original, policy, fmt, recall=recall,
-                                    visit=Recorded(cold_ends) if cold_ends else None)
+                                    visit=Recorded(cold_ends, braked_from)
+                                    if cold_ends or braked_from is not None else None)
         if isinstance(outcome, Masked) and outcome.body == masked:
             plan = outcome.plan
             decisions = {d.location: d.kind for d in plan.decisions}

@@ -79,6 +79,8 @@ class MaskingRecord:
     # The request ends the conversation came back cold at (``last_seen``).
     cold_ends: frozenset[int] = frozenset()
     refetches: RefetchFacts | None = None
+    # The request end from which the provider's brake held its frontier.
+    braked_from: int | None = None
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> MaskingRecord:
@@ -91,7 +93,13 @@ class MaskingRecord:
                    figure("body_bytes_after"), figure("tool_chars_before"),
                    figure("tool_chars_after"), CacheCheck.read(metadata),
                    _cold_ends(metadata.get("bill")),
-                   RefetchFacts.read(metadata.get(REFETCHES_KEY)))
+                   RefetchFacts.read(metadata.get(REFETCHES_KEY)),
+                   _braked_from(metadata.get("bill")))
+
+
+def _braked_from(bill: object) -> int | None:
+    """The bill's ``braked_from``, a whole number, or None."""
+    return whole(bill.get("braked_from")) if isinstance(bill, Mapping) else None
 
 
 def _cold_ends(bill: object) -> frozenset[int]:
