@@ -37,11 +37,20 @@ def test_breakpoints_are_counted_over_tools_system_and_messages():
     assert not layout.free_slot and MAX_BREAKPOINTS == 4
 
 
-def test_a_client_that_marks_its_last_block_marks_the_end_of_its_request():
+def test_a_client_whose_last_breakpoint_is_in_its_last_message_marks_the_end_of_its_request():
+    """On its last block, or (Claude Code with the 5.x models) on the first
+    of two blocks of a trailing system message; one in an earlier message
+    does not."""
     marked_end = claude_code([{"role": "user", "content": [text("a"), text("b", MARK)]}])
     layout = read_layout(marked_end, marked_end["messages"])
     assert layout.marks_end and layout.free_slot and layout.control == MARK
-    earlier = claude_code([{"role": "user", "content": [text("a", MARK), text("b")]}])
+    reminder = claude_code([{"role": "user", "content": [text("a")]},
+                            {"role": "system", "content": [text("<total_tokens>9 left", MARK),
+                                                           text("First list what you need.")]}])
+    layout = read_layout(reminder, reminder["messages"])
+    assert layout.marks_end and layout.in_messages == 1
+    earlier = claude_code([{"role": "user", "content": [text("a", MARK), text("b")]},
+                           {"role": "assistant", "content": [text("c")]}])
     layout = read_layout(earlier, earlier["messages"])
     assert not layout.marks_end and layout.in_messages == 1
 

@@ -47,10 +47,14 @@ class CacheLayout:
     """An Anthropic request's breakpoints, as far as the ledger and the
     frontier breakpoint need them.
 
-    ``marks_end``: the client's last breakpoint closes its request (on the
-    last block of its last message, or a top-level ``cache_control``), so
-    every earlier request of the conversation is taken to have closed with
-    one too (the client moves it as the conversation grows).
+    ``marks_end``: the client's last breakpoint closes its request (in its
+    last message, or a top-level ``cache_control``), so every earlier
+    request of the conversation is taken to have closed with one too (the
+    client moves it as the conversation grows). Claude Code with the 5.x
+    models puts it on the first of the two blocks of a trailing system
+    message, whose second block is gone from the next request: the entry
+    ends with that message as the next request holds it, so the ledger
+    bills it at the message's end, as a breakpoint on its last block.
     ``control``: the ``cache_control`` of the client's last breakpoint,
     copied onto the frontier's (the same lifetime, so the order of lifetimes
     the API requires holds). ``minimum_tokens``: the model's smallest
@@ -171,8 +175,7 @@ def read_layout(members: Mapping[str, object], items: Sequence[object],
             continue
         found = _controls(content)
         inside.extend(found)
-        if position == len(items) - 1 and content and isinstance(content[-1], dict) \
-                and isinstance(content[-1].get(CACHE_CONTROL), dict):
+        if position == len(items) - 1 and found:
             last_marked = True
     automatic = isinstance(top_level, dict)
     control: Mapping[str, object] | None = inside[-1] if inside else None
