@@ -14,9 +14,9 @@ from obsmask_core.conversation.billing.breakpoint_billing import (
 )
 from obsmask_core.conversation.billing.breakpoints import (
     CacheLayout,
-    implicit_breakpoint,
     blocks_of,
     closing_block,
+    implicit_breakpoint,
     prompt_chars,
 )
 from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
