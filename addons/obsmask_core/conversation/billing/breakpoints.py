@@ -96,7 +96,13 @@ class CacheLayout:
 DEFAULT_MINIMUM_TOKENS = 1024
 
 
-def implicit_breakpoint(model: PriceModel) -> CacheLayout:
+def preamble_tokens(members: Mapping[str, object], *names: str) -> int:
+    """The estimated tokens of the members ``names`` of a request body,
+    which come before its messages in the cache."""
+    return sum(prompt_chars(members.get(name)) for name in names) // _CHARS_PER_TOKEN
+
+
+def implicit_breakpoint(model: PriceModel, preamble: int = 0) -> CacheLayout:
     """OpenAI's cache from GPT-5.6 on, as a layout: one implicit breakpoint
     near the latest user or tool message, read as the end of the request
     (agents end every request with one), and nothing cached before the
@@ -104,7 +110,7 @@ def implicit_breakpoint(model: PriceModel) -> CacheLayout:
     (``prompt_cache_breakpoint``) are not read: the implicit one at the end
     still writes everything the request adds."""
     return CacheLayout(outside_messages=0, in_messages=1, marks_end=True, control=None,
-                       preamble_tokens=0, minimum_tokens=model.minimum_cached)
+                       preamble_tokens=preamble, minimum_tokens=model.minimum_cached)
 
 
 def _controls(value: object) -> list[Mapping[str, object]]:
@@ -181,8 +187,7 @@ def read_layout(members: Mapping[str, object], items: Sequence[object],
     control: Mapping[str, object] | None = inside[-1] if inside else None
     if automatic and isinstance(top_level, dict):
         control = top_level
-    preamble = (prompt_chars(members.get("tools")) + prompt_chars(members.get("system"))) \
-        // _CHARS_PER_TOKEN
+    preamble = preamble_tokens(members, "tools", "system")
     return CacheLayout(
         outside_messages=len(outside),
         in_messages=len(inside) + (1 if automatic else 0),

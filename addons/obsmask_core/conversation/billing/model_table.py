@@ -250,6 +250,9 @@ class RequestPrice:
     model: PriceModel
     choice: RowChoice
     cache: CacheRule  # the rule the ledger bills the request under
+    # What comes before the messages in OpenAI's cache (tools and
+    # instructions), in estimated tokens (Anthropic's is the layout's).
+    preamble_tokens: int = 0
 
     @property
     def minimum_tokens(self) -> int:

@@ -172,7 +172,8 @@ def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,
         return None
     billing: Billing
     if layout is None and price is not None and price.cache == "openai_prefix":
-        billing = BreakpointBilling(model, implicit_breakpoint(model), blocks_before,
+        billing = BreakpointBilling(model, implicit_breakpoint(model, price.preamble_tokens),
+                                    blocks_before,
                                     OPENAI_REACH, name="openai_breakpoints")
     elif layout is None:
         billing = PrefixBilling(prefix_model)

@@ -17,8 +17,14 @@ and spliced from it. Without them, the same outcome comes, later.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, CacheLayout, read_layout
+from obsmask_core.conversation.billing.breakpoints import (
+    CACHE_CONTROL,
+    CacheLayout,
+    preamble_tokens,
+    read_layout,
+)
 from obsmask_core.conversation.billing.last_seen import Arrival, cache_lifetime
 from obsmask_core.conversation.billing.model_table import RequestPrice, price_for_request
 from obsmask_core.conversation.billing.price_models import has_cache
@@ -150,8 +156,13 @@ def _price(request: ReadBody, policy: MaskPolicy, fmt: WireFormat) -> RequestPri
     """The request's prices, from its ``model`` (None: no cache)."""
     if not has_cache(policy.price_model):
         return None
-    return price_for_request(policy.price_model, policy.models, anthropic=fmt is ANTHROPIC,
-                             model=request.members.get("model"))
+    price = price_for_request(policy.price_model, policy.models, anthropic=fmt is ANTHROPIC,
+                              model=request.members.get("model"))
+    if price is not None and price.cache == "openai_prefix":
+        # OpenAI's breakpoints read the tools and instructions too.
+        return replace(price, preamble_tokens=preamble_tokens(
+            request.members, "tools", "instructions"))
+    return price
 
 
 def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
