@@ -37,7 +37,8 @@ def test_an_unknown_model_is_told_once_and_its_flows_name_the_cautious_row(auto_
     assert "house-model-7" in line and "openai-unknown" in line
     for flow in flows:
         row = flow.metadata["obsmask"]["bill"]["model_row"]
-        assert (row["row"], row["model"], row["known"]) == ("openai-unknown", "house-model-7", False)
+        assert (row["row"], row["model"], row["known"]) \
+            == ("openai-unknown", "house-model-7", False)
 
 
 def test_a_known_model_is_not_told_and_its_flow_names_its_row(auto_masking, caplog):

@@ -5,6 +5,8 @@ profile gives the built-in defaults back."""
 
 from __future__ import annotations
 
+import tomllib
+
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
 from obsmask_core.shared.settings import build
@@ -18,9 +20,11 @@ def test_the_package_ships_the_checkouts_mitm_toml_byte_for_byte():
         "cp mitm.toml addons/obsmask_core/shared/recommended_mitm.toml")
 
 
-def test_pyproject_ships_the_recommended_settings_as_package_data():
-    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'obsmask_core = ["shared/recommended_mitm.toml"]' in pyproject
+def test_pyproject_ships_the_recommended_settings_and_the_model_table_as_package_data():
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["obsmask_core"]
+    assert "shared/recommended_mitm.toml" in shipped
+    assert "conversation/billing/model_prices.toml" in shipped
 
 
 def test_the_spec_profile_gives_back_every_built_in_default():
