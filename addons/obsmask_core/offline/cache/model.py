@@ -10,9 +10,12 @@ model "anthropic"):
   request is counted as such (``over_limit``) and billed as plain input
   (nothing read, nothing written);
 - a request reads the longest cache entry equal to one of its own prefixes
-  that ends at a block boundary at most ``LOOKBACK_BLOCKS`` (20) blocks
-  before one of its breakpoints: for a breakpoint on block b (from 0), the
-  boundaries after blocks b, b-1, ..., b-19;
+  that ends at a block boundary at most ``lookback_blocks`` blocks before
+  one of its breakpoints. The documentation says "up to approximately 20
+  blocks", read two ways: strictly (``LOOKBACK_BLOCKS``, 20: for a
+  breakpoint on block b, from 0, the boundaries after blocks b, b-1, ...,
+  b-19, the default) or leniently (``LENIENT_LOOKBACK_BLOCKS``, 21: also
+  the boundary after block b-20);
 - then it writes an entry at each of its breakpoints whose prefix has at
   least ``minimum_tokens`` (1024 by default);
 - what each token is: read, from the read boundary up to its last
@@ -25,10 +28,11 @@ model "anthropic"):
 OpenAI's automatic prefix cache (``OpenAICache``, "openai" and
 "openai_50"): a request reads the longest token prefix it shares with any
 earlier request of the same replay that is still alive, nothing under 1,024
-tokens, then rounded down to 1,024 + k * 128. A prefix stays alive one hour
-(``OPENAI_LIFETIME``) after the last request that held it: OpenAI keeps its
-entries from minutes up to an hour and says no more, so this is the simple
-end of that range.
+tokens, then rounded down to 1,024 + k * 128 (the minimum and the step are
+parameters: GPT-5.6 and later serve the prefix whole, a step of 1). A
+prefix stays alive one hour (``OPENAI_LIFETIME``) after the last request
+that held it: OpenAI keeps its entries from minutes up to an hour and says
+no more, so this is the simple end of that range.
 
 ``PrefixCache`` is the former reading of Anthropic's cache, kept as the
 sensitivity line "anthropic_prefix" (no target is checked under it): the
@@ -52,17 +56,19 @@ from obsmask_core.offline.cache.prompt_blocks import (
 )
 
 MIN_CACHED_TOKENS = 1024
-LOOKBACK_BLOCKS = 20
+LOOKBACK_BLOCKS = 20  # the strict reading of "approximately 20 blocks"
+LENIENT_LOOKBACK_BLOCKS = 21  # the lenient one: one boundary further back
 MAX_BREAKPOINTS = 4
 OPENAI_LIFETIME = ONE_HOUR
 
 
-def openai_cached(common_prefix: int) -> int:
-    """OpenAI's rule: at least 1024 tokens, in steps of 128."""
-    if common_prefix < OPENAI_MINIMUM_CACHED:
+def openai_cached(common_prefix: int, minimum: int = OPENAI_MINIMUM_CACHED,
+                  step: int = OPENAI_CACHE_STEP) -> int:
+    """OpenAI's rule: at least ``minimum`` tokens (1024), in steps of
+    ``step`` (128; 1: the whole shared prefix)."""
+    if common_prefix < minimum:
         return 0
-    steps = (common_prefix - OPENAI_MINIMUM_CACHED) // OPENAI_CACHE_STEP
-    return OPENAI_MINIMUM_CACHED + OPENAI_CACHE_STEP * steps
+    return minimum + step * ((common_prefix - minimum) // step)
 
 
 def anthropic_cached(common_prefix: int) -> int:
@@ -96,8 +102,10 @@ class AnthropicCache:
     """Anthropic's prompt cache as documented (see the module's docstring),
     for the requests of one replay, in the order they are sent."""
 
-    def __init__(self, minimum_tokens: int = MIN_CACHED_TOKENS) -> None:
+    def __init__(self, minimum_tokens: int = MIN_CACHED_TOKENS,
+                 lookback_blocks: int = LOOKBACK_BLOCKS) -> None:
         self.minimum_tokens = minimum_tokens
+        self.lookback_blocks = lookback_blocks
         self._entries: dict[bytes, _Entry] = {}
 
     def _alive(self, digest: bytes, now: float) -> _Entry | None:
@@ -117,7 +125,7 @@ class AnthropicCache:
         found = 0
         for point in prompt.breakpoints:
             last = min(point.block + 1, len(prompt.keys))
-            for boundary in range(last, max(0, last - LOOKBACK_BLOCKS), -1):
+            for boundary in range(last, max(0, last - self.lookback_blocks), -1):
                 if boundary <= found:
                     break
                 if self._alive(prompt.chain[boundary], prompt.time) is not None:
@@ -154,8 +162,11 @@ class OpenAICache:
     """OpenAI's automatic prefix cache (see the module's docstring), for the
     requests of one replay, in the order they are sent."""
 
-    def __init__(self, lifetime: float = OPENAI_LIFETIME) -> None:
+    def __init__(self, lifetime: float = OPENAI_LIFETIME, minimum: int = OPENAI_MINIMUM_CACHED,
+                 step: int = OPENAI_CACHE_STEP) -> None:
         self.lifetime = lifetime
+        self.minimum = minimum
+        self.step = step
         # chain digest -> the last time a request held that prefix
         self._seen: dict[bytes, float] = {}
         # chain[n] -> key of block n -> (chain[n + 1], its tokens)
@@ -189,7 +200,7 @@ class OpenAICache:
 
     def request(self, prompt: Prompt) -> int:
         """Tokens read from the cache; then the prompt is remembered."""
-        cached = openai_cached(self.shared(prompt))
+        cached = openai_cached(self.shared(prompt), self.minimum, self.step)
         now, chain = prompt.time, prompt.chain
         for digest in chain:
             self._seen[digest] = now
