@@ -13,6 +13,10 @@ members and list they read as.
   other members go as the session has them (a session may mark a tool).
 - Chat Completions and OpenAI Responses: as the session has them.
 
+With ``model``, every request carries that model id in its ``model``
+member (put first when the session has none), as a client of that model
+sends it.
+
 The body is the members, then the list, as compact JSON; each item's bytes
 are written once per session.
 """
@@ -98,11 +102,16 @@ def marked(item: object) -> object:
 
 
 class ClientRequests:
-    """The requests of ``session`` as its client sends them."""
+    """The requests of ``session`` as its client sends them (with
+    ``model``: to that model)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, model: str | None = None) -> None:
         self._claude_code = session.fmt is ANTHROPIC
         head = dict(session.members)
+        if model is not None and "model" in head:
+            head["model"] = model
+        elif model is not None:
+            head = {"model": model, **head}
         member = PREAMBLE_MEMBERS.get(session.fmt.name)
         if member is not None and session.preamble is not None:
             head[member] = (claude_code_system(session.preamble) if self._claude_code
