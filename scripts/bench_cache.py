@@ -6,6 +6,7 @@
     python3 scripts/bench_cache.py --policy w4=window_turns=4 --policy w12=window_turns=12
     python3 scripts/bench_cache.py --input flows.mitm --synthetic 0 --no-adversarial
     python3 scripts/bench_cache.py --only-real --formats chat --per-session
+    python3 scripts/bench_cache.py --quick --families sonnet,gpt_5   # a minute or two
 
 Masking shortens every request, but it rewrites the history, and a
 provider only serves from its cache what the request shares with what it
@@ -32,6 +33,13 @@ Sessions:
   and messages with role "assistant"), and the whole body is the last one.
   The body's other members (model, tool definitions...) go with every
   request.
+- claude_code (default: one per real Anthropic session; --claude-code N):
+  the real Anthropic sessions as Claude Code sends them to Opus 4.8 and
+  the 5.x models: its twelve tool definitions (about 48 kB), its reminders
+  as messages of their own (``{"role": "system", "content": [{"type":
+  "text", "text": "<system-reminder>...</system-reminder>"}]}``) after the
+  results of every 3rd tool turn, which carry the moving breakpoint when
+  they end a request; scripts/benchlib/cache/claude_code.py.
 - synthetic (--synthetic N, default 10): Chat Completions, generated with
   fixed seeds (``random.Random(SYNTHETIC_SEED + n)`` for session n); their
   distribution is described in scripts/benchlib/cache/synthetic.py and in
@@ -95,62 +103,77 @@ of the system, and 3 reply-priming tokens after the last block (never
 cached). Its breakpoints are the blocks carrying ``cache_control``, and
 the last block when the body has a top-level ``cache_control``.
 
-Price models, per request, in units of the base input price
-(scripts/benchlib/cache/model.py; each session and policy has caches of
-its own):
+Model families (addons/obsmask_core/offline/cache/families.py): every
+session is replayed under each family of its wire format. Each request
+carries the family's model id in its ``model`` member before it goes
+through obsmask (the shipped ``price_model = "auto"`` prices it by that
+model's row of obsmask's table), and what obsmask forwards is billed under
+the family's own prices and cache rule, written from the providers' pages
+(the JSON's "families_table" says whether obsmask's table agrees), in
+units of the base input price:
 
-- anthropic: Anthropic's cache as documented. A request reads the longest
-  cache entry equal to one of its prefixes that ends at a block boundary
-  at most 20 blocks before one of its breakpoints (for a breakpoint on
-  block b: after blocks b, b-1, ..., b-19), content compared without
-  ``cache_control``, for the same model; then writes an entry at each
-  breakpoint whose prefix has at least 1,024 tokens. Read tokens cost 0.1;
-  from the read boundary to the last breakpoint, writes at 1.25 (2.0 up to
-  a breakpoint with ``"ttl": "1h"``); after it, 1.0. An entry lives 5
-  minutes (1 hour with ttl "1h") after it was last written or read. A body
-  with more than 4 breakpoints gets the API's 400: a protocol error,
-  billed as plain input.
-- openai_90 and openai_50: OpenAI's automatic prefix cache. A request
-  reads the longest token prefix it shares with an earlier request of the
-  session still alive (an hour after the last request that held it),
-  nothing under 1,024 tokens, then rounded down to 1,024 + k * 128; reads
-  at 0.1 or 0.5, every other token at 1.0.
-- no_cache: every input token at 1.0.
-- "anthropic_prefix" is shown in parentheses, no target: the former
-  reading of Anthropic's cache, the longest common prefix with the previous
-  request (all of it from 1,024 tokens) at 0.1 and every other token a
-  write at 1.25, whatever the breakpoints and the time.
+- Anthropic Messages sessions (real, Claude Code-shaped, cache_edge):
+  Sonnet-class ("sonnet", model claude-sonnet-4-5: reads 0.1, writes 1.25,
+  1-hour writes 2.0, nothing under 1,024 tokens), Opus 5.5 ("opus_5_5",
+  claude-opus-5-5: 0.05, 1.25, 512) and Fable 5.1 ("fable_5_1",
+  claude-fable-5-1: 0.025, 1.25, 512), under Anthropic's cache as
+  documented: a request reads the longest live cache entry equal to one
+  of its prefixes that ends at a block boundary a breakpoint looks back to
+  (content compared without ``cache_control``, for the same model), then
+  writes an entry at each breakpoint whose prefix reaches the family's
+  minimum; read tokens at the read price, from the read boundary to the
+  last breakpoint at the write price (the 1-hour one up to a breakpoint
+  with ``"ttl": "1h"``), after it 1.0; an entry lives 5 minutes (1 hour
+  with ttl "1h") after it was last written or read; more than 4
+  breakpoints is the API's 400, a protocol error, billed as plain input.
+  "Up to approximately 20 blocks" is read both ways, each a line of the
+  output: "strict" (for a breakpoint on block b the boundaries after
+  blocks b, b-1, ..., b-19) and "lenient" (down to b-20): "sonnet/strict",
+  "sonnet/lenient"...
+- Chat Completions and Responses sessions (real, synthetic, adversarial):
+  OpenAI 0.1 before GPT-5.6 ("gpt_5", model gpt-5: the longest token
+  prefix shared with a live earlier request of the session, an hour after
+  the last request that held it, nothing under 1,024 tokens, then rounded
+  down to 1,024 + k * 128; reads 0.1, writes free), OpenAI 0.5 ("gpt_4o",
+  gpt-4o: the same at 0.5), GPT-5.6 ("gpt_5_6", gpt-5.6: the whole shared
+  prefix from 1,024 tokens, no steps; reads 0.1, every token not read a
+  write at 1.25) and no cache ("no_cache", the session's own model: every
+  input token at 1.0).
 
-A Chat Completions or Responses body has no breakpoint: under "anthropic"
-it caches nothing, and costs what it costs without a cache.
+Runs that forward the same bodies are replayed once and billed under each
+family they serve (a policy whose price_model has no cache never reads the
+model; one that does reads only its row's terms; frontier_breakpoint does
+nothing outside Anthropic Messages): see offline/cache/family_replay.py.
 
 Protocol errors, per policy and session: forwarded bodies with more than 4
 breakpoints, or where a breakpoint of the client's body is not on the same
 block with the same ttl (moved or removed); obsmask may add one of its own
 where a slot is free, never take one away. The outcomes of the rewrite
-(masked, unchanged, refused, unreadable) are counted too.
+(masked, unchanged, refused, unreadable) are counted too, per family.
 
-Figures, per session, policy and price model: the final ratio, the
-session's cost over that of "none" on the same session; and the bill so
-far: after each request n, the cost of requests 1 to n over that of "none"
-for the same requests, whose highest value over n >= 8
-(FIRST_JUDGED_REQUEST; requests count from 1) is the session's worst bill
-so far ("worst_prefix_ratio", and "worst_prefix_request" its n). Over the
-sessions of a group (real, each format of the real sessions in the JSON,
-synthetic, adversarial, cache_edge, input, all): mean and max of the final
-ratios, the ratio of the summed costs ("total", JSON), and the max of the
-worst bills so far with its session and request ("worst so far" in the
-table).
+Figures, per session, line (family and reading) and policy: the final
+ratio, the session's cost over that of "none" on the same session and
+line; and the bill so far: after each request n, the cost of requests 1 to
+n over that of "none" for the same requests, whose highest value over n >=
+8 (FIRST_JUDGED_REQUEST; requests count from 1) is the session's worst
+bill so far ("worst_prefix_ratio", and "worst_prefix_request" its n). Over
+the sessions of a group (real, each format of the real sessions in the
+JSON, claude_code, synthetic, adversarial, cache_edge, input, all): mean
+and max of the final ratios, the ratio of the summed costs ("total",
+JSON), the max of the worst bills so far with its session and request
+("worst so far" in the table), and the sessions whose bill so far passes
+1.03x ("over_1_03_sessions"). The JSON's "families" gives, per line, the
+shipped settings' mean, worst bill so far and sessions over 1.03x.
 
 Targets, with the recommended settings: (1) the worst bill so far over
-every session of the run at most 1.03x under anthropic, openai_90 and
-openai_50; (2) the mean final ratio of the real sessions (all formats) at
-most 0.80x under anthropic and under openai_90; with the no_cache profile
-(3) the mean final ratio over all the sessions of the run at most 0.70x
-under no_cache; and (4) no protocol error in any policy. Each is printed
-PASS or FAIL with the figure of each group inside it. The former target
-"every session's final ratio at most 1.05x under every price model" is
-printed too, for information.
+every session of the run at most 1.03x under every line with a cache
+(every family, both readings); (2) the mean final ratio of the real
+sessions at most 0.80x under the lines that read at 0.1x (sonnet/strict,
+sonnet/lenient, gpt_5); with the no_cache profile (3) the mean final ratio
+at most 0.70x under no_cache; and (4) no protocol error in any policy.
+Each is printed PASS or FAIL with the figure of each group inside it. The
+other families' means (Opus 5.5, Fable 5.1, GPT-4o, GPT-5.6) and "every
+session's final ratio at most 1.05x" are printed too, for information.
 
 Policies: "none" (masking off), "spec" (a plain sliding window: every tool
 result older than the last 8 tool turns masked at every request, no
@@ -163,7 +186,9 @@ setting) and "no_cache_profile" (the same with its
 (see scripts/benchlib/cache/policies.py).
 
 Sessions are replayed side by side in --jobs worker processes (default: the
-number of CPUs); the figures do not depend on it.
+number of CPUs); the figures do not depend on it. --families keeps some
+families (and the sessions they bill); --quick replays the first 2 real
+sessions of each format, 1 Claude Code-shaped and 2 synthetic ones.
 """
 
 from __future__ import annotations
@@ -184,6 +209,7 @@ sys.path.insert(0, str(REPO / "addons"))
 from benchlib.cache.report import json_report, markdown, per_session_markdown  # noqa: E402
 from benchlib.cache.run import RunOptions, run_cache_benchmark  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
+from obsmask_core.offline.cache.families import FAMILY_NAMES, choose_families  # noqa: E402
 from obsmask_core.offline.cache.formats import FORMAT_NAMES  # noqa: E402
 
 DEFAULT_SESSIONS = REPO / "fixtures/sessions"
@@ -200,6 +226,22 @@ def _formats(text: str) -> tuple[str, ...]:
     return names
 
 
+def _families(text: str) -> tuple[str, ...]:
+    """``sonnet,gpt_5`` -> the names, each a known family."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    try:
+        choose_families(names)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return names
+
+
+# --quick: a few sessions of each kind, for a check in a minute.
+QUICK_REAL_PER_FORMAT = 2
+QUICK_CLAUDE_CODE = 1
+QUICK_SYNTHETIC = 2
+
+
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -212,12 +254,23 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--input", type=Path, action="append", default=[],
                         help="a request body (.json: chat, anthropic or responses) or a "
                              "flow file (.mitm); repeatable")
-    parser.add_argument("--synthetic", type=int, default=10, metavar="N",
+    parser.add_argument("--synthetic", type=int, default=None, metavar="N",
                         help="synthetic sessions (default 10)")
-    parser.add_argument("--adversarial", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--adversarial", action=argparse.BooleanOptionalAction, default=None,
                         help="the adversarial sessions (default: on)")
-    parser.add_argument("--cache-edge", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--cache-edge", action=argparse.BooleanOptionalAction, default=None,
                         help="the sessions at the edges of Anthropic's cache (default: on)")
+    parser.add_argument("--claude-code", type=int, default=None, metavar="N",
+                        help="Claude Code-shaped copies of the first N real Anthropic "
+                             "sessions (default: all; 0: none)")
+    parser.add_argument("--families", type=_families, default=(), metavar="F,F",
+                        help="model families to replay under (default: all: "
+                             f"{','.join(FAMILY_NAMES)})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the first {QUICK_REAL_PER_FORMAT} real sessions of each "
+                             f"format, {QUICK_CLAUDE_CODE} Claude Code-shaped one, "
+                             f"{QUICK_SYNTHETIC} synthetic, no adversarial or cache_edge "
+                             "(unless asked for by name)")
     parser.add_argument("--only-real", action="store_true",
                         help="no synthetic, adversarial or cache_edge sessions")
     parser.add_argument("--no-real", action="store_true", help="skip --sessions")
@@ -238,14 +291,24 @@ def parse_arguments() -> argparse.Namespace:
 def main() -> None:
     args = parse_arguments()
     started = time.perf_counter()
+    quick = args.quick
+    synthetic = args.synthetic if args.synthetic is not None else (
+        QUICK_SYNTHETIC if quick else 10)
+    claude_code = args.claude_code if args.claude_code is not None else (
+        QUICK_CLAUDE_CODE if quick else None)
     options = RunOptions(
         config=args.config,
         sessions_folder=args.sessions,
         real=not args.no_real,
         formats=args.formats,
-        synthetic=0 if args.only_real else args.synthetic,
-        adversarial=args.adversarial and not args.only_real,
-        cache_edge=args.cache_edge and not args.only_real,
+        synthetic=0 if args.only_real else synthetic,
+        adversarial=bool(args.adversarial if args.adversarial is not None else not quick)
+        and not args.only_real,
+        cache_edge=bool(args.cache_edge if args.cache_edge is not None else not quick)
+        and not args.only_real,
+        claude_code=0 if args.only_real else claude_code,
+        families=choose_families(args.families),
+        real_limit=QUICK_REAL_PER_FORMAT if quick else None,
         jobs=args.jobs,
         inputs=args.input,
         policy_options=args.policy,
@@ -263,7 +326,8 @@ def main() -> None:
             print()
             print(per_session_markdown(run))
     print(f"bench_cache: {len(run.sessions)} sessions, {run.requests} requests, "
-          f"{len(run.policies)} policies in {elapsed:.1f} s", file=sys.stderr)
+          f"{len(run.policies)} policies, {len(run.families)} families in {elapsed:.1f} s",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

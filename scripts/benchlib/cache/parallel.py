@@ -11,22 +11,28 @@ so the output does not depend on the number of jobs.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from typing import TypeVar, cast
 
+from benchlib.cache.family_figures import FamilySessionFigures, family_session_figures
 from benchlib.cache.figures import SessionFigures, session_figures
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.offline.cache.families import FAMILIES, Family
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.shared.tokens import message_strings
 
+Figures = TypeVar("Figures")
 # What the forked workers read; set only while a pool runs.
-_WORK: tuple[list[Session], dict[str, MaskPolicy], MessageTokens] | None = None
+_WORK: tuple[list[Session], Callable[[Session], object]] | None = None
 
 
-def _figures_of(index: int) -> SessionFigures:
+def _figures_of(index: int) -> object:
     assert _WORK is not None
-    sessions, policies, tokens = _WORK
-    return session_figures(sessions[index], policies, tokens)
+    sessions, figures_of = _WORK
+    return figures_of(sessions[index])
 
 
 def _weight(session: Session) -> int:
@@ -35,18 +41,34 @@ def _weight(session: Session) -> int:
     return chars * len(session.request_ends)
 
 
-def all_figures(sessions: list[Session], policies: dict[str, MaskPolicy],
-                tokens: MessageTokens, jobs: int) -> list[SessionFigures]:
-    """``session_figures`` of every session, in order, with up to ``jobs`` processes."""
+def _all(sessions: list[Session], figures_of: Callable[[Session], Figures],
+         jobs: int) -> list[Figures]:
+    """``figures_of`` every session, in order, with up to ``jobs`` processes."""
     global _WORK
     if jobs <= 1 or len(sessions) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return [session_figures(session, policies, tokens) for session in sessions]
+        return [figures_of(session) for session in sessions]
     # The heaviest first, so that none starts last and keeps the others waiting.
     order = sorted(range(len(sessions)), key=lambda i: -_weight(sessions[i]))
-    _WORK = (sessions, policies, tokens)
+    _WORK = (sessions, figures_of)
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             found = dict(zip(order, pool.map(_figures_of, order), strict=True))
     finally:
         _WORK = None
-    return [found[index] for index in range(len(sessions))]
+    return [cast(Figures, found[index]) for index in range(len(sessions))]
+
+
+def all_figures(sessions: list[Session], policies: dict[str, MaskPolicy],
+                tokens: MessageTokens, jobs: int) -> list[SessionFigures]:
+    """``session_figures`` of every session (per price model), in order,
+    with up to ``jobs`` processes."""
+    return _all(sessions, partial(session_figures, policies=policies, tokens=tokens), jobs)
+
+
+def all_family_figures(sessions: list[Session], policies: dict[str, MaskPolicy],
+                       tokens: MessageTokens, jobs: int,
+                       families: Sequence[Family] = FAMILIES) -> list[FamilySessionFigures]:
+    """``family_session_figures`` of every session (per model family and
+    reading), in order, with up to ``jobs`` processes."""
+    return _all(sessions, partial(family_session_figures, policies=policies, tokens=tokens,
+                                  families=families), jobs)

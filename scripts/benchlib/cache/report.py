@@ -4,33 +4,22 @@ from __future__ import annotations
 
 from benchlib.cache.adversarial import ADVERSARIAL_FAMILIES
 from benchlib.cache.cache_edges import CACHE_EDGE_FAMILIES
+from benchlib.cache.claude_code import CLAUDE_CODE_FAMILY
 from benchlib.cache.policies import BASELINE, policy_settings
 from benchlib.cache.run import CacheRun
-from benchlib.cache.summary import ALL, SESSION_KINDS, summary_json
+from benchlib.cache.summary import ALL, OVER, SESSION_KINDS, outcomes, summary_json
 from benchlib.cache.synthetic import SYNTHETIC_DISTRIBUTION
 from benchlib.cache.targets import (
-    CACHED_MODELS,
+    CACHED_LINES,
     NOT_IN_RUN,
     PROTOCOL_TARGET,
     ProtocolResult,
     TargetResult,
     targets_json,
 )
-from obsmask_core.conversation.billing.price_models import OPENAI_CACHE_STEP
-from obsmask_core.offline.cache.billing import (
-    ALL_BENCHMARK_NAMES,
-    ALL_MODELS,
-    BENCHMARK_NAMES,
-    benchmark_name,
-    model_description,
-)
 from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK
-from obsmask_core.offline.cache.model import (
-    LOOKBACK_BLOCKS,
-    MAX_BREAKPOINTS,
-    MIN_CACHED_TOKENS,
-    OPENAI_LIFETIME,
-)
+from obsmask_core.offline.cache.families import LOOKBACKS, table_agreement
+from obsmask_core.offline.cache.model import MAX_BREAKPOINTS, OPENAI_LIFETIME
 from obsmask_core.offline.cache.prompt_blocks import FIVE_MINUTES, ONE_HOUR
 from obsmask_core.offline.cache.sessions import PACE_SECONDS
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
@@ -52,42 +41,52 @@ MODEL_DESCRIPTION: dict[str, object] = {
               f"{TOKENS_PER_MESSAGE} framing tokens on the first block of each item and of "
               f"the system; {TOKENS_REPLY_PRIMING} reply-priming tokens after the last "
               "block, never cached",
+    "families": "each session is replayed under every model family of its wire format: "
+                "each request carries the family's model id in its model member before it "
+                "goes through obsmask (price_model auto prices it by that model's row), and "
+                "what obsmask forwards is billed under the family's own prices and cache "
+                "rule (written from the providers' pages, not read from obsmask's table; "
+                "families_table says whether the table agrees). A policy whose "
+                "price_model has no cache never reads the model: it is replayed once per "
+                "session and billed under every family",
     "cache": {
-        "anthropic": f"breakpoints: the blocks with cache_control, and the last block for a "
-                     f"top-level cache_control; more than {MAX_BREAKPOINTS}: the API's 400, "
-                     "a protocol error, billed as plain input; a request reads the longest "
-                     "live entry equal to one of its prefixes ending at the boundaries after "
-                     f"blocks b, b-1, ..., b-{LOOKBACK_BLOCKS - 1} of each breakpoint b "
-                     "(content compared without cache_control, same model), then writes an "
-                     "entry at each breakpoint whose prefix has at least "
-                     f"{MIN_CACHED_TOKENS} tokens; read 0.1, from the read boundary to the "
-                     "last breakpoint written 1.25 (2.0 up to a breakpoint with ttl 1h), "
-                     f"after it 1.0; an entry lives {FIVE_MINUTES:g} s ({ONE_HOUR:g} s with "
-                     "ttl 1h) after it was last written or read",
-        "openai": "the longest token prefix shared with any earlier request of the replay "
-                  f"sent less than {OPENAI_LIFETIME:g} s before (a request keeps every "
-                  f"prefix it holds alive); 0 under {MIN_CACHED_TOKENS}, else "
-                  f"{MIN_CACHED_TOKENS} + {OPENAI_CACHE_STEP} * floor((shared - "
-                  f"{MIN_CACHED_TOKENS}) / {OPENAI_CACHE_STEP})",
-        "anthropic_prefix": "the longest common token prefix with the previous request of "
-                            f"the replay, 0 under {MIN_CACHED_TOKENS}, else all of it; every "
-                            "other token a write at 1.25",
-        "scope": "each session replayed under each policy has caches of its own",
+        "anthropic_breakpoints": f"breakpoints: the blocks with cache_control, and the last "
+                     f"block for a top-level cache_control; more than {MAX_BREAKPOINTS}: the "
+                     "API's 400, a protocol error, billed as plain input; a request reads the "
+                     "longest live entry equal to one of its prefixes ending at the "
+                     "boundaries each breakpoint b looks back to, strict: after blocks b, "
+                     f"b-1, ..., b-{LOOKBACKS['strict'] - 1}; lenient: down to b-"
+                     f"{LOOKBACKS['lenient'] - 1} (content compared without cache_control, "
+                     "same model), then writes an entry at each breakpoint whose prefix has "
+                     "at least the family's minimum; reads, writes up to the last breakpoint "
+                     "written (1-hour writes up to a breakpoint with ttl 1h) at the family's "
+                     f"prices, after it 1.0; an entry lives {FIVE_MINUTES:g} s ({ONE_HOUR:g} "
+                     "s with ttl 1h) after it was last written or read",
+        "openai_prefix_steps": "the longest token prefix shared with any earlier request "
+                               f"of the replay sent less than {OPENAI_LIFETIME:g} s before "
+                               "(a request keeps every prefix it holds alive); 0 under the "
+                               "minimum, else minimum + 128 * floor((shared - minimum) / "
+                               "128); every other token at 1.0",
+        "openai_prefix": "the same, the whole shared prefix from the minimum (no steps); "
+                         "every token not read is a write at the family's write price",
+        "none": "every input token at 1.0",
+        "scope": "each session replayed under each policy and family has caches of its "
+                 "own, one per reading",
     },
-    "price_models": {benchmark_name(model): model_description(model) for model in ALL_MODELS},
     "protocol_errors": "per policy and session: forwarded bodies with more than "
                        f"{MAX_BREAKPOINTS} breakpoints (over_four_breakpoints), and those "
                        "where a breakpoint of the client's body is not on the same block "
                        "with the same ttl (client_breakpoint_moved_or_removed)",
     "outcomes": "per policy and session: mask_request_body's outcomes (masked, unchanged, "
                 "refused, unreadable; all but masked send the client's body)",
-    "ratios": f"a policy's cost over {BASELINE!r}'s on the same session; mean and "
-              "max over sessions; total = sum of costs over sum of baseline costs",
+    "ratios": f"a policy's cost over {BASELINE!r}'s on the same session and line; mean "
+              "and max over sessions; total = sum of costs over sum of baseline costs",
     "worst_prefix_ratio": f"per session: the highest ratio of the cost so far (requests 1 "
                           f"to n) to {BASELINE!r}'s cost so far, over n >= "
                           f"{FIRST_JUDGED_REQUEST}; worst_prefix_request is that n "
                           "(requests count from 1); null when a session has fewer requests. "
-                          "In the summary: its max over the sessions of a group",
+                          "In the summary: its max over the sessions of a group, and the "
+                          f"sessions over {OVER}x (over_1_03_sessions)",
     "ratio_at_tool_turns": "adversarial uniform sessions: tool turns k -> the cost so far "
                            "after request k + 1 (the first holding turn k's result) over "
                            f"{BASELINE!r}'s, the final ratio of the session cut after k "
@@ -97,17 +96,55 @@ MODEL_DESCRIPTION: dict[str, object] = {
 }
 
 
+HEADLINE_POLICY = "recommended"
+
+
+def family_lines(run: CacheRun, policy: str = HEADLINE_POLICY) -> dict[str, dict[str, object]]:
+    """Per line (family and reading): the policy's mean final ratio over the
+    sessions the line bills (and over the real ones), its worst bill so far
+    from request FIRST_JUDGED_REQUEST on, and the sessions over 1.03x."""
+    groups = run.summary.get(policy, {})
+    every = groups.get(ALL)
+    real = groups.get("real")
+    out: dict[str, dict[str, object]] = {}
+    for family in run.families:
+        for line in family.lines():
+            figures = every.lines.get(line.name) if every is not None else None
+            if figures is None:
+                continue
+            real_figures = real.lines.get(line.name) if real is not None else None
+            out[line.name] = {
+                "family": family.label, "model": family.model, "reading": line.reading or None,
+                "prices": family.describe(),
+                "sessions": figures["sessions"],
+                "mean": figures["mean"],
+                "mean_real": real_figures["mean"] if real_figures is not None else None,
+                "worst_prefix": figures["worst_prefix"],
+                "worst_prefix_session": figures["worst_prefix_session"],
+                "worst_prefix_request": figures["worst_prefix_request"],
+                "over_1_03": figures["over_1_03"],
+                "over_1_03_sessions": figures["over_1_03_sessions"],
+            }
+    return out
+
+
 def json_report(run: CacheRun, elapsed_seconds: float) -> dict[str, object]:
     return {
         "requests": run.requests,
         "model": MODEL_DESCRIPTION,
-        "policies": {name: {"source": choice.source, "settings": policy_settings(choice.policy)}
+        "families": family_lines(run),
+        "families_table": table_agreement(),
+        "policies": {name: {"source": choice.source, "settings": policy_settings(choice.policy),
+                            "outcomes": outcomes(run.figures, name)}
                      for name, choice in run.policies.items()},
         "sessions_by_format": {fmt: sum(1 for s in run.figures if s["format"] == fmt)
-                    for fmt in dict.fromkeys(s["format"] for s in run.figures)},
+                               for fmt in dict.fromkeys(s["format"] for s in run.figures)},
+        "sessions_by_kind": {kind: sum(1 for s in run.figures if s["kind"] == kind)
+                             for kind in dict.fromkeys(s["kind"] for s in run.figures)},
         "synthetic_distribution": SYNTHETIC_DISTRIBUTION,
         "adversarial_families": ADVERSARIAL_FAMILIES,
         "cache_edge_families": CACHE_EDGE_FAMILIES,
+        "claude_code_family": CLAUDE_CODE_FAMILY,
         "first_judged_request": FIRST_JUDGED_REQUEST,
         "sessions": run.figures,
         "summary": summary_json(run.summary),
@@ -117,46 +154,75 @@ def json_report(run: CacheRun, elapsed_seconds: float) -> dict[str, object]:
     }
 
 
-def _ratio_cell(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
+def _ratio_cell(value: object) -> str:
+    return f"{value:.3f}x" if isinstance(value, float) else "-"
+
+
+def _family_table(run: CacheRun) -> list[str]:
+    """The headline: per line, the shipped settings' mean and worst bill so
+    far, the sessions over 1.03x; the plain window's beside them."""
+    spec = run.summary.get("spec", {}).get(ALL)
+    lines = ["| family | reading | model | sessions | mean (real) | mean (all) | worst so far "
+             f"| over {OVER}x | spec: mean | spec: worst so far |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: |"]
+    for name, row in family_lines(run).items():
+        where = (f" ({row['worst_prefix_session']}, request {row['worst_prefix_request']})"
+                 if row["worst_prefix_session"] else "")
+        over = row["over_1_03_sessions"]
+        assert isinstance(over, list)
+        spec_row = spec.lines.get(name) if spec is not None else None
+        lines.append(
+            f"| {row['family']} | {row['reading'] or '-'} | {row['model'] or '(own)'} "
+            f"| {row['sessions']} | {_ratio_cell(row['mean_real'])} "
+            f"| {_ratio_cell(row['mean'])} | {_ratio_cell(row['worst_prefix'])}{where} "
+            f"| {len(over)}{': ' + ', '.join(over) if over else ''} "
+            f"| {_ratio_cell(spec_row['mean'] if spec_row else None)} "
+            f"| {_ratio_cell(spec_row['worst_prefix'] if spec_row else None)} |")
+    return lines
 
 
 def _summary_table(run: CacheRun) -> list[str]:
-    counts = next(iter(run.summary.values()))
+    counts = run.summary[BASELINE]
     kinds = [kind for kind in SESSION_KINDS if kind in counts]
-    header = "| policy | price model | " + " | ".join(
-        f"{kind} ({counts[kind].sessions}): mean | max | worst so far" for kind in kinds) + " |"
+    header = "| policy | line | " + " | ".join(
+        f"{kind}: mean | max | worst so far" for kind in kinds) + " |"
     lines = [header, "| --- | --- |" + " ---: | ---: | ---: |" * len(kinds)]
+    names = [line.name for family in run.families for line in family.lines()]
     for policy, groups in run.summary.items():
         if policy == BASELINE:
             continue
-        for model in ALL_BENCHMARK_NAMES:
+        for name in names:
             cells = []
             for kind in kinds:
-                figures = groups[kind].models[model]
+                figures = groups[kind].lines.get(name)
                 cells.append(f"{figures['mean']:.2f}x | {figures['max']:.2f}x | "
-                             f"{_ratio_cell(figures['worst_prefix'])}")
-            label = model if model in BENCHMARK_NAMES else f"({model})"
-            lines.append(f"| {policy} | {label} | " + " | ".join(cells) + " |")
+                             f"{_ratio_cell(figures['worst_prefix'])}" if figures
+                             else "- | - | -")
+            lines.append(f"| {policy} | {name} | " + " | ".join(cells) + " |")
     return lines
 
 
 def _checkpoint_table(run: CacheRun, policy: str) -> list[str]:
     """The bill so far of the sessions with checkpoints (the uniform ones)."""
-    rows = [s for s in run.figures if "ratio_at_tool_turns" in s["policies"].get(policy, {})]
+    rows = [s for s in run.figures
+            if any("ratio_at_tool_turns" in by_policy.get(policy, {})
+                   for by_policy in s["lines"].values())]
     if not rows:
         return []
-    turns = list(rows[0]["policies"][policy]["ratio_at_tool_turns"])
+    first = next(iter(rows[0]["lines"].values()))[policy]
+    turns = list(first.get("ratio_at_tool_turns", {}))
     lines = [f"Bill so far of {policy!r} over no masking's after k tool turns (the final "
              "ratio of the session cut there):", "",
-             "| session | price model | " + " | ".join(f"k={k}" for k in turns) + " |",
+             "| session | line | " + " | ".join(f"k={k}" for k in turns) + " |",
              "| --- | --- |" + " ---: |" * len(turns)]
     for session in rows:
-        at = session["policies"][policy]["ratio_at_tool_turns"]
-        for model in CACHED_MODELS:
-            cells = " | ".join(f"{at[k][model]:.3f}" if k in at and at[k][model] is not None
-                               else "-" for k in turns)
-            lines.append(f"| {session['name']} | {model} | {cells} |")
+        for line, by_policy in session["lines"].items():
+            if line not in CACHED_LINES:
+                continue
+            at = by_policy[policy].get("ratio_at_tool_turns", {})
+            cells = " | ".join(f"{value:.3f}" if (value := at.get(k)) is not None else "-"
+                               for k in turns)
+            lines.append(f"| {session['name']} | {line} | {cells} |")
     return lines
 
 
@@ -202,52 +268,58 @@ def _target_lines(results: list[TargetResult]) -> list[str]:
 
 
 def markdown(run: CacheRun) -> str:
-    """The README's table: every policy but the baseline, mean, max and worst
-    bill so far per group; then the targets."""
+    """The families' table (the shipped settings under each family and
+    reading), every policy per group, then the targets."""
     lines = [
-        f"Cost relative to no masking (1.00 = same bill), {run.requests} requests. "
-        "mean, max: of the sessions' final ratios; worst so far: the highest ratio of "
-        f"the bill so far to no masking's, after any request from the "
-        f"{FIRST_JUDGED_REQUEST}th on, over the sessions.",
+        f"Cost relative to no masking (1.00 = same bill), {run.requests} requests. mean: of "
+        "the sessions' final ratios; worst so far: the highest ratio of the bill so far to "
+        f"no masking's, after any request from the {FIRST_JUDGED_REQUEST}th on, over the "
+        f"sessions; over {OVER}x: the sessions whose bill so far passes it.",
+        "",
+        f"The shipped settings ({HEADLINE_POLICY!r}) per model family:",
+        "",
+        *_family_table(run),
+        "",
+        "Every policy, per kind of session:",
         "",
         *_summary_table(run),
-        "",
-        "(anthropic_prefix): Anthropic's prices with the former reading of its cache (the "
-        "longest common prefix with the previous request, whatever the breakpoints); a "
-        "sensitivity check, not a target.",
     ]
-    checkpoints = _checkpoint_table(run, "recommended")
+    checkpoints = _checkpoint_table(run, HEADLINE_POLICY)
     if checkpoints:
         lines += ["", *checkpoints]
     lines += ["", "Targets:", *_target_lines(run.targets), _protocol_line(run.protocol)]
     if run.information:
         lines += ["", "For information, not a target:", *_target_lines(run.information)]
+    disagree = [f"{name} ({row['model']} -> {row['table_row']})"
+                for name, row in table_agreement().items() if not row["same_terms"]]
+    if disagree:
+        lines += ["", "obsmask's model table bills these families under other terms than "
+                  "the replay: " + ", ".join(disagree)]
     lines += ["", "Policies:"]
     for name, choice in run.policies.items():
-        outcomes = run.summary[name][ALL].outcomes if name in run.summary else {}
-        counted = ", ".join(f"{outcome} {count}" for outcome, count in outcomes.items())
+        counted = "; ".join(f"{family}: " + ", ".join(f"{outcome} {count}"
+                                                      for outcome, count in found.items())
+                            for family, found in outcomes(run.figures, name).items())
         lines.append(f"- {name}: {choice.source}" + (f" (requests: {counted})" if counted else ""))
     return "\n".join(lines)
 
 
 def per_session_markdown(run: CacheRun) -> str:
-    """Every session's final ratios and worst bill so far (with its request
-    number), per policy but the baseline."""
+    """Every session's final ratio and worst bill so far (with its request
+    number), per line and policy but the baseline."""
     policies = [name for name in run.policies if name != BASELINE]
-    lines = ["| session | kind | format | requests | policy | "
-             + " | ".join(ALL_BENCHMARK_NAMES) + " | "
-             + " | ".join(f"worst so far: {m}" for m in ALL_BENCHMARK_NAMES) + " | masked at end |",
-             "| --- | --- | --- | ---: | --- |" + " ---: |" * (2 * len(ALL_BENCHMARK_NAMES) + 1)]
+    lines = ["| session | kind | format | requests | line | "
+             + " | ".join(f"{policy}: ratio | worst so far" for policy in policies) + " |",
+             "| --- | --- | --- | ---: | --- |" + " ---: | ---: |" * len(policies)]
     for session in run.figures:
-        for policy in policies:
-            figures = session["policies"][policy]
-            ratios = " | ".join(f"{figures['ratio'][m]:.3f}" for m in ALL_BENCHMARK_NAMES)
-            worst = " | ".join(
-                f"{value:.3f} @{figures['worst_prefix_request'][m]}"
-                if (value := figures["worst_prefix_ratio"][m]) is not None else "-"
-                for m in ALL_BENCHMARK_NAMES)
+        for line, by_policy in session["lines"].items():
+            cells = []
+            for policy in policies:
+                figures = by_policy[policy]
+                worst = figures["worst_prefix_ratio"]
+                cells.append(f"{_ratio_cell(figures['ratio'])} | "
+                             + (f"{worst:.3f}x @{figures['worst_prefix_request']}"
+                                if worst is not None else "-"))
             lines.append(f"| {session['name']} | {session['kind']} | {session['format']} "
-                         f"| {session['requests']} | {policy} | {ratios} | {worst} "
-                         f"| {figures['masked_results_last_request']}"
-                         f"/{figures['tool_results_last_request']} |")
+                         f"| {session['requests']} | {line} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from benchlib.cache.adversarial import adversarial_sessions
 from benchlib.cache.cache_edges import cache_edge_sessions
-from benchlib.cache.figures import SessionFigures
-from benchlib.cache.parallel import all_figures
+from benchlib.cache.claude_code import claude_code_sessions
+from benchlib.cache.family_figures import FamilySessionFigures
+from benchlib.cache.parallel import all_family_figures
 from benchlib.cache.policies import ComparedPolicy, compared_policies, parse_policy_option
 from benchlib.cache.summary import Summary, aggregates
 from benchlib.cache.synthetic import synthetic_session
@@ -21,6 +22,7 @@ from benchlib.cache.targets import (
     evaluate_protocol,
 )
 from benchlib.errors import BenchError
+from obsmask_core.offline.cache.families import FAMILIES, Family, families_of
 from obsmask_core.offline.cache.formats import FORMAT_NAMES
 from obsmask_core.offline.cache.sessions import Session, load_input, load_real_sessions
 from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
@@ -37,6 +39,12 @@ class RunOptions:
     synthetic: int = 10
     adversarial: bool = True
     cache_edge: bool = True
+    # Claude Code-shaped copies of the real Anthropic sessions: how many
+    # (None: all of them).
+    claude_code: int | None = None
+    families: tuple[Family, ...] = FAMILIES
+    # Real sessions of each format: the first n (None: all).
+    real_limit: int | None = None
     jobs: int = 1  # worker processes for the replay
     inputs: list[Path] = field(default_factory=list)
     policy_options: list[str] = field(default_factory=list)
@@ -45,8 +53,9 @@ class RunOptions:
 @dataclass
 class CacheRun:
     policies: dict[str, ComparedPolicy]
+    families: tuple[Family, ...]
     sessions: list[Session]
-    figures: list[SessionFigures]  # one per session, in the same order
+    figures: list[FamilySessionFigures]  # one per session, in the same order
     summary: Summary
     targets: list[TargetResult]
     protocol: ProtocolResult  # a target too: no protocol error in any policy
@@ -68,14 +77,21 @@ def choose_policies(options: RunOptions) -> dict[str, ComparedPolicy]:
 
 
 def load_sessions(options: RunOptions) -> list[Session]:
-    """Real sessions, then synthetic, adversarial, cache_edge, and those of
-    ``--input`` files."""
+    """Real sessions, their Claude Code-shaped copies (Anthropic), then
+    synthetic, adversarial, cache_edge, and those of ``--input`` files;
+    only those a family of the run bills."""
     unknown = [name for name in options.formats if name not in FORMAT_NAMES]
     if unknown:
         raise BenchError(f"--formats: unknown {', '.join(unknown)} "
                          f"(known: {', '.join(FORMAT_NAMES)})")
     sessions = (load_real_sessions(options.sessions_folder, options.formats)
                 if options.real and options.formats else [])
+    if options.real_limit is not None:
+        sessions = [session for fmt in options.formats
+                    for session in [s for s in sessions if s.fmt.name == fmt][
+                        :options.real_limit]]
+    if options.claude_code is None or options.claude_code > 0:
+        sessions += claude_code_sessions(sessions, options.claude_code)
     sessions += [synthetic_session(number) for number in range(options.synthetic)]
     if options.adversarial:
         sessions += adversarial_sessions()
@@ -83,8 +99,10 @@ def load_sessions(options: RunOptions) -> list[Session]:
         sessions += cache_edge_sessions()
     for path in options.inputs:
         sessions += load_input(path)
+    sessions = [session for session in sessions
+                if families_of(session.fmt.name, options.families)]
     if not sessions:
-        raise BenchError("no session to replay")
+        raise BenchError("no session to replay under the families chosen")
     return sessions
 
 
@@ -93,7 +111,7 @@ def run_cache_benchmark(options: RunOptions) -> CacheRun:
     policies = {name: choice.policy for name, choice in compared.items()}
     sessions = load_sessions(options)
     tokens = MessageTokens(load_encoder())
-    figures = all_figures(sessions, policies, tokens, options.jobs)
+    figures = all_family_figures(sessions, policies, tokens, options.jobs, options.families)
     summary = aggregates(figures, list(policies))
-    return CacheRun(compared, sessions, figures, summary, evaluate(summary),
+    return CacheRun(compared, options.families, sessions, figures, summary, evaluate(summary),
                     evaluate_protocol(summary), evaluate(summary, INFORMATION))

@@ -1,4 +1,5 @@
-"""The ratios of all sessions, gathered per policy, group and price model."""
+"""The ratios of all sessions, gathered per policy, group and line (a model
+family under one reading of its cache)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from benchlib.cache.figures import SessionFigures, ratio, round_ratio
+from benchlib.cache.family_figures import FamilySessionFigures
+from benchlib.cache.figures import ratio, round_ratio
 from benchlib.cache.policies import BASELINE
-from obsmask_core.offline.cache.billing import ALL_BENCHMARK_NAMES
+from obsmask_core.offline.cache.families import LINE_NAMES
 
-SESSION_KINDS = ("real", "synthetic", "adversarial", "cache_edge", "input")
+SESSION_KINDS = ("real", "claude_code", "synthetic", "adversarial", "cache_edge", "input")
 ALL = "all"
+# A session whose bill so far goes past this (from FIRST_JUDGED_REQUEST on)
+# is named in the summary.
+OVER = 1.03
 
 
-class ModelFigures(TypedDict):
-    """A policy's ratios over the sessions of a group, under one price model."""
+class LineFigures(TypedDict):
+    """A policy's ratios over the sessions of a group, under one line."""
 
+    sessions: int
     mean: float
     max: float
     max_session: str
@@ -29,18 +35,18 @@ class ModelFigures(TypedDict):
     worst_prefix: float | None
     worst_prefix_session: str | None
     worst_prefix_request: int | None
+    # The sessions whose bill so far goes past OVER, worst first.
+    over_1_03: int
+    over_1_03_sessions: list[str]
 
 
 @dataclass
 class GroupFigures:
     sessions: int
-    models: dict[str, ModelFigures]  # only the models with a ratio
+    lines: dict[str, LineFigures]  # only the lines with a ratio
     # Forwarded bodies of the group's sessions that break Anthropic's
-    # breakpoint rules, per kind of error (``replay.ProtocolErrors``).
+    # breakpoint rules, per kind of error, summed over the lines.
     protocol_errors: dict[str, int] = field(default_factory=dict)
-    # The rewrite's outcomes summed over the requests (masked, unchanged,
-    # refused, unreadable).
-    outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
     def protocol_error_count(self) -> int:
@@ -48,18 +54,18 @@ class GroupFigures:
 
     def to_json(self) -> dict[str, object]:
         return {"sessions": self.sessions, "protocol_errors": self.protocol_errors,
-                "outcomes": self.outcomes, **self.models}
+                **self.lines}
 
 
 # policy -> group -> figures. Groups: each kind of session present (real,
-# synthetic, adversarial, cache_edge, input), "real/<format>" for each
-# format of the real sessions, and "all".
+# claude_code, synthetic, adversarial, cache_edge, input), "real/<format>"
+# for each format of the real sessions, and "all".
 Summary = dict[str, dict[str, GroupFigures]]
 
 
-def session_groups(sessions: list[SessionFigures]) -> dict[str, list[SessionFigures]]:
+def session_groups(sessions: list[FamilySessionFigures]) -> dict[str, list[FamilySessionFigures]]:
     """The groups the summary gives, each with its sessions; empty ones left out."""
-    groups: dict[str, list[SessionFigures]] = {}
+    groups: dict[str, list[FamilySessionFigures]] = {}
     for kind in SESSION_KINDS:
         members = [s for s in sessions if s["kind"] == kind]
         if not members:
@@ -72,38 +78,23 @@ def session_groups(sessions: list[SessionFigures]) -> dict[str, list[SessionFigu
     return groups
 
 
-def _ratios(sessions: Sequence[SessionFigures], policy: str,
-            model: str) -> list[tuple[float, str]]:
-    found = []
-    for session in sessions:
-        value = session["policies"][policy]["ratio"][model]
-        if value is not None:
-            found.append((value, session["name"]))
-    return found
-
-
-def _worst_prefix(sessions: Sequence[SessionFigures], policy: str,
-                  model: str) -> tuple[float, str, int] | None:
-    worst: tuple[float, str, int] | None = None
-    for session in sessions:
-        figures = session["policies"][policy]
-        value = figures["worst_prefix_ratio"][model]
-        request = figures["worst_prefix_request"][model]
-        if value is not None and request is not None and (worst is None or value > worst[0]):
-            worst = (value, session["name"], request)
-    return worst
-
-
-def _model_figures(members: Sequence[SessionFigures], policy: str,
-                   model: str) -> ModelFigures | None:
-    values = _ratios(members, policy, model)
+def _line_figures(members: Sequence[FamilySessionFigures], policy: str,
+                  line: str) -> LineFigures | None:
+    rows = [s for s in members if line in s["lines"] and policy in s["lines"][line]]
+    values = [(value, s["name"]) for s in rows
+              if (value := s["lines"][line][policy]["ratio"]) is not None]
     if not values:
         return None
     worst = max(values)
-    total = sum(s["policies"][policy]["cost"][model] for s in members)
-    base = sum(s["policies"][BASELINE]["cost"][model] for s in members)
-    prefix = _worst_prefix(members, policy, model)
+    total = sum(s["lines"][line][policy]["cost"] for s in rows)
+    base = sum(s["lines"][line][BASELINE]["cost"] for s in rows)
+    so_far = [(figures["worst_prefix_ratio"], s["name"], figures["worst_prefix_request"])
+              for s in rows if (figures := s["lines"][line][policy])["worst_prefix_ratio"]
+              is not None]
+    prefix = max(so_far, key=lambda found: found[0]) if so_far else None
+    over = sorted((found for found in so_far if found[0] > OVER), key=lambda f: -f[0])
     return {
+        "sessions": len(rows),
         "mean": round(statistics.fmean(v for v, _ in values), 4),
         "max": worst[0], "max_session": worst[1],
         "min": min(values)[0],
@@ -111,31 +102,48 @@ def _model_figures(members: Sequence[SessionFigures], policy: str,
         "worst_prefix": prefix[0] if prefix else None,
         "worst_prefix_session": prefix[1] if prefix else None,
         "worst_prefix_request": prefix[2] if prefix else None,
+        "over_1_03": len(over),
+        "over_1_03_sessions": [name for _, name, _ in over],
     }
 
 
-def aggregates(sessions: list[SessionFigures], policies: Sequence[str]) -> Summary:
-    """policy -> group -> price model -> mean, max (and its session), total
-    ratio (sum of costs over sum of baseline costs) and worst bill so far."""
+def aggregates(sessions: list[FamilySessionFigures], policies: Sequence[str],
+               lines: Sequence[str] = LINE_NAMES) -> Summary:
+    """policy -> group -> line -> mean, max (and its session), total ratio
+    (sum of costs over sum of baseline costs), worst bill so far and the
+    sessions over 1.03x."""
     groups = session_groups(sessions)
     out: Summary = {}
     for policy in policies:
         per_group: dict[str, GroupFigures] = {}
         for name, members in groups.items():
-            per_model: dict[str, ModelFigures] = {}
-            for model in ALL_BENCHMARK_NAMES:
-                figures = _model_figures(members, policy, model)
+            per_line: dict[str, LineFigures] = {}
+            for line in lines:
+                figures = _line_figures(members, policy, line)
                 if figures is not None:
-                    per_model[model] = figures
+                    per_line[line] = figures
             errors: Counter[str] = Counter()
-            outcomes: Counter[str] = Counter()
             for session in members:
-                errors.update(session["policies"][policy]["protocol_errors"])
-                outcomes.update(session["policies"][policy]["outcomes"])
-            per_group[name] = GroupFigures(len(members), per_model, dict(errors),
-                                           dict(outcomes))
+                for by_policy in session["lines"].values():
+                    if policy in by_policy:
+                        errors.update(by_policy[policy]["protocol_errors"])
+            per_group[name] = GroupFigures(len(members), per_line, dict(errors))
         out[policy] = per_group
     return out
+
+
+def outcomes(sessions: list[FamilySessionFigures], policy: str) -> dict[str, dict[str, int]]:
+    """family -> the rewrite's outcomes of ``policy`` over the requests of
+    the sessions it bills (each family's run once, whatever its readings)."""
+    counted: dict[str, Counter[str]] = {}
+    for session in sessions:
+        families: dict[str, dict[str, int]] = {}
+        for line, by_policy in session["lines"].items():
+            if policy in by_policy:
+                families.setdefault(line.split("/")[0], by_policy[policy]["outcomes"])
+        for family, found in families.items():
+            counted.setdefault(family, Counter()).update(found)
+    return {family: dict(found) for family, found in counted.items()}
 
 
 def summary_json(summary: Summary) -> dict[str, object]:

@@ -1,43 +1,48 @@
 """The targets the shipped settings must meet, checked on a run's summary,
-under the faithful cache models (``obsmask_core.offline.cache.model``) and
-the price models of the settings, named as bench_cache's output names them
-(``obsmask_core.offline.cache.billing.benchmark_name``).
+per line: a model family under one reading of its cache
+(``obsmask_core.offline.cache.families``: each Anthropic family under the
+strict and the lenient reading of the lookback).
 
 With the shipped settings ("recommended"):
 
-- the bill so far never goes up: over every session of the run (real in
-  every wire format, synthetic, adversarial, cache_edge, input), after
-  every request from the ``FIRST_JUDGED_REQUEST``-th on, the cost so far is
-  at most 1.03x that of no masking so far, under the three models with a
-  cache ("anthropic", "openai_90", "openai_50");
-- on the real sessions (all formats), the final cost is on average at most
-  0.80x that of no masking under "anthropic" (under "openai_90" too, but
-  that one is shown in ``INFORMATION``: not met yet);
+- the bill so far never goes up: over every session of the run that a
+  line bills (real in every wire format, Claude Code-shaped, synthetic,
+  adversarial, cache_edge, input), after every request from the
+  ``FIRST_JUDGED_REQUEST``-th on, the cost so far is at most 1.03x that of
+  no masking so far, under every line with a cache;
+- on the real sessions a line bills, the final cost is on average at most
+  0.80x that of no masking where the cache reads at 0.1x (``MEAN_LINES``:
+  Sonnet-class under both readings, GPT-5 before 5.6); the other families'
+  means are shown in ``INFORMATION``, not targets;
 
 the no_cache profile averages at most 0.70x when nothing is cached, over
-all the sessions of the run; and no policy's forwarded body breaks
-Anthropic's breakpoint rules (``PROTOCOL_TARGET``: more than four
-breakpoints, or a client's breakpoint moved or removed).
+the sessions of the run the no_cache line bills; and no policy's forwarded
+body breaks Anthropic's breakpoint rules (``PROTOCOL_TARGET``: more than
+four breakpoints, or a client's breakpoint moved or removed).
 
-``INFORMATION`` holds checks that are shown but are not targets: the former
-"every session's final cost at most 1.05x under every price model", and the
-real sessions' mean under "openai_90".
+``INFORMATION`` holds checks that are shown but are not targets: every
+session's final cost at most 1.05x, and the real sessions' mean under the
+families whose reads are not 0.1x (Opus 5.5's 0.05x, Fable 5.1's 0.025x,
+GPT-4o's 0.5x) or whose writes are billed (GPT-5.6).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchlib.cache.policies import BASELINE
-from benchlib.cache.summary import ALL, ModelFigures, Summary
-from obsmask_core.conversation.billing.price_models import PRICE_MODELS
-from obsmask_core.offline.cache.billing import BENCHMARK_NAMES, SETTINGS_MODELS, benchmark_name
+from benchlib.cache.summary import ALL, LineFigures, Summary
+from obsmask_core.offline.cache.families import LINES, NO_CACHE
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
 
 NOT_IN_RUN = "policy not in this run"
-ANTHROPIC, OPENAI, NO_CACHE = (benchmark_name(PRICE_MODELS[name])
-                               for name in ("anthropic", "openai", "none"))
-CACHED_MODELS = tuple(benchmark_name(model) for model in SETTINGS_MODELS if model.has_cache)
+NO_CACHE_LINE = next(line.name for line in LINES if line.family.cache == NO_CACHE)
+CACHED_LINES = tuple(line.name for line in LINES if line.family.cache != NO_CACHE)
+# The mean target's lines: reads at 0.1x, writes at 1.25x under
+# Anthropic's breakpoints or free under OpenAI's steps.
+MEAN_LINES = ("sonnet/strict", "sonnet/lenient", "gpt_5")
+OTHER_MEAN_LINES = tuple(name for name in CACHED_LINES if name not in MEAN_LINES)
 # What a target's statistic is, for the JSON output.
 STATISTICS = {
     "mean": f"mean over the sessions of the final ratio to {BASELINE!r}",
@@ -46,7 +51,8 @@ STATISTICS = {
                     f"{FIRST_JUDGED_REQUEST}th on, of the cost so far over the cost so "
                     f"far of {BASELINE!r}",
 }
-GROUPS = {ALL: "all sessions of the run", "real": "the real sessions (all formats)"}
+GROUPS = {ALL: "all sessions of the run (that the line bills)",
+          "real": "the real sessions (that the line bills)"}
 
 
 @dataclass(frozen=True)
@@ -55,31 +61,28 @@ class Target:
     policy: str
     statistic: str  # a key of STATISTICS
     group: str  # a key of GROUPS
-    price_models: tuple[str, ...]
+    lines: tuple[str, ...]
     threshold: float
 
 
 TARGETS = (
     Target(f"recommended_bill_so_far_at_most_1.03x_from_request_{FIRST_JUDGED_REQUEST}",
-           "recommended", "worst_prefix", ALL, CACHED_MODELS, 1.03),
-    Target(f"recommended_real_mean_at_most_0.80x_under_{ANTHROPIC}", "recommended",
-           "mean", "real", (ANTHROPIC,), 0.80),
+           "recommended", "worst_prefix", ALL, CACHED_LINES, 1.03),
+    Target("recommended_real_mean_at_most_0.80x_under_0.1x_reads", "recommended",
+           "mean", "real", MEAN_LINES, 0.80),
     Target("no_cache_profile_mean_at_most_0.70x_without_cache", "no_cache_profile", "mean",
-           ALL, (NO_CACHE,), 0.70),
+           ALL, (NO_CACHE_LINE,), 0.70),
 )
 INFORMATION = (
     Target("recommended_every_session_at_most_1.05x", "recommended", "max", ALL,
-           BENCHMARK_NAMES, 1.05),
-    # The issue asked for this one too; the ledger does not reach it on the
-    # real Chat Completions and Responses copies without letting the bill so
-    # far past 1.03x elsewhere (docs/benchmarks.md): shown, not yet met.
-    Target(f"recommended_real_mean_at_most_0.80x_under_{OPENAI}", "recommended", "mean",
-           "real", (OPENAI,), 0.80),
+           (*CACHED_LINES, NO_CACHE_LINE), 1.05),
+    Target("recommended_real_mean_at_most_0.80x_under_the_other_families", "recommended",
+           "mean", "real", OTHER_MEAN_LINES, 0.80),
 )
 
 
 @dataclass
-class ModelCheck:
+class LineCheck:
     value: float | None  # over the target's group; None: nothing to judge
     passed: bool | None
     by_group: dict[str, float | None]
@@ -99,7 +102,7 @@ class ModelCheck:
 @dataclass
 class TargetResult:
     target: Target
-    checks: dict[str, ModelCheck] | None  # None: the policy is not in this run
+    checks: dict[str, LineCheck] | None  # None: the policy is not in this run
 
     @property
     def passed(self) -> bool | None:
@@ -118,10 +121,10 @@ class TargetResult:
                 "statistic": STATISTICS[self.target.statistic],
                 "over": GROUPS[self.target.group], "threshold": self.target.threshold,
                 "pass": self.passed,
-                "price_models": {model: check.to_json() for model, check in self.checks.items()}}
+                "lines": {line: check.to_json() for line, check in self.checks.items()}}
 
 
-def _statistic(figures: ModelFigures | None, statistic: str) -> float | None:
+def _statistic(figures: LineFigures | None, statistic: str) -> float | None:
     if figures is None:
         return None
     if statistic == "worst_prefix":
@@ -129,11 +132,11 @@ def _statistic(figures: ModelFigures | None, statistic: str) -> float | None:
     return figures["max"] if statistic == "max" else figures["mean"]
 
 
-def _check(summary: Summary, target: Target, model: str) -> ModelCheck:
+def _check(summary: Summary, target: Target, line: str) -> LineCheck:
     groups = summary[target.policy]
-    by_group = {name: _statistic(group.models.get(model), target.statistic)
+    by_group = {name: _statistic(group.lines.get(line), target.statistic)
                 for name, group in groups.items()}
-    figures = groups[target.group].models.get(model) if target.group in groups else None
+    figures = groups[target.group].lines.get(line) if target.group in groups else None
     value = by_group.get(target.group)
     session = request = None
     if figures is not None and target.statistic == "max":
@@ -141,17 +144,20 @@ def _check(summary: Summary, target: Target, model: str) -> ModelCheck:
     elif figures is not None and target.statistic == "worst_prefix":
         session, request = figures["worst_prefix_session"], figures["worst_prefix_request"]
     passed = value <= target.threshold if value is not None else None
-    return ModelCheck(value, passed, by_group, session, request)
+    return LineCheck(value, passed, by_group, session, request)
 
 
-def evaluate(summary: Summary, targets: tuple[Target, ...] = TARGETS) -> list[TargetResult]:
-    """Each target over its group, with every group's figure beside it."""
+def evaluate(summary: Summary, targets: Sequence[Target] = TARGETS) -> list[TargetResult]:
+    """Each target over its group, with every group's figure beside it, for
+    each of its lines (a line no session of the run has is left out)."""
     results = []
     for target in targets:
         if target.policy not in summary:
             results.append(TargetResult(target, None))
             continue
-        checks = {model: _check(summary, target, model) for model in target.price_models}
+        present = summary[target.policy].get(ALL)
+        checks = {line: _check(summary, target, line) for line in target.lines
+                  if present is not None and line in present.lines}
         results.append(TargetResult(target, checks))
     return results
 
