@@ -187,7 +187,7 @@ setting) and "no_cache_profile" (the same with its
 
 Sessions are replayed side by side in --jobs worker processes (default: the
 number of CPUs); the figures do not depend on it. --families keeps some
-families (and the sessions they bill); --quick replays the first 2 real
+families (and the sessions they bill); --quick replays the 2 shortest real
 sessions of each format, 1 Claude Code-shaped and 2 synthetic ones.
 """
 
@@ -267,7 +267,7 @@ def parse_arguments() -> argparse.Namespace:
                         help="model families to replay under (default: all: "
                              f"{','.join(FAMILY_NAMES)})")
     parser.add_argument("--quick", action="store_true",
-                        help=f"the first {QUICK_REAL_PER_FORMAT} real sessions of each "
+                        help=f"the {QUICK_REAL_PER_FORMAT} shortest real sessions of each "
                              f"format, {QUICK_CLAUDE_CODE} Claude Code-shaped one, "
                              f"{QUICK_SYNTHETIC} synthetic, no adversarial or cache_edge "
                              "(unless asked for by name)")

@@ -43,7 +43,7 @@ class RunOptions:
     # (None: all of them).
     claude_code: int | None = None
     families: tuple[Family, ...] = FAMILIES
-    # Real sessions of each format: the first n (None: all).
+    # Real sessions of each format: the n shortest (None: all).
     real_limit: int | None = None
     jobs: int = 1  # worker processes for the replay
     inputs: list[Path] = field(default_factory=list)
@@ -87,8 +87,10 @@ def load_sessions(options: RunOptions) -> list[Session]:
     sessions = (load_real_sessions(options.sessions_folder, options.formats)
                 if options.real and options.formats else [])
     if options.real_limit is not None:
+        # The shortest of each format (fewest requests, then by name).
         sessions = [session for fmt in options.formats
-                    for session in [s for s in sessions if s.fmt.name == fmt][
+                    for session in sorted((s for s in sessions if s.fmt.name == fmt),
+                                          key=lambda s: (len(s.request_ends), s.name))[
                         :options.real_limit]]
     if options.claude_code is None or options.claude_code > 0:
         sessions += claude_code_sessions(sessions, options.claude_code)
