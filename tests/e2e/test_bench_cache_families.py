@@ -123,14 +123,16 @@ def _forwarded(session: Session, policy, model: str | None, requests: int) -> li
 def test_runs_that_share_a_key_forward_the_same_bodies():
     """What lets the replay share runs between families: a policy without a
     cache forwards the same bodies whatever the model; the shipped one
-    forwards the same under two models its table gives the same terms
-    (no_cache's own model, unknown, and GPT-5.6) and another under
-    GPT-5's; frontier_breakpoint changes nothing in Chat Completions."""
+    forwards the same under two models its table gives the same row
+    (gpt-5.6 and gpt-5.7) and shares nothing for a model the table does
+    not know; frontier_breakpoint changes nothing in Chat Completions."""
     session = synthetic_session(0)
     policies = _policies()
     spec, shipped = policies["spec"], policies["recommended"]
     keys = {f.name: run_key("recommended", shipped, session.fmt, f, None) for f in FAMILIES}
-    assert keys["no_cache"] == keys["gpt_5_6"] != keys["gpt_5"]
+    assert len(set(keys.values())) == len(keys), "every family its own run"
+    assert run_key("r", shipped, session.fmt, replace(FAMILY["gpt_5_6"], model="gpt-5.7"),
+                   None) == keys["gpt_5_6"]
     assert run_key("x", shipped, session.fmt, FAMILY["gpt_5"], None) == run_key(
         "y", replace(shipped, frontier_breakpoint=False), session.fmt, FAMILY["gpt_5"], None)
     assert run_key("spec", spec, session.fmt, FAMILY["gpt_5"], None) == run_key(
@@ -138,7 +140,7 @@ def test_runs_that_share_a_key_forward_the_same_bodies():
     requests = 45
     assert _forwarded(session, spec, "gpt-5", requests) == _forwarded(
         session, spec, "gpt-4o", requests)
-    assert _forwarded(session, shipped, None, requests) == _forwarded(
+    assert _forwarded(session, shipped, "gpt-5.7", requests) == _forwarded(
         session, shipped, "gpt-5.6", requests)
     assert _forwarded(session, shipped, "gpt-5", requests) == _forwarded(
         session, replace(shipped, frontier_breakpoint=False), "gpt-5", requests)

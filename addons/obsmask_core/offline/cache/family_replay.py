@@ -9,10 +9,10 @@ would. Runs that must forward the same bodies are made once and billed
 under the lines of every family they serve (``run_key``): a policy whose
 ``price_model`` has no cache ("none": the plain window, the no_cache
 profile, masking off) never reads the model; one that does reads it only
-through the terms of the model's row of its table (two families whose
-models get the same terms share a run); and ``frontier_breakpoint`` does
-nothing outside Anthropic Messages. The same figures, for a fraction of
-the time.
+through the row of its table the model is priced by (two families whose
+models the table gives the same row share a run; a model it does not know
+shares with none); and ``frontier_breakpoint`` does nothing outside
+Anthropic Messages. The same figures, for a fraction of the time.
 
 What is forwarded and how it is read and billed is ``replay``'s: the
 proxy's own ``Masker``, a ``Masked`` outcome's body or else the client's,
@@ -73,10 +73,14 @@ def run_key(name: str, policy: MaskPolicy, fmt: WireFormat, family: Family,
         return (name,)
     if fmt is not ANTHROPIC and policy.frontier_breakpoint:
         policy = replace(policy, frontier_breakpoint=False)
-    row = policy.models.choose(family.provider, family.model if family.model is not None
-                               else own_model).row
-    return (json.dumps(policy_settings(policy), sort_keys=True), row.read, row.write,
-            row.write_1h, row.minimum, row.cache)
+    model = family.model if family.model is not None else own_model
+    choice = policy.models.choose(family.provider, model)
+    settings = json.dumps(policy_settings(policy), sort_keys=True)
+    if not choice.known:
+        # A model the table does not know may be priced under more than
+        # its stand-in row: shared with no other family.
+        return (settings, "unknown", family.name, str(model))
+    return (settings, choice.row.name)
 
 
 @dataclass
