@@ -231,7 +231,9 @@ def test_the_ledger_s_prediction_of_the_cache_is_added_beside_the_provider_s_rep
                                                                                      caplog):
     """Under a price model with a cache, each flow carries the ledger's
     prediction; the totals add it up with the provider's report of the
-    same answer, and log the two side by side."""
+    same answer, and log the two side by side. (The stub's model is not in
+    the model table: the ledger bills it under OpenAI's most cautious rule,
+    the breakpoints of GPT-5.6 and later.)"""
     masking, totals, tctx = proxy
     tctx.configure(masking, obsmask_price_model="auto")
     answer = b'{"usage": {"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 0}}}'
@@ -239,12 +241,13 @@ def test_the_ledger_s_prediction_of_the_cache_is_added_beside_the_provider_s_rep
     finish(masking, totals, flow)
     predicted = flow.metadata["obsmask"]["bill"]["predicted"]
     figures = totals.totals.requests.cache
-    assert list(figures) == [("chat", "prefix")]
-    only = figures["chat", "prefix"]
+    assert list(figures) == [("chat", "openai_breakpoints")]
+    only = figures["chat", "openai_breakpoints"]
     assert (only.requests, only.predicted.input, only.reported.input, only.reported.read) == (
         1, predicted["input_tokens"], 900, 0)
     caplog.clear()
     totals.done()
     assert any(r.getMessage().startswith(
-        "obsmask: totals: cache predicted vs reported (chat, prefix; 1 answer(s)): hit rate ")
+        "obsmask: totals: cache predicted vs reported (chat, openai_breakpoints; 1 answer(s)): "
+        "hit rate ")
         for r in caplog.records)

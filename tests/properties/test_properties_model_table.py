@@ -28,7 +28,6 @@ import json
 from dataclasses import dataclass
 from typing import cast
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -251,13 +250,15 @@ def shipped_like(**keys: object) -> MaskPolicy:
     return dataclasses.replace(base, **keys)
 
 
-# Found by these tests (hypothesis's shrunk examples). Under GPT-5.6's rule
+# Found by these tests (hypothesis's shrunk examples), kept as examples
+# of what once failed. Under GPT-5.6's rule
 # the ledger estimates the masked request of request 4 at 1,059 tokens
 # (placeholders counted heavier, freed text at 90%), over the 1,024-token
 # minimum, and bills the next requests as reading it; the provider counts
 # 887 tokens, under the minimum: nothing is written or read, and from
 # request 5 on every forwarded request is billed whole. Request 6: 4,584
-# billed against 4,174.9 sent, allowance 0.
+# billed against 4,174.9 sent, allowance 0. (The floor a move keeps is now
+# held against what masking really frees.)
 UNDER_THE_MINIMUM: list[Event] = [
     Say("user", "go"), Turn([Call("c0_0", "bash", {"c": 1})], text="t"),
     Result("c0_0", LONG_OUTPUT),
@@ -270,7 +271,8 @@ UNDER_THE_MINIMUM: list[Event] = [
 # An unknown Anthropic model is priced under the cautious row's 512-token
 # minimum; a model with a 1,024-token minimum (claude-sonnet-5) does not
 # cache the masked request 3, which the ledger counted as read at 0.025:
-# 3,264.5 billed against 2,655.55 sent, allowance 10%.
+# 3,264.5 billed against 2,655.55 sent, allowance 10%. (A move for an
+# unknown model must now pay under each row of its provider.)
 SMALLER_MINIMUM: list[Event] = [
     Say("user", "go"), Turn([Call("c0_0", "bash", {"c": 1})], text="t"),
     Result("c0_0", LONG_OUTPUT),
@@ -303,9 +305,6 @@ def test_a_known_anthropic_model_keeps_the_bill_within_the_allowance_and_is_name
     replay_and_check(events, policy, ANTHROPIC, model)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "The cautious row's smallest minimum (512) is not cautious for a model whose "
-    "minimum is larger: a masked request it counts as cached is not (SMALLER_MINIMUM)"))
 @FAST
 @example(events=SMALLER_MINIMUM, model=drawn("anthropic", ""),
          policy=shipped_like(**{**ALLOWANCE_0, "allowance_percent": 10}))
@@ -318,9 +317,6 @@ def test_an_unknown_anthropic_model_keeps_the_bill_within_the_allowance_under_ev
     replay_and_check(events, policy, ANTHROPIC, model)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "GPT-5.6: the ledger's estimate of a masked request (over the minimum) says it is "
-    "cached, the provider's count (under it) says not (UNDER_THE_MINIMUM)"))
 @FAST
 @example(events=UNDER_THE_MINIMUM, fmt=CHAT, model=drawn("openai", "gpt-5.6"),
          policy=shipped_like(**ALLOWANCE_0))
@@ -334,9 +330,6 @@ def test_a_known_openai_model_keeps_the_bill_within_the_allowance_and_is_named(
     replay_and_check(events, policy, fmt, model)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Priced under the cautious row, GPT-5.6's terms: the same gap as a known GPT-5.6 "
-    "model (UNDER_THE_MINIMUM)"))
 @FAST
 @example(events=UNDER_THE_MINIMUM, fmt=CHAT, model=drawn("openai", ""),
          policy=shipped_like(**ALLOWANCE_0))

@@ -23,7 +23,7 @@ has loaded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.cache_billing import Billing, BillingState, Forwarded
@@ -106,39 +106,68 @@ class LedgerState:
     with_masking: int
     without_masking: int
     billing: BillingState
+    alternatives: tuple[LedgerState, ...] = ()
 
 
 class Ledger:
-    """The two bills of a conversation, one request at a time."""
+    """The two bills of a conversation, one request at a time.
+
+    ``alternatives``: ledgers of the other terms the provider may bill the
+    conversation under (a model the table does not know may be any of its
+    provider's): a move is allowed only when it pays under each of them
+    too, since no single row is the least favourable to masking for every
+    conversation (a smaller minimum caches more, which a move re-bills; a
+    larger one leaves requests uncached that the ledger counted as read).
+    """
 
     def __init__(self, model: PriceModel, allowance_percent: int,
-                 billing: Billing | None = None) -> None:
+                 billing: Billing | None = None,
+                 alternatives: Sequence[Ledger] = ()) -> None:
         self.model = model
         self.allowance_percent = allowance_percent
         self.billing: Billing = billing if billing is not None else PrefixBilling(model)
+        self.alternatives = tuple(alternatives)
         self.requests = 0
         self.with_masking = 0  # in thousandths of the base price
         self.without_masking = 0
+        # The alternatives' plain cost of the request being judged.
+        self._plain = [0] * len(self.alternatives)
 
     @property
     def minimum(self) -> int:
-        """No masked request may be shorter than this (``Billing.minimum``)."""
-        return self.billing.minimum
+        """No masked request may be shorter than this (``Billing.minimum``,
+        the largest of the alternatives')."""
+        return max((self.billing.minimum,
+                    *(other.billing.minimum for other in self.alternatives)))
+
+    @property
+    def smallest_saving(self) -> int:
+        """``Billing.smallest_saving``, the largest of the alternatives'."""
+        return max((self.billing.smallest_saving,
+                    *(other.billing.smallest_saving for other in self.alternatives)))
 
     def plain_cost(self, tokens: int, end: int = 0) -> int:
         """The next request as the client sent it (``end`` items, ``tokens``
         estimated tokens): it begins with the whole previous one."""
+        self._plain = [other.plain_cost(tokens, end) for other in self.alternatives]
         return self.billing.plain_cost(end, tokens)
 
     def masked_cost(self, forwarded: Forwarded) -> int:
         return self.billing.masked_cost(forwarded)
 
-    def affordable(self, masked_cost: int, plain_cost: int) -> bool:
+    def affordable(self, masked_cost: int, plain_cost: int,
+                   forwarded: Forwarded | None = None) -> bool:
         """Would the bill so far with masking stay within the allowance if
-        the next request cost ``masked_cost`` (and ``plain_cost`` unmasked)?"""
+        the next request cost ``masked_cost`` (and ``plain_cost`` unmasked)?
+        With ``forwarded`` (the request as it would go out), under each of
+        the alternatives too (after their ``plain_cost``)."""
         spent = self.with_masking + masked_cost
         budget = self.without_masking + plain_cost
-        return spent * 100 <= budget * (100 + self.allowance_percent)
+        if spent * 100 > budget * (100 + self.allowance_percent):
+            return False
+        return forwarded is None or all(
+            other.affordable(other.masked_cost(forwarded), plain)
+            for other, plain in zip(self.alternatives, self._plain, strict=True))
 
     def record(self, plain_tokens: int, plain_cost: int, forwarded: Forwarded,
                masked_cost: int, end: int = 0) -> None:
@@ -146,18 +175,31 @@ class Ledger:
         self.with_masking += masked_cost
         self.without_masking += plain_cost
         self.billing.record(end, plain_tokens, forwarded)
+        for other, plain in zip(self.alternatives, self._plain, strict=True):
+            other.record(plain_tokens, plain, forwarded, other.masked_cost(forwarded), end)
 
     def expire(self) -> None:
         """The provider's cache has expired before the next request."""
         self.billing.expire()
+        for other in self.alternatives:
+            other.expire()
+
+    def forget_before(self, lowest_mark: int) -> None:
+        """``Billing.forget_before``, for every billing kept."""
+        self.billing.forget_before(lowest_mark)
+        for other in self.alternatives:
+            other.forget_before(lowest_mark)
 
     def state(self) -> LedgerState:
         return LedgerState(self.requests, self.with_masking, self.without_masking,
-                           self.billing.state())
+                           self.billing.state(),
+                           tuple(other.state() for other in self.alternatives))
 
     def restore(self, state: LedgerState) -> None:
         self.requests, self.with_masking, self.without_masking = (
             state.requests, state.with_masking, state.without_masking)
+        for other, kept in zip(self.alternatives, state.alternatives, strict=True):
+            other.restore(kept)
         self.billing.restore(state.billing)
 
     def so_far(self) -> BillSoFar:

@@ -218,6 +218,16 @@ class ModelTable:
     def cautious(self, provider: Provider) -> ModelRow:
         return self._cautious[provider]
 
+    def terms_of(self, provider: Provider) -> tuple[tuple[PriceModel, CacheRule], ...]:
+        """The distinct terms of ``provider``'s rows, as the ledger prices
+        them (named after the first row with those terms)."""
+        found: dict[tuple[int, int, int, int, CacheRule], tuple[PriceModel, CacheRule]] = {}
+        for row in self.rows:
+            key = (row.read, row.write, row.write_1h, row.minimum, row.cache)
+            if row.provider == provider and key not in found:
+                found[key] = (replace(row.price_model(), name=f"as {row.name}"), row.cache)
+        return tuple(found.values())
+
     def choose(self, provider: Provider, model: object) -> RowChoice:
         """The row of the request's ``model`` among ``provider``'s."""
         if not isinstance(model, str) or not model:
@@ -253,6 +263,9 @@ class RequestPrice:
     # What comes before the messages in OpenAI's cache (tools and
     # instructions), in estimated tokens (Anthropic's is the layout's).
     preamble_tokens: int = 0
+    # For a model the table does not know, the terms of each of its
+    # provider's rows: a move must pay under each (``Ledger``).
+    others: tuple[tuple[PriceModel, CacheRule], ...] = ()
 
     @property
     def minimum_tokens(self) -> int:
@@ -271,7 +284,8 @@ def price_for_request(setting: str, table: ModelTable, *, anthropic: bool,
     the minimum of the model's row when the table knows the model."""
     choice = table.choose("anthropic" if anthropic else "openai", model)
     if setting == AUTO:
-        return RequestPrice(choice.row.price_model(), choice, choice.row.cache)
+        return RequestPrice(choice.row.price_model(), choice, choice.row.cache,
+                            others=() if choice.known else table.terms_of(choice.row.provider))
     fixed = PRICE_MODELS[setting]
     if not fixed.has_cache:
         return None

@@ -21,9 +21,9 @@ from obsmask_core.conversation.billing.breakpoints import (
 )
 from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
 from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
-from obsmask_core.conversation.billing.model_table import RequestPrice
+from obsmask_core.conversation.billing.model_table import CacheRule, RequestPrice
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
-from obsmask_core.conversation.billing.price_models import for_format, openai_cache
+from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
@@ -159,26 +159,37 @@ def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,
     messages is cached then), else OpenAI's automatic prefix cache (Chat
     Completions and Responses), or from GPT-5.6 on OpenAI's breakpoints
     (one implicit at the end of each request: ``implicit_breakpoint``). An
-    Anthropic client whose breakpoints stay
-    fixed among the messages is billed under the longest common prefix.
-    ``price``: the request's own prices (its model's row); without one,
-    those ``policy``'s price model names for its provider."""
+    Anthropic client whose breakpoints stay fixed among the messages is
+    billed under the longest common prefix. ``price``: the request's own
+    prices (its model's row, and for a model the table does not know the
+    terms of each row of its provider, which every move must pay under
+    too); without one, those ``policy``'s price model names for its
+    provider."""
     if price is not None:
-        model, prefix_model = price.model, price.model
+        model, cache, preamble = price.model, price.cache, price.preamble_tokens
     else:
-        model = for_format(policy.price_model, layout is not None)
-        prefix_model = openai_cache(model)
+        model, preamble = for_format(policy.price_model, layout is not None), 0
+        cache = "anthropic_breakpoints" if layout is not None else "openai_prefix_steps"
+        if layout is None:
+            model = openai_cache(model)  # every format but Anthropic's: OpenAI's cache
     if not model.has_cache:
         return None
-    billing: Billing
-    if layout is None and price is not None and price.cache == "openai_prefix":
-        billing = BreakpointBilling(model, implicit_breakpoint(model, price.preamble_tokens),
-                                    blocks_before,
-                                    OPENAI_REACH, name="openai_breakpoints")
-    elif layout is None:
-        billing = PrefixBilling(prefix_model)
-    elif layout.marks_end or not layout.in_messages:
-        billing = BreakpointBilling(model, layout, blocks_before)
-    else:
-        billing = PrefixBilling(model)
-    return Ledger(model, policy.allowance_percent, billing)
+    others = [Ledger(other, policy.allowance_percent,
+                     _billing(other, rule, layout, blocks_before, preamble))
+              for other, rule in (price.others if price is not None else ())]
+    return Ledger(model, policy.allowance_percent,
+                  _billing(model, cache, layout, blocks_before, preamble), others)
+
+
+def _billing(model: PriceModel, cache: CacheRule, layout: CacheLayout | None,
+             blocks_before: Sequence[int], preamble: int) -> Billing:
+    """One request's billing under ``model`` and its cache rule."""
+    if layout is None:
+        if cache == "openai_prefix":
+            return BreakpointBilling(model, implicit_breakpoint(model, preamble), blocks_before,
+                                     OPENAI_REACH, name="openai_breakpoints")
+        return PrefixBilling(model)
+    if layout.marks_end or not layout.in_messages:
+        return BreakpointBilling(model, replace(layout, minimum_tokens=model.minimum_cached),
+                                 blocks_before)
+    return PrefixBilling(model)

@@ -282,7 +282,7 @@ class Frontier:
                 forwarded = moves.forwarded(end)
                 ledger.record(plain_tokens, plain_cost, forwarded,
                               ledger.masked_cost(forwarded), end)
-                ledger.billing.forget_before(requests.lowest_mark(end, moves.turn))
+                ledger.forget_before(requests.lowest_mark(end, moves.turn))
         self._judged, self._replayed_to = number, self._items
 
     def _target(self, number: int, end: int) -> int | None:

@@ -107,9 +107,14 @@ class FrontierMoves:
         floor = ledger.minimum
         # And none may free so little that a stepped cache could bill a
         # later request more than the original (``Billing.smallest_saving``).
-        smallest = ledger.billing.smallest_saving * CHARS_PER_TOKEN
+        smallest = ledger.smallest_saving * CHARS_PER_TOKEN
         low = max(self.turn, target - LOOKBACK_TURNS)
         before = self.counted_before_frontier
+        # The floor is held against what masking really frees (the count
+        # above never flatters masking, so it would: a request it counts
+        # over the minimum may be under it).
+        freed_before = sum(savings.freed[turn] for turn in range(self.turn)
+                           if self.masked_turns[turn])
         freed = counted = 0
         first: int | None = None
         chosen: tuple[int, int, tuple[int, int] | None] | None = None  # start, counted, change
@@ -128,12 +133,11 @@ class FrontierMoves:
             changed = self.changed
             if changed is None or first < changed[0]:
                 changed = (first, prefix_tokens(chars_before[first] - before, first))
-            if prefix_tokens(chars_before[end] - before - counted, end) < floor \
+            if prefix_tokens(chars_before[end] - freed_before - freed, end) < floor \
                     or before + counted < smallest:
                 continue
-            cost = ledger.masked_cost(self._requests.forwarded(end, before + counted, changed,
-                                                               target, True))
-            if ledger.affordable(cost, plain_cost):
+            forwarded = self._requests.forwarded(end, before + counted, changed, target, True)
+            if ledger.affordable(ledger.masked_cost(forwarded), plain_cost, forwarded):
                 chosen = (start, counted, changed)
         if chosen is None:
             self.turn = low
