@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from mitmproxy import io
+from mitmproxy.flow import Flow
 
 from obsmask_core.conversation.masking.apply import mask_items
 from obsmask_core.conversation.settings.policy import MaskPolicy
@@ -292,18 +293,34 @@ def test_replayed_file_is_masked(tmp_path, fmt_name):
     assert masked_flows == 3
 
 
-def test_readme_replay_command_runs_the_same(tmp_path):
-    """The replay recipe of the README, through scripts/proxy.py."""
+def replayed(tmp_path, *options: str) -> list[Flow]:
     out = tmp_path / "out.mitm"
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "proxy.py"), "-nr", str(REPLAY_FIXTURE),
-         "-w", str(out), "--set", f"confdir={tmp_path}"],
+         "-w", str(out), "--set", f"confdir={tmp_path}", *options],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     with open(out, "rb") as file:
-        written = list(io.FlowReader(file).stream())
-    assert sum(1 for f in written if f.metadata.get("obsmask", {}).get("action") == "masked") >= 1
+        return list(io.FlowReader(file).stream())
+
+
+def test_readme_replay_command_runs_the_same(tmp_path):
+    """The replay recipe of the README, through scripts/proxy.py: every
+    conversation request is planned and its bill names the model table's
+    row. The session's model (deepseek-chat) is in no row, so it is billed
+    under OpenAI's most cautious terms, where no move pays on these three
+    requests; a row that bills it like GPT-5 (model_prices) lets masking
+    pay."""
+    planned = [f.metadata["obsmask"] for f in replayed(tmp_path)
+               if "bill" in f.metadata.get("obsmask", {})]
+    assert len(planned) == 3
+    assert {p["bill"]["model_row"]["row"] for p in planned} == {"openai-unknown"}
+    assert {p["action"] for p in planned} == {"unchanged"}
+    priced = [f.metadata.get("obsmask", {}) for f in replayed(
+        tmp_path, "--set", "obsmask_model_prices=deepseek-*|gpt-5")]
+    assert sum(1 for p in priced if p.get("action") == "masked") >= 1
+    assert {p["bill"]["model_row"]["row"] for p in priced if "bill" in p} == {"deepseek-*"}
 
 
 # The provider's usage report ------------------------------------------------------------------
