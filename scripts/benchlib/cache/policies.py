@@ -11,6 +11,7 @@ import tomli
 from _bootstrap import REPO
 from benchlib.errors import BenchError
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
+from obsmask_core.offline.cache.family_replay import ONE_PRICE_POLICY
 from obsmask_core.offline.cache.policy_json import policy_settings
 from obsmask_core.shared.config_file import load_config
 from obsmask_core.shared.errors import ConfigError, SettingError
@@ -77,6 +78,9 @@ def compared_policies(config_path: Path) -> dict[str, ComparedPolicy]:
     if frontier:
         compared[NO_FRONTIER_BREAKPOINT] = ComparedPolicy(
             without_breakpoint, f"{section} with frontier_breakpoint = false")
+    compared[ONE_PRICE_POLICY] = ComparedPolicy(
+        recommended, f"{section} with one price per provider, as before prices per model: "
+                     "price_model \"anthropic\" for Anthropic families, \"openai\" for OpenAI's")
     compared["no_cache_profile"] = ComparedPolicy(
         no_cache, f"{section} + [observation_masking.profiles.no_cache]")
     return compared

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from obsmask_core.conversation.billing.last_seen import LastSeen, Visit
 from obsmask_core.conversation.billing.price_models import has_cache
@@ -57,6 +58,20 @@ from obsmask_core.offline.cache.replay import (
 )
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.tokens import MessageTokens
+
+# The shipped settings with one price per provider, as obsmask priced every
+# request before prices per model ("auto" then meant these): the line
+# "today's" figures are measured by, in the same run.
+ONE_PRICE_POLICY = "recommended_one_price"
+ONE_PRICE: Mapping[str, str] = MappingProxyType({"anthropic": "anthropic", "openai": "openai"})
+
+
+def policy_for(name: str, policy: MaskPolicy, family: Family) -> MaskPolicy:
+    """``policy`` as it runs for ``family`` (``ONE_PRICE_POLICY``'s price
+    model is its provider's one price)."""
+    if name == ONE_PRICE_POLICY:
+        return replace(policy, price_model=ONE_PRICE[family.provider])
+    return policy
 
 
 def reads_model(policy: MaskPolicy) -> bool:
@@ -144,7 +159,8 @@ def replay_families(session: Session, policies: dict[str, MaskPolicy], tokens: M
         client = ClientRequests(session, family.model)
         items = ItemReadings(session.fmt, tokens, client.items)
         own: list[_Run] = []
-        for name, policy in policies.items():
+        for name, given in policies.items():
+            policy = policy_for(name, given, family)
             key = run_key(name, policy, session.fmt, family, session.members.get("model"))
             run = runs.get(key)
             if run is None:
