@@ -142,7 +142,8 @@ def test_the_cache_benchmark_meets_its_cost_targets_with_the_shipped_settings():
     lookback: the bill so far, from the 8th request of every session, is at
     most 1.03x that of no masking so far; the real sessions cost on average
     no more than with one price per provider, as obsmask priced them before
-    prices per model (where that kept the bill so far within 1.03x); the
+    prices per model (where that kept the bill so far within 1.03x and
+    billed the family's cache rule as it runs: not GPT-5.6's); the
     no_cache profile averages at most 0.70x without a cache; and no policy
     forwards a body with more than four breakpoints or with one of the
     client's moved or removed."""
