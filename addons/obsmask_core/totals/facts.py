@@ -87,6 +87,8 @@ class RequestFacts:
     refetches: RefetchFacts | None = None
     # The provider's brake, when it weighed the answer.
     brake: BrakeFacts | None = None
+    # Why the provider's cache missed, when its answer said so.
+    cache_miss_reason: str | None = None
 
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
@@ -125,6 +127,8 @@ class RequestFacts:
             cache=CacheFacts.read(facts),
             refetches=RefetchFacts.read(facts.get(REFETCHES_KEY)),
             brake=BrakeFacts.read(facts.get("brake")),
+            cache_miss_reason=reason if isinstance(
+                reason := usage.get("cache_miss_reason"), str) else None,
         )
 
 

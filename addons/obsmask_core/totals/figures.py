@@ -10,6 +10,10 @@ from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.totals.brake import BrakeFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS, CacheFacts, McpFacts, RequestFacts
 
+# Distinct cache miss reasons kept apart; the rest are "other".
+CACHE_MISS_REASONS_KEPT = 32
+OTHER_REASON = "other"
+
 # Which model a prediction tests: the wire format and the cache as the
 # ledger ran it.
 CacheKey = tuple[str, str]
@@ -174,6 +178,8 @@ class RequestFigures:
     cache: dict[CacheKey, CacheFigures] = field(default_factory=dict)
     refetches: RefetchFigures = field(default_factory=RefetchFigures)
     brake: BrakeFigures = field(default_factory=BrakeFigures)
+    # The providers' cache miss reasons (their diagnostics), by reason.
+    cache_miss_reasons: Counter[str] = field(default_factory=Counter)
 
     def add(self, facts: RequestFacts) -> None:
         self.requests += 1
@@ -200,6 +206,12 @@ class RequestFigures:
             self.refetches.add(facts.refetches)
         if facts.brake is not None:
             self.brake.add(facts.brake)
+        if (reason := facts.cache_miss_reason) is not None:
+            # A provider names a handful of reasons: any beyond this many
+            # distinct ones are counted together.
+            known = reason in self.cache_miss_reasons
+            self.cache_miss_reasons[reason if known or len(self.cache_miss_reasons)
+                                    < CACHE_MISS_REASONS_KEPT else OTHER_REASON] += 1
 
     @property
     def tokens_saved(self) -> int:
@@ -230,6 +242,7 @@ class RequestFigures:
             "cache_prediction": self.cache_json(),
             "refetches": self.refetches.as_json(),
             "provider_brake": self.brake.as_json(),
+            "cache_miss_reasons": dict(sorted(self.cache_miss_reasons.items())),
         }
 
     def cache_json(self) -> dict[str, dict[str, dict[str, object]]]:

@@ -43,7 +43,10 @@ disturb the traffic they describe.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -71,13 +74,17 @@ class ProviderUsage:
     cached_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     output_tokens: int | None = None
+    # Why the provider's cache missed, where the answer says so (its cache
+    # diagnostics, which only a client that asks for them gets: Anthropic's
+    # ``diagnostics.cache_miss_reason``, OpenAI's ``prompt_cache_diagnostics``).
+    cache_miss_reason: str | None = None
 
-    def as_metadata(self) -> dict[str, int]:
+    def as_metadata(self) -> dict[str, int | str]:
         """The reported fields only, by name: ready for flow metadata or JSON."""
-        out: dict[str, int] = {}
+        out: dict[str, int | str] = {}
         for field in fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, int):
+            if isinstance(value, (int, str)):
                 out[field.name] = value
         return out
 
@@ -109,6 +116,7 @@ class ProviderUsage:
                 self.cache_creation_input_tokens, later.cache_creation_input_tokens
             ),
             output_tokens=_later(self.output_tokens, later.output_tokens),
+            cache_miss_reason=_later(self.cache_miss_reason, later.cache_miss_reason),
         )
 
 
@@ -116,7 +124,7 @@ def _figure(value: int | None) -> str:
     return f"{value:,}" if value is not None else "n/a"
 
 
-def _later(earlier: int | None, later: int | None) -> int | None:
+def _later(earlier: _T | None, later: _T | None) -> _T | None:
     return earlier if later is None else later
 
 
@@ -168,13 +176,40 @@ def usage_in_object(obj: object) -> ProviderUsage | None:
     if not isinstance(obj, dict):
         return None
     found: ProviderUsage | None = None
+    reason: str | None = None
     for holder in (obj, _dict_at(obj, "message"), _dict_at(obj, "response")):
         if holder is None:
             continue
         usage = _read_usage(holder.get("usage"))
         if usage is not None:
             found = usage if found is None else found.updated_by(usage)
+        reason = _later(reason, miss_reason(holder))
+    if reason is not None:
+        found = replace(found or ProviderUsage(), cache_miss_reason=reason)
     return found
+
+
+# A reason is a short word of the provider's ("messages_changed"); longer
+# text is cut, so flow metadata and totals stay small.
+REASON_CHARS = 64
+
+
+def miss_reason(holder: dict[str, object]) -> str | None:
+    """The cache miss reason an answer (or its ``message``, ``response``)
+    carries in its diagnostics: Anthropic's ``diagnostics.cache_miss_reason``
+    (an object whose ``type`` names it), OpenAI's
+    ``prompt_cache_diagnostics`` (its ``cache_miss_reason``, ``reason`` or
+    ``type``, or the value itself when a string)."""
+    for value in (_dict_at(holder, "diagnostics") or {}).get("cache_miss_reason"), \
+            holder.get("prompt_cache_diagnostics"):
+        if isinstance(value, dict):
+            value = next((value[key] for key in ("cache_miss_reason", "reason", "type")
+                          if isinstance(value.get(key), (str, dict))), None)
+            if isinstance(value, dict):
+                value = value.get("type")
+        if isinstance(value, str) and value:
+            return value[:REASON_CHARS]
+    return None
 
 
 def _read_usage(raw: object) -> ProviderUsage | None:

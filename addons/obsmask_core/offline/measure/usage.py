@@ -15,7 +15,7 @@ is no count, or beyond 2**53, is read as not reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
@@ -26,9 +26,12 @@ from obsmask_core.shared.read_back import count, mapping
 def usage_from_metadata(value: object) -> ProviderUsage | None:
     """The figures of a flow's ``provider_usage``; None when it has none."""
     usage = mapping(value)
-    counts = {item.name: count(usage.get(item.name)) for item in fields(ProviderUsage)}
-    found = {name: figure for name, figure in counts.items() if figure is not None}
-    return ProviderUsage(**found) if found else None
+    found = ProviderUsage(
+        input_tokens=count(usage.get("input_tokens")),
+        cached_input_tokens=count(usage.get("cached_input_tokens")),
+        cache_creation_input_tokens=count(usage.get("cache_creation_input_tokens")),
+        output_tokens=count(usage.get("output_tokens")))
+    return found if found.as_metadata() else None
 
 
 def cache_rule(fmt: WireFormat) -> str:
