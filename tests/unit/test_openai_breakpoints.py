@@ -71,3 +71,37 @@ def test_nothing_under_the_minimum_is_written_or_read():
     bill.record(2, 900, Forwarded(2, 900))
     assert bill.plain_cost(4, 1500) == 1500 * 1250
     assert bill.masked_cost(Forwarded(4, 1500)) == 1500 * 1250
+
+
+def test_a_resumed_replay_bills_the_tools_as_they_are_now_like_a_full_one():
+    """What comes before the messages (the tools) is part of what a
+    checkpoint is kept under: when it changes, the replay starts again, so
+    a masker that kept its checkpoints forwards what a new one does."""
+    import json
+
+    from obsmask_core.conversation.masking.masker import Masker
+    from obsmask_core.conversation.settings.policy import MaskPolicy
+    from obsmask_core.conversation.turns.wire_formats import CHAT
+
+    policy = MaskPolicy(price_model="auto", allowance_percent=2, window_turns=3,
+                        min_free_percent=0)
+
+    def body(turns: int, tools_chars: int) -> bytes:
+        messages: list[dict[str, object]] = [{"role": "system", "content": "sys " * 600},
+                                             {"role": "user", "content": "do the task"}]
+        for turn in range(turns):
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{turn}", "type": "function",
+                 "function": {"name": "read", "arguments": json.dumps({"f": turn})}}]})
+            messages.append({"role": "tool", "tool_call_id": f"c{turn}",
+                             "content": f"line {turn} " * 300})
+        tools = [{"type": "function", "function": {"name": "read", "description": "x" * tools_chars,
+                                                   "parameters": {"type": "object"}}}]
+        return json.dumps({"model": "gpt-5.6", "messages": messages, "tools": tools}).encode()
+
+    kept = Masker(policy)
+    for turns in range(1, 31):
+        sent = body(turns, 400 if turns < 15 else 40_000)
+        resumed, full = kept.mask(sent, CHAT), Masker(policy).mask(sent, CHAT)
+        assert type(resumed) is type(full) and resumed.plan.masked == full.plan.masked, turns
+        assert getattr(resumed, "body", None) == getattr(full, "body", None), turns

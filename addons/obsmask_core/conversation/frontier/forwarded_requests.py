@@ -80,9 +80,14 @@ class ForwardedRequests:
                 self.blocks_before.append(blocks)
 
     def layout_key(self) -> tuple[object, ...] | None:
-        """The breakpoints the requests are billed under (``CacheLayout.key``)."""
+        """The breakpoints and prices the requests are billed under
+        (``CacheLayout.key``; the price model, its cache rule, what comes
+        before the messages and the alternatives' terms)."""
         layout = self._layout.key() if self._layout is not None else None
-        return layout if self._price is None else (layout, self._price.model)
+        price = self._price
+        if price is None:
+            return layout
+        return layout, price.model, price.cache, price.preamble_tokens, price.others
 
     def blocks_measured(self) -> tuple[int, ...]:
         """``blocks_before``, for a checkpoint (empty when not measured)."""
