@@ -31,8 +31,10 @@ class FrontierMoves:
         # Per turn before the frontier: masked (True) or kept for good.
         self.masked_turns = [False] * turns
         self.masks_something = False
-        # What the masked turns before the frontier free, as the ledger counts it.
+        # What the masked turns before the frontier free, as the ledger counts
+        # it, and as it is (characters).
         self.counted_before_frontier = 0
+        self.freed_before_frontier = 0
         # Without a price model, turns [self.turn, self.covered) are summed
         # into pending / pending_first.
         self.covered = 0
@@ -49,6 +51,8 @@ class FrontierMoves:
                                                           resume.pending_first)
         self.masked_turns[:len(resume.masked_turns)] = resume.masked_turns
         self.masks_something = resume.masks_something
+        self.freed_before_frontier = sum(self._savings.freed[turn] for turn in range(self.turn)
+                                         if self.masked_turns[turn])
 
     def forwarded(self, end: int) -> Forwarded:
         """The request of ``end`` items as forwarded with the frontier here."""
@@ -59,6 +63,7 @@ class FrontierMoves:
         """Mask turns [start, target), keep [self.turn, start) for good."""
         for turn in range(start, target):
             self.masked_turns[turn] = True
+            self.freed_before_frontier += self._savings.freed[turn]
             if self._savings.first[turn] is not None:
                 self.masks_something = True
         self.turn, self.request_end = target, end
@@ -113,8 +118,7 @@ class FrontierMoves:
         # The floor is held against what masking really frees (the count
         # above never flatters masking, so it would: a request it counts
         # over the minimum may be under it).
-        freed_before = sum(savings.freed[turn] for turn in range(self.turn)
-                           if self.masked_turns[turn])
+        freed_before = self.freed_before_frontier
         freed = counted = 0
         first: int | None = None
         chosen: tuple[int, int, tuple[int, int] | None] | None = None  # start, counted, change
