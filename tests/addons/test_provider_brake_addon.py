@@ -86,14 +86,15 @@ def test_figures_as_predicted_leave_the_conversation_alone(addons):
 
 
 def test_an_answer_billed_past_the_allowance_brakes_the_conversation(addons, caplog):
-    """Request 3's answer reports every token written: far past what the
-    ledger allowed. Its flow says so, once in the log; the requests after
-    it are planned from the end after it, their frontier where it stood."""
+    """Request 3's answer reports a read of 500 tokens and the rest written:
+    far past what the ledger allowed. Its flow says so, once in the log; the
+    requests after it are planned from the end after it, their frontier
+    where it stood."""
     answered(addons, 1)
     answered(addons, 2)
     with caplog.at_level(logging.WARNING):
-        flow = answered(addons, 3, {"input_tokens": 0, "cache_read_input_tokens": 0,
-                                    "cache_creation_input_tokens": 40_000})
+        flow = answered(addons, 3, {"input_tokens": 0, "cache_read_input_tokens": 500,
+                                    "cache_creation_input_tokens": 39_500})
     brake = flow.metadata["obsmask"]["brake"]
     items = flow.metadata["obsmask"]["bill"]["request_items"]
     assert brake["tripped"] is True and brake["braked_from"] == items + 1
@@ -107,6 +108,18 @@ def test_an_answer_billed_past_the_allowance_brakes_the_conversation(addons, cap
         assert meta["bill"]["braked_from"] == items + 1
         assert meta.get("frontier_turn") == frontier
         assert "tripped" not in meta["brake"]
+
+
+def test_an_answer_that_read_nothing_is_an_expired_cache_and_brakes_nothing(addons):
+    """A full miss (a pause past the cache's lifetime, an eviction) meets
+    the request as the client sent it alike: no surprise, no brake."""
+    answered(addons, 1)
+    answered(addons, 2)
+    flow = answered(addons, 3, {"input_tokens": 0, "cache_read_input_tokens": 0,
+                                "cache_creation_input_tokens": 40_000})
+    brake = flow.metadata["obsmask"]["brake"]
+    assert brake["surprise"] == 0 and "tripped" not in brake
+    assert "braked_from" not in flow.metadata["obsmask"]["bill"]
 
 
 @pytest.mark.parametrize("raw", [

@@ -51,9 +51,34 @@ def test_the_reported_figures_are_scaled_to_the_ledgers_estimated_tokens():
         == pytest.approx(4_000 * (1.25 - 0.1))
 
 
-def test_a_provider_that_reads_more_than_predicted_gives_a_negative_surprise():
+def test_a_provider_that_reads_more_than_predicted_earns_masking_nothing_back():
     predicted = CacheFigures(read=4_000, written=6_000, plain=0)
-    assert request_surprise(predicted, CacheFigures(8_000, 2_000, 0), ANTHROPIC_PRICES) < 0
+    assert request_surprise(predicted, CacheFigures(8_000, 2_000, 0), ANTHROPIC_PRICES) == 0
+
+
+def test_a_read_of_nothing_is_an_expired_cache_unless_the_request_moved_the_frontier():
+    """A pause past the lifetime, an eviction, a routing miss: the request
+    as the client sent it would have read nothing either. On a request
+    that changed the forwarded history, a read of nothing is masking's."""
+    predicted = CacheFigures(read=58_000, written=2_000, plain=0)
+    assert request_surprise(predicted, CacheFigures(0, 61_000, 0), ANTHROPIC_PRICES) == 0
+    assert request_surprise(predicted, CacheFigures(0, 61_000, 0), ANTHROPIC_PRICES,
+                            moved=True) == pytest.approx(58_000 * (1.25 - 0.1))
+
+
+def test_new_text_denser_in_tokens_than_the_estimate_is_no_surprise():
+    """The provider read what was predicted; the 2,000 new tokens the
+    ledger estimated are 2,670 real ones (code, JSON): the read's share of
+    the prompt drops by less than the tolerance."""
+    predicted = CacheFigures(read=20_000, written=2_000, plain=0)
+    assert request_surprise(predicted, CacheFigures(20_000, 2_670, 0), ANTHROPIC_PRICES) == 0
+
+
+def test_a_read_short_by_more_than_the_tolerance_counts_in_full():
+    predicted = CacheFigures(read=10_000, written=0, plain=0)
+    assert request_surprise(predicted, CacheFigures(9_100, 900, 0), ANTHROPIC_PRICES) == 0
+    assert request_surprise(predicted, CacheFigures(8_900, 1_100, 0), ANTHROPIC_PRICES) \
+        == pytest.approx(1_100 * (1.25 - 0.1))
 
 
 def test_the_brake_trips_past_the_allowance_and_not_at_it():

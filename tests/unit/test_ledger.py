@@ -113,7 +113,7 @@ def test_the_metadata_of_an_empty_bill_has_no_ratio():
         "estimated_without_masking": 0.0, "ratio": None, "allowance_percent": 2,
         "allowance_used": 0.0, "cache": "prefix",
         "predicted": {"input_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0},
-        "cold_ends": [], "request_items": 0,
+        "cold_ends": [], "request_items": 0, "moved": False,
     }
 
 

@@ -9,12 +9,21 @@ should report for each (``BillSoFar.predicted``). A provider whose cache
 reads less than that (a lookback shorter than documented, an entry evicted
 early) bills more than the ledger counted, and the ledger, which sees only
 requests, goes on allowing moves that re-bill what it takes for read.
-Each answer's figures are priced here with the same prices as the
-prediction, in the ledger's units (tokens estimated by the ledger, at the
-base input price: the reported ones scaled by predicted input over
-reported input), and the difference is the request's surprise: positive
-when the provider billed more than predicted (reads short of prediction
-re-billed at the write price, or as plain input), negative when less.
+Each answer's read is compared with the prediction's, in the ledger's
+units (tokens estimated by the ledger: the reported ones scaled by
+predicted input over reported input), and what the provider read less
+than predicted, billed again at the write price instead of the read
+price, is the request's surprise. Only reads count, and only a clear
+shortfall: how the rest of the prompt splits between written and plain
+input follows the density of its new text, which the ledger estimates
+from characters and the provider counts in tokens, and a read a few
+percent short is that noise too. An answer that read nothing while a read
+was predicted, on a request that forwarded the same history as the one
+before it, met an expired or evicted cache (a pause, a routing miss),
+which the request as the client sent it would have met alike: it is no
+surprise either (on a request that moved the frontier, it is counted).
+The surprise is never negative: a provider that reads more than predicted
+earns masking nothing back.
 
 The conversation's surprise is the sum over its requests. The brake trips
 when the ledger's bill with masking plus that sum goes past the bill
@@ -58,15 +67,26 @@ class Prices:
     write: float
 
 
-def request_surprise(predicted: CacheFigures, reported: CacheFigures, prices: Prices) -> float:
-    """What the reported figures cost beyond the predicted ones, in the
-    ledger's units: the reported ones scaled to the predicted input (the
-    provider counts real tokens, the ledger estimates them)."""
-    if reported.total <= 0 or predicted.total <= 0:
+# A read short of the prediction by at most this share of it is the
+# estimate's noise, not a cache that reads less than the ledger assumes.
+READ_TOLERANCE_PERCENT = 10
+
+
+def request_surprise(predicted: CacheFigures, reported: CacheFigures, prices: Prices,
+                     *, moved: bool = False) -> float:
+    """What the provider billed beyond the prediction because its cache
+    read less than the ledger took for read, in the ledger's units (the
+    reported read scaled to the predicted input: the provider counts real
+    tokens, the ledger estimates them); see the module for what is left
+    out."""
+    if reported.total <= 0 or predicted.total <= 0 or predicted.read <= 0 \
+            or (reported.read <= 0 and not moved):
         return 0.0
-    scale = predicted.total / reported.total
-    return (reported.cost(prices.read, prices.write) * scale
-            - predicted.cost(prices.read, prices.write))
+    read = reported.read * predicted.total / reported.total
+    short = predicted.read - read
+    if short * 100 <= predicted.read * READ_TOLERANCE_PERCENT:
+        return 0.0
+    return short * (prices.write - prices.read)
 
 
 def room(with_masking: float, without_masking: float, allowance_percent: int) -> float:
@@ -168,5 +188,5 @@ def reading(bill: Mapping[str, object], usage: Mapping[str, object], *,
     if predicted is None or reported is None or prices is None or with_masking is None \
             or without_masking is None or allowance is None or not items:
         return None
-    return Reading(request_surprise(predicted, reported, prices), with_masking,
-                   without_masking, allowance, items)
+    surprise = request_surprise(predicted, reported, prices, moved=bill.get("moved") is True)
+    return Reading(surprise, with_masking, without_masking, allowance, items)

@@ -66,6 +66,10 @@ class BillSoFar:
     # The row of the model table the request was priced under
     # (``model_table.RequestPrice.as_metadata``), when it was.
     price_row: Mapping[str, object] | None = None
+    # Did this request forward a history that differs from the previous
+    # forwarded one's (a move of the frontier), so that its read may fall
+    # short where the request as sent would not?
+    moved: bool = False
     # The request's items, and the request end from which the provider's
     # brake stopped the frontier (``brake``; None: it did not).
     request_items: int = 0
@@ -95,6 +99,7 @@ class BillSoFar:
             "request_items": self.request_items,
             **({"braked_from": self.braked_from} if self.braked_from is not None else {}),
             **({"model_row": dict(self.price_row)} if self.price_row is not None else {}),
+            "moved": self.moved,
         }
 
 
@@ -130,6 +135,7 @@ class Ledger:
         self.requests = 0
         self.with_masking = 0  # in thousandths of the base price
         self.without_masking = 0
+        self.moved = False  # the last request recorded changed the history
         # The alternatives' plain cost of the request being judged.
         self._plain = [0] * len(self.alternatives)
 
@@ -174,6 +180,7 @@ class Ledger:
         self.requests += 1
         self.with_masking += masked_cost
         self.without_masking += plain_cost
+        self.moved = forwarded.changed_at is not None
         self.billing.record(end, plain_tokens, forwarded)
         for other, plain in zip(self.alternatives, self._plain, strict=True):
             other.record(plain_tokens, plain, forwarded, other.masked_cost(forwarded), end)
@@ -206,4 +213,4 @@ class Ledger:
         read, written, total = self.billing.predicted()
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
                          self.without_masking / PRICE_UNIT, self.allowance_percent,
-                         self.billing.name, read, written, total)
+                         self.billing.name, read, written, total, moved=self.moved)
