@@ -40,7 +40,7 @@ import pytest
 from mitmproxy import http
 
 from obsmask_core.conversation.billing.breakpoints import read_layout
-from obsmask_core.conversation.billing.model_table import price_for_request
+from obsmask_core.conversation.billing.request_price import price_for_request
 from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.apply import mask_items
 from obsmask_core.conversation.masking.rewrite import HELD_OUT, mask_read_body

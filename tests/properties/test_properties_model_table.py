@@ -67,17 +67,26 @@ def matched_row(provider: str, model: str) -> ModelRow | None:
 @st.composite
 def known_models(draw: st.DrawFn, provider: str) -> str:
     """An id one of ``provider``'s rows' patterns matches: a pattern with
-    each ``*`` (and ``?``) filled in, in a random case."""
+    each ``*`` (and ``?``, and ``[a-b]`` class) filled in, in a random case."""
     row = draw(st.sampled_from(rows_of(provider)))
     pattern = draw(st.sampled_from(row.patterns))
     out = []
-    for character in pattern:
+    position = 0
+    while position < len(pattern):
+        character = pattern[position]
         if character == "*":
             out.append(draw(st.text(ID_CHARACTERS, max_size=12)))
         elif character == "?":
             out.append(draw(st.sampled_from(ID_CHARACTERS)))
+        elif character == "[":
+            close = pattern.index("]", position)
+            low, _, high = pattern[position + 1:close].partition("-")
+            letters = [chr(c) for c in range(ord(low), ord(high or low) + 1)]
+            out.append(draw(st.sampled_from(letters)))
+            position = close
         else:
             out.append(character)
+        position += 1
     model = "".join(out)
     if draw(st.booleans()):
         model = "".join(c.upper() if draw(st.booleans()) else c for c in model)

@@ -9,10 +9,10 @@ import pytest
 from obsmask_core.conversation.billing.model_table import (
     ModelTable,
     parse_setting_row,
-    price_for_request,
     rows_from_toml,
     shipped_rows,
 )
+from obsmask_core.conversation.billing.request_price import price_for_request
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.shared.errors import SettingError
 
@@ -44,6 +44,10 @@ def test_an_anthropic_model_is_billed_under_its_familys_row(model, row, read, mi
 @pytest.mark.parametrize("model, row, read, write, step", [
     ("gpt-5.6", "gpt-5.6", 100, 1250, 1),
     ("gpt-5.7-mini", "gpt-5.6", 100, 1250, 1),
+    ("gpt-5.12", "gpt-5.6", 100, 1250, 1),
+    ("gpt-6", "gpt-5.6", 100, 1250, 1),
+    ("gpt-5.1", "gpt-5", 100, 1000, 128),
+    ("gpt-5.1-codex-mini", "gpt-5", 100, 1000, 128),
     ("gpt-5.5", "gpt-5", 100, 1000, 128),
     ("gpt-5-codex", "gpt-5", 100, 1000, 128),
     ("gpt-4.1-2025-04-14", "gpt-4.1", 250, 1000, 128),
@@ -98,6 +102,8 @@ def test_a_users_row_wins_over_the_shipped_one():
     ("cache=openai_prefix provider=anthropic read=0.1 write=1 minimum=1", "is openai's"),
     ("read", "no shipped row"),
     ("read=", "is not key=value"),
+    ("cache=openai_prefix read=nan write=1 minimum=1", "read must be a number"),
+    ("cache=openai_prefix read=0.1 write=inf minimum=1", "write must be a number"),
 ])
 def test_a_wrong_row_in_the_settings_is_refused_with_its_reason(terms, says):
     with pytest.raises(SettingError, match=says):
@@ -132,3 +138,22 @@ def test_a_setting_row_that_names_a_shipped_row_copies_its_terms():
     assert (row.read, row.write, row.minimum, row.cache) \
         == (original.read, original.write, original.minimum, original.cache)
     assert row.matches("MINE-1") and not row.matches("yours")
+
+
+def test_a_long_or_unprintable_model_name_is_cut_and_cleaned_before_it_is_kept():
+    table = ModelTable.shipped()
+    choice = table.choose("openai", "gpt-5.6" + "x" * 10_000)
+    assert choice.known and choice.model is not None and len(choice.model) == 200
+    odd = table.choose("openai", "house\nmodel\x00")
+    assert odd.model == "house?model?" and not odd.known
+
+
+def test_a_named_price_model_bills_at_its_own_terms_and_is_never_the_cautious_row():
+    table = ModelTable.shipped()
+    fixed = price_for_request("anthropic", table, anthropic=True, model="house-model")
+    assert fixed is not None and not fixed.cautious
+    metadata = fixed.as_metadata()
+    assert (metadata["row"], metadata["table_row"], metadata["read"], metadata["minimum"]) \
+        == ("anthropic", "anthropic-unknown", 0.1, 1024)
+    auto = price_for_request("auto", table, anthropic=True, model="house-model")
+    assert auto is not None and auto.cautious and auto.as_metadata()["read"] == 0.025

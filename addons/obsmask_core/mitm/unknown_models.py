@@ -20,7 +20,7 @@ class UnknownModels:
         """Log the first request that names a model the table does not know
         (``row``: the bill's ``model_row``): it is billed under its
         provider's most cautious terms. True when it logged."""
-        if row is None or row.get("known") is not False:
+        if row is None or row.get("cautious") is not True:
             return False
         model = row.get("model")
         name = str(model) if model is not None else "(none)"

@@ -15,6 +15,7 @@ allows for it pays under any of them.
 from __future__ import annotations
 
 import fnmatch
+import math
 import threading
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,12 +25,9 @@ from types import MappingProxyType
 from typing import Literal, cast
 
 from obsmask_core.conversation.billing.price_models import (
-    AUTO,
     OPENAI_CACHE_STEP,
-    PRICE_MODELS,
     PRICE_UNIT,
     PriceModel,
-    openai_cache,
 )
 from obsmask_core.shared.errors import SettingError
 
@@ -46,8 +44,9 @@ SHIPPED_TABLE = Path(__file__).with_name("model_prices.toml")
 _TERMS = ("provider", "read", "write", "write_1h", "minimum", "cache")
 _REQUIRED_TERMS = ("read", "write", "minimum", "cache")
 # Requests' model names remembered with their row (a bound on memory for a
-# proxy that sees arbitrary names).
+# proxy that sees arbitrary names), and the characters of a name read.
 MODELS_REMEMBERED = 4096
+MODEL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -94,8 +93,8 @@ class RowChoice:
 
 
 def _multiple(where: str, key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
-            or value > 100:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0 or value > 100:
         raise SettingError(where, f"{key} must be a number from 0 to 100, got {value!r}")
     return round(value * PRICE_UNIT)
 
@@ -232,6 +231,9 @@ class ModelTable:
         """The row of the request's ``model`` among ``provider``'s."""
         if not isinstance(model, str) or not model:
             return RowChoice(self._cautious[provider], None, False)
+        # A name is a few dozen characters: a longer one is cut, and what
+        # cannot be printed is replaced, before it is matched, kept or logged.
+        model = "".join(char if char.isprintable() else "?" for char in model[:MODEL_CHARS])
         key = (provider, model)
         found = self._chosen.get(key)
         if found is None:
@@ -249,47 +251,3 @@ class ModelTable:
 def shipped_rows() -> tuple[ModelRow, ...]:
     """The rows of the table shipped with the package."""
     return rows_from_toml(SHIPPED_TABLE.read_text(encoding="utf-8"), SHIPPED_TABLE.name)
-
-
-@dataclass(frozen=True)
-class RequestPrice:
-    """What one request is billed under: the price model (the row's, or the
-    one the ``price_model`` setting names), and the row chosen for its
-    ``model`` (which also gives the minimum cacheable prompt)."""
-
-    model: PriceModel
-    choice: RowChoice
-    cache: CacheRule  # the rule the ledger bills the request under
-    # What comes before the messages in OpenAI's cache (tools and
-    # instructions), in estimated tokens (Anthropic's is the layout's).
-    preamble_tokens: int = 0
-    # For a model the table does not know, the terms of each of its
-    # provider's rows: a move must pay under each (``Ledger``).
-    others: tuple[tuple[PriceModel, CacheRule], ...] = ()
-
-    @property
-    def minimum_tokens(self) -> int:
-        return self.model.minimum_cached
-
-    def as_metadata(self) -> dict[str, object]:
-        return {"row": self.choice.row.name, "model": self.choice.model,
-                "known": self.choice.known, **self.choice.row.as_metadata()}
-
-
-def price_for_request(setting: str, table: ModelTable, *, anthropic: bool,
-                      model: object) -> RequestPrice | None:
-    """The prices of one request (None: no cache, every move is free).
-    ``setting`` is the ``price_model`` setting: "auto" bills the request
-    under its model's row; a named price model keeps its own prices, with
-    the minimum of the model's row when the table knows the model."""
-    choice = table.choose("anthropic" if anthropic else "openai", model)
-    if setting == AUTO:
-        return RequestPrice(choice.row.price_model(), choice, choice.row.cache,
-                            others=() if choice.known else table.terms_of(choice.row.provider))
-    fixed = PRICE_MODELS[setting]
-    if not fixed.has_cache:
-        return None
-    if not anthropic:
-        return RequestPrice(openai_cache(fixed), choice, "openai_prefix_steps")
-    minimum = choice.row.minimum if choice.known else fixed.minimum_cached
-    return RequestPrice(replace(fixed, minimum_cached=minimum), choice, "anthropic_breakpoints")

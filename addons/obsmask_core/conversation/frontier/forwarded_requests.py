@@ -21,9 +21,10 @@ from obsmask_core.conversation.billing.breakpoints import (
 )
 from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
 from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
-from obsmask_core.conversation.billing.model_table import CacheRule, RequestPrice
+from obsmask_core.conversation.billing.model_table import CacheRule
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
+from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex

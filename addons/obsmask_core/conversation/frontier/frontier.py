@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.billing.ledger import FRAMING_TOKENS, BillSoFar, prefix_tokens
-from obsmask_core.conversation.billing.model_table import RequestPrice
+from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.frontier.braking import Brake
 from obsmask_core.conversation.frontier.forwarded_requests import ForwardedRequests
 from obsmask_core.conversation.frontier.frontier_moves import FrontierMoves

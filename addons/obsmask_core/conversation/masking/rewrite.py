@@ -26,8 +26,8 @@ from obsmask_core.conversation.billing.breakpoints import (
     read_layout,
 )
 from obsmask_core.conversation.billing.last_seen import Arrival, cache_lifetime
-from obsmask_core.conversation.billing.model_table import RequestPrice, price_for_request
 from obsmask_core.conversation.billing.price_models import has_cache
+from obsmask_core.conversation.billing.request_price import RequestPrice, price_for_request
 from obsmask_core.conversation.body.quick_body import QuickBody
 from obsmask_core.conversation.body.request_body import (
     Edit,

@@ -21,7 +21,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     next_control,
 )
 from obsmask_core.conversation.billing.ledger import BillSoFar, prefix_tokens
-from obsmask_core.conversation.billing.model_table import RequestPrice
+from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.refetch import refetch_facts
