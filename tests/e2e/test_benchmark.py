@@ -85,7 +85,8 @@ def test_the_cache_benchmark_bills_every_session_under_each_model_family():
     Anthropic copies, synthetic, adversarial and cache_edge ones; each
     under every model family of its format (Anthropic's under both readings
     of the lookback), the policies side by side (the shipped settings
-    without obsmask's own breakpoint too, once that setting exists); every
+    without obsmask's own breakpoint too, once that setting exists, and
+    with one price per provider, as before the model table); every
     session's worst bill so far from the 8th request on; the bill after k
     tool turns of the uniform sessions; and a cache that reads something
     for every session where the provider caches."""
@@ -99,7 +100,8 @@ def test_the_cache_benchmark_bills_every_session_under_each_model_family():
     assert {s["name"] for s in sessions if s["kind"] == "cache_edge"} == {
         name for family in ("parallel", "near-minimum", "pauses", "four-breakpoints")
         for name in families[family]["sessions"]}
-    expected_policies = {"none", "spec", "recommended", "no_cache_profile"}
+    expected_policies = {"none", "spec", "recommended", "recommended_one_price",
+                         "no_cache_profile"}
     if any(f.name == "frontier_breakpoint" for f in dataclasses.fields(MaskPolicy)):
         expected_policies.add("recommended_no_frontier_breakpoint")
     assert set(report["policies"]) == expected_policies
