@@ -112,6 +112,7 @@ class LedgerState:
     without_masking: int
     billing: BillingState
     alternatives: tuple[LedgerState, ...] = ()
+    moved: bool = False
 
 
 class Ledger:
@@ -200,11 +201,11 @@ class Ledger:
     def state(self) -> LedgerState:
         return LedgerState(self.requests, self.with_masking, self.without_masking,
                            self.billing.state(),
-                           tuple(other.state() for other in self.alternatives))
+                           tuple(other.state() for other in self.alternatives), self.moved)
 
     def restore(self, state: LedgerState) -> None:
-        self.requests, self.with_masking, self.without_masking = (
-            state.requests, state.with_masking, state.without_masking)
+        self.requests, self.with_masking, self.without_masking, self.moved = (
+            state.requests, state.with_masking, state.without_masking, state.moved)
         for other, kept in zip(self.alternatives, state.alternatives, strict=True):
             other.restore(kept)
         self.billing.restore(state.billing)
