@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from obsmask_core.conversation.billing.last_seen import Braking, LastSeen, LastSeenTable, Visit
 from obsmask_core.conversation.billing.last_seen_redis import RedisLastSeen
@@ -80,6 +81,19 @@ def test_a_brake_tripped_through_one_proxy_holds_for_every_proxy(server, prefix)
     # The visits of the shared table keep the brake.
     assert b.visit("c-1", 30.0, 9, FIVE_MINUTES) == frozenset()
     assert a.braked_from("c-1") == 8
+
+
+@needs_redis
+def test_conversations_first_seen_by_an_answer_are_bounded_in_the_shared_table(server, prefix):
+    """With cold_after_seconds off no visit trims the table: the answers'
+    surprises do, to the same bound, the least recently seen going first."""
+    table = RedisLastSeen(server.url, key_prefix=prefix, conversations=3)
+    for number in range(6):
+        table.add_surprise(f"c-{number}", float(number), 1.0, 50.0, 5)
+    client = redis.Redis.from_url(server.url)
+    assert [key.decode() for key in client.zrange(f"{prefix}seen:by-time", 0, -1)] == [
+        f"{prefix}seen:c-{number}" for number in (3, 4, 5)]
+    assert not client.exists(f"{prefix}seen:c-0")
 
 
 @needs_redis

@@ -92,13 +92,24 @@ return cold
 """
 
 # KEYS: the conversation's hash, the sorted set. ARGV: now, surprise, room,
-# the request's end, TTL. A conversation the server does not know is taken
-# as seen now. Returns the surprise so far, the braked end ("" for none)
-# and 1 when this call braked it.
+# the request's end, TTL, conversations kept. A conversation the server
+# does not know is taken as seen now, and the set is trimmed as a visit
+# trims it (with cold_after_seconds off, no visit does). Returns the
+# surprise so far, the braked end ("" for none) and 1 when this call
+# braked it.
 _SURPRISE = """
 local key, by_time = KEYS[1], KEYS[2]
+local now = tonumber(ARGV[1])
 if redis.call('HSETNX', key, 'last', ARGV[1]) == 1 then
-  redis.call('ZADD', by_time, tonumber(ARGV[1]), key)
+  redis.call('ZADD', by_time, now, key)
+  redis.call('ZREMRANGEBYSCORE', by_time, '-inf', '(' .. (now - tonumber(ARGV[5])))
+  local extra = redis.call('ZCARD', by_time) - tonumber(ARGV[6])
+  if extra > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', by_time, 0, extra - 1)) do
+      redis.call('DEL', old)
+    end
+    redis.call('ZREMRANGEBYRANK', by_time, 0, extra - 1)
+  end
 end
 local total = redis.call('HINCRBYFLOAT', key, 'surprise', ARGV[2])
 local braked = redis.call('HGET', key, 'braked')
@@ -195,7 +206,8 @@ class RedisLastSeen:
         try:
             reply: object = self._client.eval(
                 _SURPRISE, 2, self._prefix + conversation, self._by_time, repr(now),
-                repr(float(surprise)), repr(float(room)), str(end), KEPT_SECONDS)
+                repr(float(surprise)), repr(float(room)), str(end), KEPT_SECONDS,
+                self._conversations)
             if not isinstance(reply, list) or len(reply) != 3:
                 raise ValueError(f"the table answered {reply!r}")
             total, braked, tripped = reply
