@@ -35,8 +35,8 @@ class BrakeFacts:
 class BrakeFigures:
     """The provider's brake added up: answers weighed, the sum of their
     surprises (estimated tokens at the base price beyond the ledger's
-    prediction), the answers that braked a conversation, and the requests
-    planned braked."""
+    prediction), the answers that braked a conversation, and the answers
+    weighed after their conversation was braked."""
 
     weighed: int = 0
     surprise: float = 0.0

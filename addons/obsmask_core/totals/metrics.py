@@ -151,15 +151,15 @@ def _refetch_metrics(f: RefetchFigures) -> Iterator[Metric]:
 def _brake_metrics(f: BrakeFigures) -> Iterator[Metric]:
     """The provider's brake: its cache figures against the ledger's."""
     yield GaugeMetricFamily(
-        "obsmask_provider_surprise_tokens", "What the provider's reported cache figures "
-        "cost beyond the ledger's prediction, summed over answers (estimated input tokens "
-        "at the base price; below 0 when it billed less).", value=f.surprise)
+        "obsmask_provider_surprise_tokens", "What the provider's cache read short of the "
+        "ledger's prediction cost again, summed over answers (estimated input tokens at the "
+        "base price; only clear shortfalls masking may have caused).", value=f.surprise)
     yield CounterMetricFamily(
         "obsmask_provider_brakes", "Conversations whose frontier the provider brake "
         "stopped (their bill so far, as reported, past the allowance).", value=f.tripped)
     yield CounterMetricFamily(
-        "obsmask_provider_braked_requests", "Requests planned with their conversation's "
-        "frontier stopped by the provider brake.", value=f.braked_requests)
+        "obsmask_provider_braked_requests", "Answers weighed after their conversation's "
+        "frontier was stopped by the provider brake.", value=f.braked_requests)
 
 
 class Metrics:
