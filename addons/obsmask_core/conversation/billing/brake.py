@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
+from obsmask_core.shared.read_back import amount, count
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +54,6 @@ class CacheFigures:
     @property
     def total(self) -> int:
         return self.read + self.written + self.plain
-
-    def cost(self, read_price: float, write_price: float) -> float:
-        """In tokens at the base input price."""
-        return self.read * read_price + self.written * write_price + self.plain
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,23 +102,12 @@ def trips(with_masking: float, without_masking: float, allowance_percent: int,
 # Reading the flow's figures ------------------------------------------------------
 
 
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
-        else None
-
-
-def _price(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        return None
-    return float(value)
-
-
 def predicted_figures(bill: Mapping[str, object]) -> CacheFigures | None:
     """The ledger's prediction for the request (its bill's ``predicted``)."""
     predicted = bill.get("predicted")
     if not isinstance(predicted, Mapping):
         return None
-    total, read, written = (_count(predicted.get(key)) for key in
+    total, read, written = (count(predicted.get(key)) for key in
                             ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
     if total is None or read is None or written is None or read + written > total:
         return None
@@ -133,9 +119,9 @@ def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheFi
     ``input_tokens`` is the plain input alone, OpenAI's the whole prompt
     (its cached and written tokens among them). None when the report
     does not say what was read."""
-    total = _count(usage.get("input_tokens"))
-    read = _count(usage.get("cached_input_tokens"))
-    written = _count(usage.get("cache_creation_input_tokens")) or 0
+    total = count(usage.get("input_tokens"))
+    read = count(usage.get("cached_input_tokens"))
+    written = count(usage.get("cache_creation_input_tokens")) or 0
     if total is None or read is None:
         return None
     if anthropic:
@@ -150,7 +136,7 @@ def bill_prices(bill: Mapping[str, object]) -> Prices | None:
     the named price model."""
     row = bill.get("model_row")
     if isinstance(row, Mapping):
-        read, write = _price(row.get("read")), _price(row.get("write"))
+        read, write = amount(row.get("read")), amount(row.get("write"))
         if read is not None and write is not None:
             return Prices(read, write)
     model = PRICE_MODELS.get(str(bill.get("price_model")))
@@ -182,9 +168,9 @@ def reading(bill: Mapping[str, object], usage: Mapping[str, object], *,
     predicted = predicted_figures(bill)
     reported = reported_figures(usage, anthropic=anthropic)
     prices = bill_prices(bill)
-    with_masking = _price(bill.get("estimated_with_masking"))
-    without_masking = _price(bill.get("estimated_without_masking"))
-    allowance, items = _count(bill.get("allowance_percent")), _count(bill.get("request_items"))
+    with_masking = amount(bill.get("estimated_with_masking"))
+    without_masking = amount(bill.get("estimated_without_masking"))
+    allowance, items = count(bill.get("allowance_percent")), count(bill.get("request_items"))
     if predicted is None or reported is None or prices is None or with_masking is None \
             or without_masking is None or allowance is None or not items:
         return None
