@@ -81,17 +81,17 @@ def test_a_redis_url_in_store_keeps_cut_strings_and_the_last_seen_table_there(re
     reply = recalled(addon, store_id(LONG))
     assert reply["result"]["content"][0]["text"] == LONG
     live = tflow.tflow()
-    assert conversation_addon._visit(live).table is addon.shared_last_seen
+    assert conversation_addon.visit(live).table is addon.shared_last_seen
     replayed = tflow.tflow()
     replayed.live = False
-    assert conversation_addon._visit(replayed).table is conversation_addon.last_seen
+    assert conversation_addon.visit(replayed).table is conversation_addon.last_seen
 
 
 def test_share_last_seen_false_leaves_the_table_in_each_proxy(recall):
     addon, conversation_addon, tctx = recall
     tctx.configure(addon, obsmask_recall_share_last_seen=False)
     assert addon.shared_last_seen is None
-    assert conversation_addon._visit(tflow.tflow()).table is conversation_addon.last_seen
+    assert conversation_addon.visit(tflow.tflow()).table is conversation_addon.last_seen
 
 
 @pytest.mark.parametrize("value", ["http://127.0.0.1:6379", "redis://127.0.0.1:port/0",

@@ -16,13 +16,11 @@ figures cannot be read changes nothing, and nothing escapes into mitmproxy.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 
 from mitmproxy import http
 
 from obsmask_core.conversation.billing.brake import reading
-from obsmask_core.conversation.billing.last_seen import LastSeenTable
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, guarded, where
 
@@ -45,12 +43,6 @@ class ProviderBrake:
         with guarded(flow, "ended, its cache figures not weighed"):
             self._weigh(flow)
 
-    def _table(self, flow: http.HTTPFlow) -> LastSeenTable:
-        """The table the request was planned with (``ConversationMasking._visit``)."""
-        recall = self.masking.recall
-        shared = recall.shared_last_seen if recall is not None else None
-        return shared if shared is not None and flow.live else self.masking.last_seen
-
     def _weigh(self, flow: http.HTTPFlow) -> None:
         if not self.masking.policy.provider_brake:
             return
@@ -65,9 +57,10 @@ class ProviderBrake:
         read = reading(bill, usage, anthropic=summary.get("format") == "anthropic")
         if read is None:
             return
-        now = time.time() if flow.live else flow.request.timestamp_start
-        braking = self._table(flow).add_surprise(conversation, now, read.surprise, read.room,
-                                                 read.request_items)
+        # The table the request was planned with, at the answer's time.
+        visit = self.masking.visit(flow)
+        braking = visit.table.add_surprise(conversation, visit.now, read.surprise, read.room,
+                                           read.request_items)
         facts: dict[str, object] = {
             "surprise": round(read.surprise, 1),
             "conversation_surprise": round(braking.surprise, 1),

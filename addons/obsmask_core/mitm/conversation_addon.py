@@ -161,17 +161,19 @@ class ConversationMasking:
             # that changes halfway through.
             work = Rewrite(flow.request, fmt, self.masker,
                            self.recall is not None and self.recall.enabled,
-                           exact_tokens=not flow.live, visit=self._visit(flow))
+                           exact_tokens=not flow.live, visit=self.visit(flow))
             if self.off_loop.takes(flow.request):
                 return self._rewrite_off_loop(flow, work)
             # The collector waits, as on the worker (see without_collector).
             self._report(flow, fmt, self.off_loop.without_collector(lambda: self._rewrite(work)))
         return None
 
-    def _visit(self, flow: http.HTTPFlow) -> Visit:
-        """The request's time, read as it comes (a worker may plan it
-        later): a flow read from a file keeps the time it was recorded at,
-        so a replay sees the pauses of the session."""
+    def visit(self, flow: http.HTTPFlow) -> Visit:
+        """The flow's table of when conversations were last seen, and its
+        time, read as it comes (a worker may plan it later): a flow read
+        from a file keeps the time it was recorded at, so a replay sees the
+        pauses of the session. The provider brake weighs the answer in the
+        same table."""
         now = self._clock() if flow.live else flow.request.timestamp_start
         # Live requests visit the table the proxies share when recall's
         # store is a Redis server ([recall] share_last_seen); a replay only
