@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from obsmask_core.conversation.billing.last_seen import (
     COLD_ENDS_KEPT,
@@ -40,6 +41,8 @@ from obsmask_core.conversation.billing.last_seen import (
     LastSeen,
 )
 from obsmask_core.shared.redis_link import LinkErrors, redis_client
+
+_Field = TypeVar("_Field")
 
 # A conversation not seen for this long leaves the server (its cold ends
 # are then unknown, as after a restart without a shared table).
@@ -52,9 +55,26 @@ RETRY_SECONDS = 5.0
 # cold ends kept, TTL (seconds), this proxy's last time for it (or ""),
 # conversations kept, this proxy's cold ends for it (comma separated: the
 # ones it found while the server was out of reach join the server's).
+# Lua: the conversation ``key`` seen at ``now``, in the sorted set: those
+# unseen for longer than ``ttl`` leave it, and past ``kept`` the least
+# recently seen go, their hashes with them.
+_SEEN_AT = """
+local function seen_at(by_time, key, now, ttl, kept)
+  redis.call('ZADD', by_time, now, key)
+  redis.call('ZREMRANGEBYSCORE', by_time, '-inf', '(' .. (now - ttl))
+  local extra = redis.call('ZCARD', by_time) - kept
+  if extra > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', by_time, 0, extra - 1)) do
+      redis.call('DEL', old)
+    end
+    redis.call('ZREMRANGEBYRANK', by_time, 0, extra - 1)
+  end
+end
+"""
+
 # Returns the cold ends, comma separated, in their order (ends only grow
 # within a conversation: the smallest are the oldest, and go first).
-_VISIT = """
+_VISIT = _SEEN_AT + """
 local key, by_time = KEYS[1], KEYS[2]
 local now, end_text = tonumber(ARGV[1]), ARGV[2]
 local lifetime, kept = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -79,15 +99,7 @@ while #ends > kept do table.remove(ends, 1) end
 local cold = table.concat(ends, ',')
 redis.call('HSET', key, 'last', string.format('%.6f', now), 'cold', cold)
 redis.call('EXPIRE', key, ARGV[5])
-redis.call('ZADD', by_time, now, key)
-redis.call('ZREMRANGEBYSCORE', by_time, '-inf', '(' .. (now - tonumber(ARGV[5])))
-local extra = redis.call('ZCARD', by_time) - tonumber(ARGV[7])
-if extra > 0 then
-  for _, old in ipairs(redis.call('ZRANGE', by_time, 0, extra - 1)) do
-    redis.call('DEL', old)
-  end
-  redis.call('ZREMRANGEBYRANK', by_time, 0, extra - 1)
-end
+seen_at(by_time, key, now, tonumber(ARGV[5]), tonumber(ARGV[7]))
 return cold
 """
 
@@ -97,19 +109,10 @@ return cold
 # trims it (with cold_after_seconds off, no visit does). Returns the
 # surprise so far, the braked end ("" for none) and 1 when this call
 # braked it.
-_SURPRISE = """
+_SURPRISE = _SEEN_AT + """
 local key, by_time = KEYS[1], KEYS[2]
-local now = tonumber(ARGV[1])
 if redis.call('HSETNX', key, 'last', ARGV[1]) == 1 then
-  redis.call('ZADD', by_time, now, key)
-  redis.call('ZREMRANGEBYSCORE', by_time, '-inf', '(' .. (now - tonumber(ARGV[5])))
-  local extra = redis.call('ZCARD', by_time) - tonumber(ARGV[6])
-  if extra > 0 then
-    for _, old in ipairs(redis.call('ZRANGE', by_time, 0, extra - 1)) do
-      redis.call('DEL', old)
-    end
-    redis.call('ZREMRANGEBYRANK', by_time, 0, extra - 1)
-  end
+  seen_at(by_time, key, tonumber(ARGV[1]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 end
 local total = redis.call('HINCRBYFLOAT', key, 'surprise', ARGV[2])
 local braked = redis.call('HGET', key, 'braked')
@@ -170,33 +173,32 @@ class RedisLastSeen:
         self.local.remember(conversation, max(now, known or now), cold)
         return cold
 
+    def _field(self, conversation: str, name: str,
+               read: Callable[[object], _Field]) -> tuple[_Field] | None:
+        """The conversation's field ``name``, as ``read`` reads it, from the
+        server; None while it is out of reach (or answers what ``read``
+        refuses)."""
+        if not self._asking():
+            return None
+        try:
+            value = read(self._client.hget(self._prefix + conversation, name))
+        except (*LinkErrors, ValueError) as error:
+            self._down(error)
+            return None
+        self._worked()
+        return (value,)
+
     def cold_ends(self, conversation: str) -> frozenset[int]:
         """The cold ends known so far: the server's, or this proxy's while
         the server is out of reach."""
-        if self._asking():
-            try:
-                reply: object = self._client.hget(self._prefix + conversation, "cold")
-                cold = _ends(reply)
-            except (*LinkErrors, ValueError) as error:
-                self._down(error)
-            else:
-                self._worked()
-                return cold
-        return self.local.cold_ends(conversation)
+        found = self._field(conversation, "cold", _ends)
+        return found[0] if found is not None else self.local.cold_ends(conversation)
 
     def braked_from(self, conversation: str) -> int | None:
         """As ``LastSeen.braked_from``: the server's, or this proxy's while
         the server is out of reach."""
-        if self._asking():
-            try:
-                reply: object = self._client.hget(self._prefix + conversation, "braked")
-                braked = _braked(reply)
-            except (*LinkErrors, ValueError) as error:
-                self._down(error)
-            else:
-                self._worked()
-                return braked
-        return self.local.braked_from(conversation)
+        found = self._field(conversation, "braked", _braked)
+        return found[0] if found is not None else self.local.braked_from(conversation)
 
     def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
                      end: int) -> Braking:
