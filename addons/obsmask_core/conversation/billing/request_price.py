@@ -5,8 +5,10 @@ terms of every row of its provider."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from obsmask_core.conversation.billing.breakpoints import preamble_tokens
 from obsmask_core.conversation.billing.model_table import CacheRule, ModelTable, RowChoice
 from obsmask_core.conversation.billing.price_models import (
     AUTO,
@@ -55,15 +57,20 @@ class RequestPrice:
                 "minimum": model.minimum_cached}
 
 
-def price_for_request(setting: str, table: ModelTable, *, anthropic: bool,
-                      model: object) -> RequestPrice | None:
+def price_for_request(setting: str, table: ModelTable, *, anthropic: bool, model: object,
+                      members: Mapping[str, object] | None = None) -> RequestPrice | None:
     """The prices of one request (None: no cache, every move is free).
     ``setting`` is the ``price_model`` setting: "auto" bills the request
     under its model's row; a named price model keeps its own prices, with
-    the minimum of the model's row when the table knows the model."""
+    the minimum of the model's row when the table knows the model.
+    ``members``: the request body's, for what OpenAI's breakpoints read
+    before the messages (its tools and instructions)."""
     choice = table.choose("anthropic" if anthropic else "openai", model)
     if setting == AUTO:
-        return RequestPrice(choice.row.price_model(), choice, choice.row.cache,
+        cache = choice.row.cache
+        preamble = preamble_tokens(members, "tools", "instructions") \
+            if cache == "openai_prefix" and members is not None else 0
+        return RequestPrice(choice.row.price_model(), choice, cache, preamble,
                             others=() if choice.known else table.terms_of(choice.row.provider))
     fixed = PRICE_MODELS[setting]
     if not fixed.has_cache:

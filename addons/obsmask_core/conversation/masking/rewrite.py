@@ -17,12 +17,11 @@ and spliced from it. Without them, the same outcome comes, later.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from obsmask_core.conversation.billing.breakpoints import (
     CACHE_CONTROL,
+    DEFAULT_MINIMUM_TOKENS,
     CacheLayout,
-    preamble_tokens,
     read_layout,
 )
 from obsmask_core.conversation.billing.last_seen import Arrival, cache_lifetime
@@ -130,7 +129,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     price = _price(request, policy, fmt)
     layout = _layout(request, items, policy, fmt, price)
     name = reuse.previous.conversation if reuse is not None else None
-    cold_ends, braked_from, name = _cold_ends(request, items, policy, fmt, layout, visit, name)
+    cold_ends, braked_from, name = _from_last_seen(request, items, policy, fmt, layout, visit,
+                                                   name)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         layout=layout, cold_ends=cold_ends, memory=memory, price=price,
@@ -156,13 +156,8 @@ def _price(request: ReadBody, policy: MaskPolicy, fmt: WireFormat) -> RequestPri
     """The request's prices, from its ``model`` (None: no cache)."""
     if not has_cache(policy.price_model):
         return None
-    price = price_for_request(policy.price_model, policy.models, anthropic=fmt is ANTHROPIC,
-                              model=request.members.get("model"))
-    if price is not None and price.cache == "openai_prefix":
-        # OpenAI's breakpoints read the tools and instructions too.
-        return replace(price, preamble_tokens=preamble_tokens(
-            request.members, "tools", "instructions"))
-    return price
+    return price_for_request(policy.price_model, policy.models, anthropic=fmt is ANTHROPIC,
+                             model=request.members.get("model"), members=request.members)
 
 
 def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
@@ -172,15 +167,14 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
     if fmt is not ANTHROPIC or not (policy.frontier_breakpoint
                                     or has_cache(policy.price_model)):
         return None
-    if price is None:
-        return read_layout(request.members, items)
-    return read_layout(request.members, items, minimum_tokens=price.minimum_tokens)
+    return read_layout(request.members, items, minimum_tokens=price.minimum_tokens
+                       if price is not None else DEFAULT_MINIMUM_TOKENS)
 
 
-def _cold_ends(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
-               fmt: WireFormat, layout: CacheLayout | None, visit: Arrival | None,
-               name: ConversationName | None,
-               ) -> tuple[frozenset[int], int | None, ConversationName | None]:
+def _from_last_seen(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
+                    fmt: WireFormat, layout: CacheLayout | None, visit: Arrival | None,
+                    name: ConversationName | None,
+                    ) -> tuple[frozenset[int], int | None, ConversationName | None]:
     """The request ends at which the conversation came back after the
     provider's cache expired (``last_seen``), when cold ends are billed
     (``cold_after_seconds``); the request end from which the provider's
