@@ -16,7 +16,6 @@ from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layo
 from obsmask_core.conversation.billing.ledger import prefix_tokens
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
-from obsmask_core.conversation.frontier.frontier_moves import LOOKBACK_TURNS
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.planning.plan import MaskPlan
@@ -168,17 +167,43 @@ def test_at_a_cold_request_min_free_percent_holds_no_move_back():
     assert masked(strict) == ["c0", "c1", "c2", "c3"]
 
 
-def test_the_catch_up_reaches_back_no_further_than_the_lookback():
+def test_a_cold_request_judges_again_the_results_kept_for_the_caches_sake():
     """Small results, which no move on Anthropic's warm cache pays for, stay
-    pending until they are LOOKBACK_TURNS behind, then are kept for good;
-    at a cold request after 25 turns the frontier catches up over the last
-    16 of the undecided turns, and the 8 before stay kept."""
+    pending until they are LOOKBACK_TURNS behind, then are kept for good
+    (kept for the cache's sake). At a cold request after 25 turns the
+    provider writes the whole prompt anyway: the frontier jumps to the
+    window, and the results kept earlier are masked too."""
     events = conversation([SMALL] * 26)
     warm = plan(events, 25, ANTHROPIC)
     assert masked(warm) == [] and warm.kept["cache"] == 8
     cold = plan(events, 25, ANTHROPIC, cold_at=(25,))
-    assert masked(cold) == [f"c{turn}" for turn in range(8, 24)]
-    assert cold.kept["cache"] == 8 and cold.frontier_turn == 24 == 8 + LOOKBACK_TURNS
+    assert masked(cold) == [f"c{turn}" for turn in range(24)]
+    assert cold.kept.get("cache", 0) == 0 and cold.frontier_turn == 24
+    assert cold.bill is not None and cold.bill.with_masking < cold.bill.without_masking
+
+
+def test_the_warm_requests_after_a_cold_one_keep_what_it_masked_again():
+    """The requests after the cold one replay it with its cold end: the
+    results it took back from the cache's keeping stay masked, and the
+    bill so far stays within the allowance on every one of them."""
+    events = conversation([SMALL] * 30)
+    for turns in range(26, 31):
+        later = plan(events, turns, ANTHROPIC, cold_at=(25,))
+        assert {f"c{turn}" for turn in range(24)} <= set(masked(later))
+        assert later.bill is not None
+        assert later.bill.with_masking <= later.bill.without_masking * 1.02 + 1e-6
+
+
+def test_a_braked_conversation_takes_nothing_back_at_a_cold_request():
+    """The provider's brake says the ledger's reading of the cache is wrong
+    for this conversation: from its request end on, not even a cold request
+    moves the frontier or masks what was kept."""
+    events = conversation([SMALL] * 26)
+    items, layout = request(events, 25, ANTHROPIC)
+    cold_end = frozenset({len(items)})
+    braked = plan_masking(ANTHROPIC.index(items), MaskPolicy(**SHIPPED), items, layout=layout,
+                          cold_ends=cold_end, braked_from=len(request(events, 20, ANTHROPIC)[0]))
+    assert masked(braked) == []
 
 
 def test_a_cold_end_where_no_request_ends_changes_nothing():

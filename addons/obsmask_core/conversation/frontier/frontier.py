@@ -13,7 +13,8 @@ either masked or kept for good (a result whose masking the bill could not
 pay for when it left the window); see ``ledger``. The replay counts the
 cache as warm, except at the conversation's cold ends (``last_seen``): the
 requests it came back to after the cache's lifetime, which the provider
-billed whole. A move there is free, and the frontier catches up. These come
+billed whole. A move there is free: the frontier catches up, and the turns
+kept for good on the warm cache are judged again (``reopen_kept``). These come
 from outside the request, from a table every request of the conversation
 is planned with, so that they all replay the same decisions; without them
 (a restart) the replay is the warm one. The provider's brake (``braking``)
@@ -278,6 +279,8 @@ class Frontier:
                     else:
                         moves.judge_with_ledger(ledger, target, end, plain_cost, cold)
                 number += 1
+            if cold and ledger is not None and not self._brake.holds(end):
+                moves.reopen_kept(ledger, end, plain_cost)
             if ledger is not None:
                 forwarded = moves.forwarded(end)
                 ledger.record(plain_tokens, plain_cost, forwarded,

@@ -113,7 +113,9 @@ class FrontierMoves:
         # And none may free so little that a stepped cache could bill a
         # later request more than the original (``Billing.smallest_saving``).
         smallest = ledger.smallest_saving * CHARS_PER_TOKEN
-        low = max(self.turn, target - LOOKBACK_TURNS)
+        # At a cold end nothing is re-billed however far back a move
+        # reaches: every undecided turn is judged (cold ends are rare).
+        low = self.turn if cold else max(self.turn, target - LOOKBACK_TURNS)
         before = self.counted_before_frontier
         # The floor is held against what masking really frees (the count
         # above never flatters masking, so it would: a request it counts
@@ -148,3 +150,56 @@ class FrontierMoves:
             return
         start, counted, self.changed = chosen
         self._move(start, target, end, counted)
+
+    def reopen_kept(self, ledger: Ledger, end: int, plain_cost: int) -> None:
+        """At a cold request end: the turns kept for good before the
+        frontier (their masking did not pay on a warm cache) are judged
+        again, since the provider writes the whole prompt anyway. The
+        newest of them are masked as far back as the provider's minimum and
+        the ledger allow (the ledger checks that a move there costs no more
+        than the request as sent: it re-bills nothing)."""
+        savings, chars_before = self._savings, self._requests.chars_before
+        kept = [turn for turn in range(self.turn)
+                if not self.masked_turns[turn] and savings.first[turn] is not None]
+        if not kept:
+            return
+        floor, smallest = ledger.minimum, ledger.smallest_saving * CHARS_PER_TOKEN
+        before, freed_before = self.counted_before_frontier, self.freed_before_frontier
+        freed = counted = 0
+        first: int | None = None
+        chosen: tuple[int, int, tuple[int, int]] | None = None  # from, counted, change
+        for at in range(len(kept) - 1, -1, -1):
+            turn = kept[at]
+            freed += savings.freed[turn]
+            counted += savings.counted[turn]
+            turn_first = savings.first[turn]
+            assert turn_first is not None
+            first = turn_first if first is None else min(first, turn_first)
+            if prefix_tokens(chars_before[end] - freed_before - freed, end) < floor:
+                break  # reaching further back only frees more
+            if before + counted < smallest:
+                continue
+            changed = self._change_at(first)
+            forwarded = self._requests.forwarded(end, before + counted, changed, self.turn, True)
+            if ledger.affordable(ledger.masked_cost(forwarded), plain_cost, forwarded):
+                chosen = (at, counted, changed)
+        if chosen is None:
+            return
+        at, counted, self.changed = chosen
+        for turn in kept[at:]:
+            self.masked_turns[turn] = True
+            self.freed_before_frontier += savings.freed[turn]
+        self.masks_something = True
+        self.counted_before_frontier += counted
+
+    def _change_at(self, first: int) -> tuple[int, int]:
+        """The forwarded history's first change once the result at item
+        ``first`` is masked too, with the tokens before it (what the masked
+        turns before it free there, not what every masked turn frees)."""
+        if self.changed is not None and self.changed[0] <= first:
+            return self.changed
+        savings = self._savings
+        counted = sum(savings.counted[turn] for turn in range(self.turn)
+                      if self.masked_turns[turn] and (at := savings.first[turn]) is not None
+                      and at < first)
+        return first, prefix_tokens(self._requests.chars_before[first] - counted, first)
