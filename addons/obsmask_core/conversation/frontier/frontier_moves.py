@@ -1,7 +1,8 @@
 """Where the masking frontier stands as its replay goes (``frontier``), and
 the rules that move it once a turn calls for a move: ``min_free_percent``,
 and with a price model the ledger, which masks only what the bill can pay
-for and keeps the rest for good."""
+for and keeps the rest for good (until a cold request: the provider writes
+the whole prompt then anyway)."""
 
 from __future__ import annotations
 
