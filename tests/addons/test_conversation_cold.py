@@ -1,5 +1,6 @@
-"""The ConversationMasking addon with cold_after_seconds, on an injected
-clock: a request that comes more than the cache's lifetime after its
+"""The ConversationMasking addon with cold_turns, on an injected clock: a
+request that comes more than the cache's lifetime (the provider's, and a
+minute for clock differences, or cold_after_seconds) after its
 conversation's previous one is billed as cold, and the frontier catches up
 there; the requests after it keep its decisions."""
 
@@ -27,7 +28,7 @@ window_turns = 1
 min_free_percent = 80
 price_model = "anthropic"
 allowance_percent = 2
-cold_after_seconds = 300
+cold_turns = true
 """
 PATHS = {ANTHROPIC: b"/v1/messages", CHAT: b"/v1/chat/completions"}
 
@@ -117,21 +118,49 @@ def test_a_request_within_the_lifetime_does_not_catch_up(masking):
 
 def test_an_openai_request_is_cold_only_once_its_cache_is_gone_for_certain(masking):
     """OpenAI's in-memory cache may outlive a pause of six minutes (it is
-    cleared within an hour): the request is billed warm; after an hour, cold."""
+    cleared within an hour): the request is billed warm; after an hour and
+    the minute's margin, cold."""
     addon, _, clock = masking
     for turns in range(1, 5):
         sent(addon, turns, CHAT)
         clock.now += 30
     clock.now += 6 * 60
     assert bill_of(sent(addon, 5, CHAT))["cold_ends"] == []
-    clock.now += 3601
+    clock.now += 3600 + 30
+    assert bill_of(sent(addon, 6, CHAT))["cold_ends"] == []
+    clock.now += 3600 + 61
     cold = sent(addon, 6, CHAT)
     assert bill_of(cold)["cold_ends"] == [13] and masked_calls(cold)[:4] == CAUGHT_UP
 
 
-def test_with_cold_after_seconds_off_a_long_pause_changes_nothing(masking):
+def test_a_pause_shorter_than_the_lifetime_and_its_margin_is_warm(masking):
+    """Anthropic's entries live five minutes; the pause is measured on the
+    proxy's clock, from the previous request's arrival, so a minute more
+    must pass before the request is taken for cold."""
+    addon, _, clock = masking
+    for turns in range(1, 5):
+        sent(addon, turns)
+        clock.now += 30
+    clock.now += 320
+    assert bill_of(sent(addon, 5))["cold_ends"] == []
+
+
+def test_cold_after_seconds_is_the_users_lifetime_taken_as_given(masking):
+    """A gateway or provider whose cache lives two minutes: the setting says
+    so, and a pause of three minutes is cold."""
     addon, tctx, clock = masking
-    tctx.configure(addon, obsmask_cold_after_seconds=0)
+    tctx.configure(addon, obsmask_cold_turns=False, obsmask_cold_after_seconds=120)
+    for turns in range(1, 5):
+        sent(addon, turns)
+        clock.now += 30
+    clock.now += 180
+    cold = sent(addon, 5)
+    assert bill_of(cold)["cold_ends"] == [11] and masked_calls(cold) == CAUGHT_UP
+
+
+def test_with_cold_turns_off_a_long_pause_changes_nothing(masking):
+    addon, tctx, clock = masking
+    tctx.configure(addon, obsmask_cold_turns=False)
     for turns in range(1, 5):
         sent(addon, turns)
     clock.now += 3600

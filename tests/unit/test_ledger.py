@@ -99,7 +99,8 @@ def test_so_far_reports_the_bills_in_base_input_tokens():
     ledger.record(3000, 3_750_000, Forwarded(0, 2000), 2_500_001)
     bill = ledger.so_far()
     # The first request reads nothing and writes all it sends.
-    assert bill == BillSoFar("anthropic", 1, 2500.001, 3750.0, 2, "prefix", 0, 2000, 2000)
+    assert bill == BillSoFar("anthropic", 1, 2500.001, 3750.0, 2, "prefix", 0, 2000, 2000,
+                             request_with_masking=2500.001, request_without_masking=3750.0)
     assert Ledger(OPENAI, 0).so_far() == BillSoFar("openai", 0, 0.0, 0.0, 0)
 
 
@@ -113,7 +114,8 @@ def test_the_metadata_of_an_empty_bill_has_no_ratio():
         "estimated_without_masking": 0.0, "ratio": None, "allowance_percent": 2,
         "allowance_used": 0.0, "cache": "prefix",
         "predicted": {"input_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0},
-        "cold_ends": [], "request_items": 0, "moved": False,
+        "cold_ends": [], "cold": False, "request_items": 0, "moved": False,
+        "request": {"estimated_with_masking": 0.0, "estimated_without_masking": 0.0},
     }
 
 
@@ -130,3 +132,28 @@ def test_the_allowance_used_is_how_far_the_masked_bill_is_above_the_other():
     assert meta["allowance_used"] == 12.3
     assert meta["ratio"] == 1.0123
     assert BillSoFar("anthropic", 3, 1012.34, 1000.0, 2).ratio == pytest.approx(1.01234)
+
+
+def test_a_bill_says_whether_its_own_request_came_back_cold_and_names_its_history():
+    """A request is cold when its own end is among the cold ends; an
+    earlier cold end only says its conversation had one."""
+    cold = BillSoFar("anthropic", 3, 1.0, 1.0, 2, cold_ends=(5, 9), request_items=9,
+                     history="h-1").as_metadata()
+    warm = BillSoFar("anthropic", 4, 1.0, 1.0, 2, cold_ends=(5, 9), request_items=11)
+    assert cold["cold"] is True and cold["history"] == "h-1"
+    assert warm.as_metadata()["cold"] is False and "history" not in warm.as_metadata()
+
+
+def test_a_bill_gives_its_own_requests_cost_beside_the_sum_and_a_resumed_ledger_keeps_it():
+    """The bill so far adds each request's cost; the bill also says what the
+    latest request cost on its own, with masking and without, and a ledger
+    resumed from a state says the same."""
+    ledger = Ledger(ANTHROPIC, 2)
+    ledger.record(3000, 3_750_000, Forwarded(0, 2000), 2_500_000)
+    ledger.record(4000, 1_000_000, Forwarded(0, 2600), 900_000)
+    bill = ledger.so_far()
+    assert (bill.request_with_masking, bill.request_without_masking) == (900.0, 1000.0)
+    assert (bill.with_masking, bill.without_masking) == (3400.0, 4750.0)
+    resumed = Ledger(ANTHROPIC, 2)
+    resumed.restore(ledger.state())
+    assert resumed.so_far() == bill

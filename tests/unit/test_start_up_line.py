@@ -19,7 +19,8 @@ def test_the_cache_settings_are_named_when_they_act():
                         allowance_percent=2, frontier_breakpoint=True, cold_after_seconds=360)
     line = describe_policy(policy, "mitm.toml")
     assert line.endswith(", min_free_percent=20, price_model=auto, allowance_percent=2, "
-                         "frontier_breakpoint=on, cold_after_seconds=360 (settings: mitm.toml)")
+                         "frontier_breakpoint=on, cold_turns=on, cold_after_seconds=360 "
+                         "(settings: mitm.toml)")
 
 
 def test_masking_off_says_so_and_nothing_else():

@@ -50,16 +50,19 @@ class ProviderBrake:
         if not isinstance(summary, dict) or BRAKE_METADATA in summary:
             return
         bill, usage = summary.get("bill"), summary.get("provider_usage")
-        conversation = summary.get("conversation")
-        if not isinstance(bill, Mapping) or not isinstance(usage, Mapping) \
-                or not isinstance(conversation, str):
+        if not isinstance(bill, Mapping) or not isinstance(usage, Mapping):
+            return
+        # The request's key in the table (its history), where the next
+        # request of the conversation finds the brake.
+        history, conversation = bill.get("history"), summary.get("conversation")
+        if not isinstance(history, str):
             return
         read = reading(bill, usage, anthropic=summary.get("format") == "anthropic")
         if read is None:
             return
         # The table the request was planned with, at the answer's time.
         visit = self.masking.visit(flow)
-        braking = visit.table.add_surprise(conversation, visit.now, read.surprise, read.room,
+        braking = visit.table.add_surprise(history, visit.now, read.surprise, read.room,
                                            read.request_items)
         facts: dict[str, object] = {
             "surprise": round(read.surprise, 1),
@@ -72,7 +75,7 @@ class ProviderBrake:
             facts["tripped"] = True
         summary[BRAKE_METADATA] = facts
         if braking.tripped:
-            line = (f"obsmask: provider brake: conversation {conversation} billed "
+            line = (f"obsmask: provider brake: conversation {conversation or history} billed "
                     f"{braking.surprise:.1f} tokens beyond the ledger's prediction, past the "
                     f"{read.room:.1f} its allowance left: its frontier stays where it is from "
                     f"request end {braking.braked_from}")

@@ -10,7 +10,7 @@ names their networks (the store holds tool output).
 
 The store is the SQLite file in the data directory, or a Redis server
 several proxies share (``[recall] store``); with Redis, the table of when
-conversations were last seen (``cold_after_seconds``) is kept there too
+conversations were last seen (``cold_turns``) is kept there too
 (``shared_last_seen``, which conversation masking visits). A store that
 fails never breaks a flow: the first failure is one warning line, the
 next ones are logged at debug (with their tracebacks) until it works
@@ -145,7 +145,7 @@ class Recall:
                 failed=lambda e: self.outage.failed(
                     f"the last-seen table is this proxy's own for now: {e}", e),
                 worked=self.outage.worked)
-            logger.info("obsmask: the last-seen table (cold_after_seconds) is kept in %s",
+            logger.info("obsmask: the last-seen table (cold_turns, provider_brake) is kept in %s",
                         redacted(url))
 
     def done(self) -> None:

@@ -63,7 +63,7 @@ class RecallSettings:
         that several deployments can share one server.""", check=check_key_prefix)
     share_last_seen: bool = setting(True, """
         With a Redis store: the table of when conversations were last seen
-        (cold_after_seconds) is kept there too, so that a pause is seen by
+        (cold_turns, provider_brake) is kept there too, so that a pause is seen by
         every proxy that shares it, and survives a restart; also with recall
         off. false: each proxy keeps its own, in memory.""")
     store_max_mb: int = setting(256, """

@@ -14,6 +14,15 @@ makes the same decisions and forwards the same bytes: the table keeps, per
 conversation, the request ends (numbers of items) at which it came back
 cold, and every request is planned with them.
 
+A conversation is known by its history (``history_key``): each request
+is kept under the digest of its own, and found by the next one under the
+digest of the history up to the latest request end before that one; a
+visit moves the conversation's entry from the one to the other. Two
+conversations are one only while their prompts are the same (as for the
+provider's cache), and a request this table did not see before (another
+proxy's, without a shared table) begins a conversation it knows nothing
+of: no cold end is ever found from a pause it did not see whole.
+
 In memory, bounded by conversations (the one seen least recently goes
 first), and loss-tolerant: after a restart, on another proxy, or once a
 conversation was dropped, its cold ends are unknown and its replay runs as
@@ -47,6 +56,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
+from obsmask_core.conversation.billing.history_key import HistoryKey
+
 # Conversations remembered: a name, a time and a few integers each, so a
 # bound in entries is a bound in memory (a few hundred bytes each).
 CONVERSATIONS_KEPT = 50_000
@@ -54,54 +65,34 @@ CONVERSATIONS_KEPT = 50_000
 # oldest goes: the requests after it replay it as warm (savings lost once).
 COLD_ENDS_KEPT = 64
 
-# The longest a provider keeps a prefix for a request that asks for longer
-# than its default: Anthropic's entries written with ttl "1h", OpenAI's
-# in-memory cache (always removed within an hour of its last use) and its
-# extended retention ("24h"). A pause shorter than these may find the cache
-# warm, whatever the setting says.
-AN_HOUR = 3600
-A_DAY = 24 * 3600
-
-
-def cache_lifetime(cold_after_seconds: int, *, anthropic: bool, long_lived: bool,
-                   retention: object) -> int:
-    """How long a conversation must have been unseen for its request to be
-    taken as cold: the setting, never less than the provider's longest
-    lifetime for the request (``long_lived``: an Anthropic request whose
-    breakpoints live an hour; ``retention``: an OpenAI request's
-    ``prompt_cache_retention``). The setting is the lifetime of Anthropic's
-    default entries (5 minutes), which its documentation gives exactly;
-    OpenAI's only says when its cache is gone for certain."""
-    if anthropic:
-        return max(cold_after_seconds, AN_HOUR) if long_lived else cold_after_seconds
-    return max(cold_after_seconds, A_DAY if retention == "24h" else AN_HOUR)
-
-
 class LastSeenTable(Protocol):
     """When conversations were last seen and their cold ends, as planning
     reads them: from the event loop and the worker thread at once."""
 
-    def visit(self, conversation: str, now: float, end: int, lifetime: float) -> frozenset[int]:
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
         """A request of ``end`` items at ``now``: its conversation's cold
         ends, ``end`` among them when the conversation was last seen more
-        than ``lifetime`` seconds before (see ``LastSeen.visit``)."""
-        ...
-
-    def cold_ends(self, conversation: str) -> frozenset[int]:
-        """The cold ends known so far, without a visit."""
-        ...
-
-    def braked_from(self, conversation: str) -> int | None:
-        """The request end from which the conversation's frontier no longer
-        moves (the provider's brake); None: not braked."""
+        than ``lifetime`` seconds before, and its brake (see
+        ``LastSeen.visit``)."""
         ...
 
     def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
                      end: int) -> Braking:
-        """Add one answer's ``surprise`` to the conversation's; when the sum
-        goes past ``room`` (``brake.room``) and it is not braked yet, brake
-        it from after the request of ``end`` items."""
+        """Add one answer's ``surprise`` to the conversation's (``conversation``:
+        its request's ``HistoryKey.own``); when the sum goes past ``room``
+        (``brake.room``) and it is not braked yet, brake it from after the
+        request of ``end`` items."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """What a visit found: the conversation's cold ends, this request's
+    among them when it came back cold, and where the provider's brake
+    stopped its frontier (None: it did not)."""
+
+    cold_ends: frozenset[int] = frozenset()
+    braked_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,15 +125,19 @@ class LastSeen:
         self._kept: OrderedDict[str, _Seen] = OrderedDict()
         self._lock = threading.Lock()
 
-    def visit(self, conversation: str, now: float, end: int, lifetime: float) -> frozenset[int]:
-        """A request of ``end`` items of ``conversation`` at ``now``: when
-        the conversation was last seen more than ``lifetime`` seconds
-        before, ``end`` is a cold end. Its cold ends, this one's included.
-        A conversation never seen before has none: it may be new, or seen
-        by another proxy, or before a restart, and a cache taken for cold
-        while it is warm would make a move look free that is not."""
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
+        """A request of ``end`` items at ``now``, its history ``key``: its
+        conversation is the entry kept under its own history (a request
+        sent again) or else its previous request's, which moves to its
+        own. When that was last seen more than ``lifetime`` seconds
+        before, ``end`` is a cold end. A conversation never seen before has
+        none: it may be new, or seen by another proxy, or before a restart,
+        and a cache taken for cold while it is warm would make a move look
+        free that is not."""
         with self._lock:
-            seen = self._kept.pop(conversation, None)
+            seen = self._kept.pop(key.own, None)
+            if seen is None and key.previous is not None:
+                seen = self._kept.pop(key.previous, None)
             if seen is None:
                 seen = _Seen(now, ())
             else:
@@ -151,16 +146,25 @@ class LastSeen:
                 # Requests may be planned out of their order (a worker
                 # thread): the latest time stays.
                 seen.last = max(seen.last, now)
-            self._kept[conversation] = seen
-            while len(self._kept) > self._conversations:
-                self._kept.popitem(last=False)
-            return frozenset(seen.cold)
+            self._keep(key.own, seen)
+            return Sighting(frozenset(seen.cold), seen.braked_from)
 
-    def cold_ends(self, conversation: str) -> frozenset[int]:
-        """The cold ends of ``conversation`` known so far, without a visit."""
+    def _keep(self, conversation: str, seen: _Seen) -> None:
+        """Keep ``seen`` as the most recently seen (the lock held)."""
+        self._kept[conversation] = seen
+        while len(self._kept) > self._conversations:
+            self._kept.popitem(last=False)
+
+    def sighting(self, key: HistoryKey) -> tuple[float, Sighting] | None:
+        """When the conversation of ``key`` was last seen here, and what a
+        visit would find, without one; None when it is not here."""
         with self._lock:
-            seen = self._kept.get(conversation)
-            return frozenset(seen.cold) if seen is not None else frozenset()
+            seen = self._kept.get(key.own)
+            if seen is None and key.previous is not None:
+                seen = self._kept.get(key.previous)
+            if seen is None:
+                return None
+            return seen.last, Sighting(frozenset(seen.cold), seen.braked_from)
 
     def braked_from(self, conversation: str) -> int | None:
         """Where the conversation's frontier stopped; None: it did not."""
@@ -180,9 +184,7 @@ class LastSeen:
             tripped = seen.braked_from is None and seen.surprise > room
             if tripped:
                 seen.braked_from = end + 1
-            self._kept[conversation] = seen
-            while len(self._kept) > self._conversations:
-                self._kept.popitem(last=False)
+            self._keep(conversation, seen)
             return Braking(seen.surprise, seen.braked_from, tripped)
 
     def remember_brake(self, conversation: str, surprise: float,
@@ -194,23 +196,22 @@ class LastSeen:
             if seen is not None:
                 seen.surprise, seen.braked_from = surprise, braked_from
 
-    def last_time(self, conversation: str) -> float | None:
-        """When ``conversation`` was last seen; None when it is not here."""
+    def remember(self, key: HistoryKey, last: float, found: Sighting,
+                 surprise: float | None = None) -> None:
+        """Take what another table found for the conversation of ``key`` (a
+        shared one, ``last_seen_redis``): seen last at ``last``, with these
+        cold ends and brake, now under its own history."""
         with self._lock:
-            seen = self._kept.get(conversation)
-            return seen.last if seen is not None else None
-
-    def remember(self, conversation: str, last: float, cold: frozenset[int]) -> None:
-        """Take what another table found for ``conversation`` (a shared one,
-        ``last_seen_redis``): seen last at ``last``, with these cold ends."""
-        with self._lock:
-            old = self._kept.pop(conversation, None)
-            seen = _Seen(last, tuple(sorted(cold))[-self._cold_ends:])
-            if old is not None:
-                seen.surprise, seen.braked_from = old.surprise, old.braked_from
-            self._kept[conversation] = seen
-            while len(self._kept) > self._conversations:
-                self._kept.popitem(last=False)
+            old = self._kept.pop(key.own, None)
+            if key.previous is not None:
+                old = self._kept.pop(key.previous, None) or old
+            seen = _Seen(last, tuple(sorted(found.cold_ends))[-self._cold_ends:],
+                         braked_from=found.braked_from)
+            if surprise is not None:
+                seen.surprise = surprise
+            elif old is not None:
+                seen.surprise = old.surprise
+            self._keep(key.own, seen)
 
     def __len__(self) -> int:
         with self._lock:
@@ -228,30 +229,21 @@ class Visit:
     table: LastSeenTable
     now: float
 
-    def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
-        return self.table.visit(conversation, self.now, end, lifetime)
-
-    def braked_from(self, conversation: str) -> int | None:
-        return self.table.braked_from(conversation)
+    def of(self, key: HistoryKey, end: int, lifetime: float) -> Sighting:
+        return self.table.visit(key, self.now, end, lifetime)
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """The cold ends a flow recorded when it was planned (its bill's
-    ``cold_ends``, and its ``braked_from``): planning it again, for the content view, finds what it
-    found then, without visiting the table."""
+    """What a flow's planning found in the table (its bill's ``cold_ends``
+    and ``braked_from``): planning it again, for the content view, finds
+    the same, without visiting the table."""
 
     cold_ends: frozenset[int]
-    # Where the provider's brake had stopped its frontier (its bill's
-    # ``braked_from``).
     braked: int | None = None
 
-    def of(self, conversation: str, end: int, lifetime: float) -> frozenset[int]:
-        return self.cold_ends
-
-    def braked_from(self, conversation: str) -> int | None:
-        return self.braked
+    def of(self, key: HistoryKey, end: int, lifetime: float) -> Sighting:
+        return Sighting(self.cold_ends, self.braked)
 
 
 Arrival = Visit | Recorded
-

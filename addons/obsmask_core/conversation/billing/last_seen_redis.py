@@ -4,9 +4,11 @@ conversation's latest request through any of them, and its cold ends are
 the same on every proxy and after a restart, so every proxy replays the
 same decisions and forwards the same bytes.
 
-Each conversation is a hash ``<prefix>seen:<conversation>`` (``last``: the
-time of its latest request; ``cold``: its cold ends, oldest first, at most
-``COLD_ENDS_KEPT``), with a TTL of ``KEPT_SECONDS`` set again at each
+Each conversation is a hash ``<prefix>seen:<history>``, under the digest
+of its latest request's history (``history_key``; a visit moves it there
+from its previous request's), holding ``last``: the time of its latest
+request; ``cold``: its cold ends, oldest first, at most
+``COLD_ENDS_KEPT``; with a TTL of ``KEPT_SECONDS`` set again at each
 visit; a sorted set ``<prefix>seen:by-time`` orders them by that time, and
 past ``CONVERSATIONS_KEPT`` the least recently seen go, as in memory. One
 Lua script does a visit, so two proxies visiting at once each see the
@@ -32,17 +34,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
+from obsmask_core.conversation.billing.history_key import HistoryKey
 from obsmask_core.conversation.billing.last_seen import (
     COLD_ENDS_KEPT,
     CONVERSATIONS_KEPT,
     Braking,
     LastSeen,
+    Sighting,
 )
 from obsmask_core.shared.redis_link import LinkErrors, redis_client
-
-_Field = TypeVar("_Field")
 
 # A conversation not seen for this long leaves the server (its cold ends
 # are then unknown, as after a restart without a shared table).
@@ -51,10 +52,6 @@ CONNECT_SECONDS = 0.2
 ANSWER_SECONDS = 0.2
 RETRY_SECONDS = 5.0
 
-# KEYS: the conversation's hash, the sorted set. ARGV: now, end, lifetime,
-# cold ends kept, TTL (seconds), this proxy's last time for it (or ""),
-# conversations kept, this proxy's cold ends for it (comma separated: the
-# ones it found while the server was out of reach join the server's).
 # Lua: the conversation ``key`` seen at ``now``, in the sorted set: those
 # unseen for longer than ``ttl`` leave it, and past ``kept`` the least
 # recently seen go, their hashes with them.
@@ -72,16 +69,30 @@ local function seen_at(by_time, key, now, ttl, kept)
 end
 """
 
-# Returns the cold ends, comma separated, in their order (ends only grow
-# within a conversation: the smallest are the oldest, and go first).
+# KEYS: the request's own history's hash, its previous request's (its own
+# again when it has none), the sorted set. ARGV: now, end, lifetime, cold
+# ends kept, TTL (seconds), this proxy's last time for it (or ""),
+# conversations kept, this proxy's cold ends for it (comma separated: the
+# ones it found while the server was out of reach join the server's), this
+# proxy's braked end for it (or ""). The conversation is the hash of the
+# request's own history (a request sent again) or else its previous
+# request's, which moves to the own one. This proxy's last time only
+# pushes the server's later: when the server holds neither hash, the
+# conversation may have moved on through another proxy (which read its
+# prefix since), and it is new, as to a table in memory. Returns the cold
+# ends, comma separated, in their order (ends only grow within a
+# conversation: the smallest are the oldest, and go first), and the
+# braked end ("": none).
 _VISIT = _SEEN_AT + """
-local key, by_time = KEYS[1], KEYS[2]
+local own, previous, by_time = KEYS[1], KEYS[2], KEYS[3]
 local now, end_text = tonumber(ARGV[1]), ARGV[2]
 local lifetime, kept = tonumber(ARGV[3]), tonumber(ARGV[4])
-local seen = redis.call('HMGET', key, 'last', 'cold')
+local source = own
+if previous ~= own and redis.call('EXISTS', own) == 0 then source = previous end
+local seen = redis.call('HMGET', source, 'last', 'cold', 'surprise', 'braked')
 local last = tonumber(seen[1])
 local known = tonumber(ARGV[6])
-if known ~= nil and (last == nil or known > last) then last = known end
+if known ~= nil and last ~= nil and known > last then last = known end
 local ends, present = {}, {}
 local function add(e)
   if not present[e] then
@@ -97,10 +108,18 @@ end
 table.sort(ends)
 while #ends > kept do table.remove(ends, 1) end
 local cold = table.concat(ends, ',')
-redis.call('HSET', key, 'last', string.format('%.6f', now), 'cold', cold)
-redis.call('EXPIRE', key, ARGV[5])
-seen_at(by_time, key, now, tonumber(ARGV[5]), tonumber(ARGV[7]))
-return cold
+local braked = seen[4]
+if not braked and ARGV[9] ~= '' then braked = ARGV[9] end
+if source ~= own then
+  redis.call('DEL', source)
+  redis.call('ZREM', by_time, source)
+  if seen[3] then redis.call('HSET', own, 'surprise', seen[3]) end
+end
+redis.call('HSET', own, 'last', string.format('%.6f', now), 'cold', cold)
+if braked then redis.call('HSET', own, 'braked', braked) end
+redis.call('EXPIRE', own, ARGV[5])
+seen_at(by_time, own, now, tonumber(ARGV[5]), tonumber(ARGV[7]))
+return {cold, braked or ''}
 """
 
 # KEYS: the conversation's hash, the sorted set. ARGV: now, surprise, room,
@@ -153,52 +172,30 @@ class RedisLastSeen:
         self._lock = threading.Lock()
         self._retry_at = 0.0
 
-    def visit(self, conversation: str, now: float, end: int, lifetime: float) -> frozenset[int]:
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
         """As ``LastSeen.visit``, across every proxy that shares the server."""
         if not self._asking():
-            return self.local.visit(conversation, now, end, lifetime)
-        known = self.local.last_time(conversation)
-        known_cold = ",".join(map(str, sorted(self.local.cold_ends(conversation))))
+            return self.local.visit(key, now, end, lifetime)
+        mine = self.local.sighting(key)
+        known, found = mine if mine is not None else (None, Sighting())
         try:
             reply: object = self._client.eval(
-                _VISIT, 2, self._prefix + conversation, self._by_time,
-                repr(now), str(end), repr(float(lifetime)), self._cold_ends, KEPT_SECONDS,
-                "" if known is None else repr(known), self._conversations, known_cold,
+                _VISIT, 3, self._prefix + key.own,
+                self._prefix + (key.previous if key.previous is not None else key.own),
+                self._by_time, repr(now), str(end), repr(float(lifetime)), self._cold_ends,
+                KEPT_SECONDS, "" if known is None else repr(known), self._conversations,
+                ",".join(map(str, sorted(found.cold_ends))),
+                "" if found.braked_from is None else str(found.braked_from),
             )
-            cold = _ends(reply)
+            if not isinstance(reply, list) or len(reply) != 2:
+                raise ValueError(f"the table answered {reply!r}")
+            sighting = Sighting(_ends(reply[0]), _braked(reply[1] or None))
         except (*LinkErrors, ValueError) as error:
             self._down(error)
-            return self.local.visit(conversation, now, end, lifetime)
+            return self.local.visit(key, now, end, lifetime)
         self._worked()
-        self.local.remember(conversation, max(now, known or now), cold)
-        return cold
-
-    def _field(self, conversation: str, name: str,
-               read: Callable[[object], _Field]) -> tuple[_Field] | None:
-        """The conversation's field ``name``, as ``read`` reads it, from the
-        server; None while it is out of reach (or answers what ``read``
-        refuses)."""
-        if not self._asking():
-            return None
-        try:
-            value = read(self._client.hget(self._prefix + conversation, name))
-        except (*LinkErrors, ValueError) as error:
-            self._down(error)
-            return None
-        self._worked()
-        return (value,)
-
-    def cold_ends(self, conversation: str) -> frozenset[int]:
-        """The cold ends known so far: the server's, or this proxy's while
-        the server is out of reach."""
-        found = self._field(conversation, "cold", _ends)
-        return found[0] if found is not None else self.local.cold_ends(conversation)
-
-    def braked_from(self, conversation: str) -> int | None:
-        """As ``LastSeen.braked_from``: the server's, or this proxy's while
-        the server is out of reach."""
-        found = self._field(conversation, "braked", _braked)
-        return found[0] if found is not None else self.local.braked_from(conversation)
+        self.local.remember(key, max(now, known or now), sighting)
+        return sighting
 
     def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
                      end: int) -> Braking:

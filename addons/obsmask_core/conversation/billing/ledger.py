@@ -74,6 +74,18 @@ class BillSoFar:
     # brake stopped the frontier (``brake``; None: it did not).
     request_items: int = 0
     braked_from: int | None = None
+    # The digest of the request's history (``history_key``): its key in the
+    # table of when conversations were last seen, where the brake adds up.
+    history: str | None = None
+    # This request's own estimated cost with masking and without (the last
+    # one the bill so far added): what it saved, a cold one apart.
+    request_with_masking: float = 0.0
+    request_without_masking: float = 0.0
+
+    @property
+    def cold(self) -> bool:
+        """Did this request come back after the cache's lifetime?"""
+        return self.request_items in self.cold_ends
 
     @property
     def ratio(self) -> float | None:
@@ -96,7 +108,11 @@ class BillSoFar:
                           "cache_read_tokens": self.predicted_read,
                           "cache_write_tokens": self.predicted_written},
             "cold_ends": list(self.cold_ends),
+            "cold": self.cold,
             "request_items": self.request_items,
+            "request": {"estimated_with_masking": round(self.request_with_masking, 1),
+                        "estimated_without_masking": round(self.request_without_masking, 1)},
+            **({"history": self.history} if self.history is not None else {}),
             **({"braked_from": self.braked_from} if self.braked_from is not None else {}),
             **({"model_row": dict(self.price_row)} if self.price_row is not None else {}),
             "moved": self.moved,
@@ -113,6 +129,7 @@ class LedgerState:
     billing: BillingState
     alternatives: tuple[LedgerState, ...] = ()
     moved: bool = False
+    last: tuple[int, int] = (0, 0)  # the last request's costs, with and without
 
 
 class Ledger:
@@ -137,6 +154,7 @@ class Ledger:
         self.with_masking = 0  # in thousandths of the base price
         self.without_masking = 0
         self.moved = False  # the last request recorded changed the history
+        self.last_with = self.last_without = 0  # the last request recorded's costs
         # The alternatives' plain cost of the request being judged.
         self._plain = [0] * len(self.alternatives)
 
@@ -181,6 +199,7 @@ class Ledger:
         self.requests += 1
         self.with_masking += masked_cost
         self.without_masking += plain_cost
+        self.last_with, self.last_without = masked_cost, plain_cost
         self.moved = forwarded.changed_at is not None
         self.billing.record(end, plain_tokens, forwarded)
         for other, plain in zip(self.alternatives, self._plain, strict=True):
@@ -201,11 +220,13 @@ class Ledger:
     def state(self) -> LedgerState:
         return LedgerState(self.requests, self.with_masking, self.without_masking,
                            self.billing.state(),
-                           tuple(other.state() for other in self.alternatives), self.moved)
+                           tuple(other.state() for other in self.alternatives), self.moved,
+                           (self.last_with, self.last_without))
 
     def restore(self, state: LedgerState) -> None:
         self.requests, self.with_masking, self.without_masking, self.moved = (
             state.requests, state.with_masking, state.without_masking, state.moved)
+        self.last_with, self.last_without = state.last
         for other, kept in zip(self.alternatives, state.alternatives, strict=True):
             other.restore(kept)
         self.billing.restore(state.billing)
@@ -214,4 +235,6 @@ class Ledger:
         read, written, total = self.billing.predicted()
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
                          self.without_masking / PRICE_UNIT, self.allowance_percent,
-                         self.billing.name, read, written, total, moved=self.moved)
+                         self.billing.name, read, written, total, moved=self.moved,
+                         request_with_masking=self.last_with / PRICE_UNIT,
+                         request_without_masking=self.last_without / PRICE_UNIT)

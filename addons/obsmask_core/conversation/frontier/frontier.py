@@ -74,13 +74,11 @@ class Frontier:
         self._savings = TurnSavings.of(index, maskable)
         self._results_of: dict[CallPlace, list[int]] | None = None
         # Turns judged so far, and the request end the replay has reached.
-        self._judged = 0
-        self._replayed_to = 0
+        self._judged = self._replayed_to = 0
         # The items as the checkpoint kept for this request holds them.
         self.items_written: bytes | None = None
-        # Re-fetches, read answer by answer as the replay goes (from where the
-        # resumed replay stood); the results the guard keeps leave what
-        # masking may free (``_keep_calls``).
+        # Re-fetches, read answer by answer as the replay goes (from where the resumed
+        # replay stood); what the guard keeps leaves what masking may free.
         resumed: Checkpoint | None = None
         readings: tuple[tuple[Call, ...], ...] = ()
         if resume is not None:
@@ -172,8 +170,7 @@ class Frontier:
             turn=moves.turn, request_end=moves.request_end,
             counted_before_frontier=moves.counted_before_frontier, covered=moves.covered,
             pending=moves.pending, pending_first=moves.pending_first,
-            # Only turns before the frontier are ever marked, and it never
-            # passes the turns judged.
+            # Only turns before the frontier are marked; it never passes the judged.
             masked_turns=tuple(self._masked_turns[:judged]),
             ledger=self.ledger.state() if self.ledger is not None else None,
             layout=self._requests.layout_key(),
@@ -279,9 +276,9 @@ class Frontier:
                     else:
                         moves.judge_with_ledger(ledger, target, end, plain_cost, cold)
                 number += 1
-            if cold and ledger is not None and not self._brake.holds(end):
-                moves.reopen_kept(ledger, end, plain_cost)
             if ledger is not None:
+                if cold and not self._brake.holds(end):
+                    moves.reopen_kept(ledger, end, plain_cost)
                 forwarded = moves.forwarded(end)
                 ledger.record(plain_tokens, plain_cost, forwarded,
                               ledger.masked_cost(forwarded), end)

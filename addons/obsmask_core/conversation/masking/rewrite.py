@@ -17,6 +17,7 @@ and spliced from it. Without them, the same outcome comes, later.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from obsmask_core.conversation.billing.breakpoints import (
     CACHE_CONTROL,
@@ -24,7 +25,9 @@ from obsmask_core.conversation.billing.breakpoints import (
     CacheLayout,
     read_layout,
 )
-from obsmask_core.conversation.billing.last_seen import Arrival, cache_lifetime
+from obsmask_core.conversation.billing.cache_lifetime import NEVER_COLD, cache_lifetime
+from obsmask_core.conversation.billing.history_key import HistoryKey, history_key
+from obsmask_core.conversation.billing.last_seen import Arrival, Sighting
 from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice, price_for_request
 from obsmask_core.conversation.body.quick_body import QuickBody
@@ -46,7 +49,6 @@ from obsmask_core.conversation.masking.outcomes import (
 from obsmask_core.conversation.masking.recall import Recall, find_recalls, with_recalls
 from obsmask_core.conversation.masking.verify import ReadBody, verify
 from obsmask_core.conversation.planning.hint import PlanHint
-from obsmask_core.conversation.planning.holdout import ConversationName, conversation_name
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.plan import RECALLED, MaskDecision, MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
@@ -129,14 +131,16 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     price = _price(request, policy, fmt)
     layout = _layout(request, items, policy, fmt, price)
     name = reuse.previous.conversation if reuse is not None else None
-    cold_ends, braked_from, name = _from_last_seen(request, items, policy, fmt, layout, visit,
-                                                   name)
+    found, key = _from_last_seen(request, request.items, index.answer_starts, policy, fmt, layout,
+                                 price, visit)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
-                        layout=layout, cold_ends=cold_ends, memory=memory, price=price,
-                        braked_from=braked_from,
+                        layout=layout, cold_ends=found.cold_ends, memory=memory, price=price,
+                        braked_from=found.braked_from,
                         hint=reuse.plan_hint(recall, name) if reuse is not None
                         else PlanHint(name=name))
+    if key is not None and plan.bill is not None:
+        plan.bill = replace(plan.bill, history=key.own)
     # Splice and verify.
     end = list_end(quick, fmt) if quick is not None else None
     masked_end: int | None = None
@@ -171,29 +175,29 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
                        if price is not None else DEFAULT_MINIMUM_TOKENS)
 
 
-def _from_last_seen(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
-                    fmt: WireFormat, layout: CacheLayout | None, visit: Arrival | None,
-                    name: ConversationName | None,
-                    ) -> tuple[frozenset[int], int | None, ConversationName | None]:
-    """The request ends at which the conversation came back after the
-    provider's cache expired (``last_seen``), when cold ends are billed
-    (``cold_after_seconds``); the request end from which the provider's
-    brake holds its frontier (``provider_brake``); and its name."""
-    braking = policy.provider_brake
-    if visit is None or not (policy.cold_after_seconds or braking) \
-            or not has_cache(policy.price_model):
-        return frozenset(), None, name
-    if name is None:
-        name = conversation_name(items)
-    if name is None:
-        return frozenset(), None, name
-    braked_from = visit.braked_from(name.id) if braking else None
-    if not policy.cold_after_seconds:
-        return frozenset(), braked_from, name
-    lifetime = cache_lifetime(policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
-                              long_lived=layout is not None and layout.long_lived,
-                              retention=request.members.get("prompt_cache_retention"))
-    return visit.of(name.id, len(items), lifetime), braked_from, name
+def _from_last_seen(request: ReadBody, items: Sequence[object], answer_starts: Sequence[int],
+                    policy: MaskPolicy, fmt: WireFormat, layout: CacheLayout | None,
+                    price: RequestPrice | None, visit: Arrival | None,
+                    ) -> tuple[Sighting, HistoryKey | None]:
+    """What the table of when conversations were last seen (``last_seen``)
+    says of the request's conversation, visiting it: the request ends at
+    which it came back after the provider's cache expired, when cold turns
+    are on (``cold_turns``), and the request end from which the provider's
+    brake holds its frontier (``provider_brake``); and the request's key
+    there (None: the table was not visited)."""
+    cold, braking = policy.cold_turns_on, policy.provider_brake
+    if visit is None or not (cold or braking) or not has_cache(policy.price_model) \
+            or not items:
+        return Sighting(), None
+    key = history_key(request.members, items, answer_starts)
+    lifetime = cache_lifetime(
+        policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
+        long_lived=layout is not None and layout.long_lived, members=request.members,
+        ttl_option=price is not None and price.cache == "openai_prefix") \
+        if cold else NEVER_COLD
+    found = visit.of(key, len(items), lifetime)
+    return Sighting(found.cold_ends if cold else frozenset(),
+                    found.braked_from if braking else None), key
 
 
 def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],

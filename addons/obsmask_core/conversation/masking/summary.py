@@ -191,6 +191,7 @@ def describe_policy(policy: MaskPolicy, source: str) -> str:
             ("price_model", p.price_model, "none"),
             ("allowance_percent", p.allowance_percent, 0),
             ("frontier_breakpoint", "on" if p.frontier_breakpoint else "off", "off"),
+            ("cold_turns", "on" if p.cold_turns_on else "off", "off"),
             ("cold_after_seconds", p.cold_after_seconds, 0),
             ("refetch_guard", "on" if p.refetch_guard else "off", "off"),
             ("holdout_percent", p.holdout_percent, 0),

@@ -209,30 +209,31 @@ class MaskPolicy:
         How far above the bill without masking the bill so far may go when
         the frontier moves (price_model with a cache), in percent of the bill
         without masking.""", minimum=0, maximum=100)
+    cold_turns: bool = setting(False, """
+        Mask for free on a cold turn (price_model with a cache): a request
+        of a conversation unseen for longer than its cache lives is billed
+        whole, masked or not, so the frontier catches up there and masks
+        what was kept for the cache's sake. Conversations are known by
+        their history, in the table of when they were last seen (memory,
+        or [recall]'s shared Redis; without it, keep each conversation on
+        one proxy). false: the cache is counted as warm.""")
     cold_after_seconds: int = setting(0, """
-        Take a conversation's prompt cache for expired when its previous
-        request came more than this many seconds before (price_model with a
-        cache): the provider then bills the request whole, as sent and as
-        masked, so a move of the frontier costs nothing and it catches up.
-        Anthropic's entries live 300 seconds; the value is never taken below
-        the provider's longest lifetime for the request: 3600 for Anthropic
-        entries written with ttl "1h" and for OpenAI's in-memory cache
-        (cleared after 5 to 10 minutes of inactivity, always within an
-        hour), a day for OpenAI's prompt_cache_retention "24h". The requests
-        a conversation came back to are remembered in memory, so its later
-        requests replay the same decisions; after a restart they are
-        unknown and the frontier does not catch up. The pauses are the ones
-        this proxy saw: behind several proxies, keep each conversation on
-        one. 0: off (the cache is counted as warm).""", minimum=0)
+        With cold_turns, how long a conversation must be unseen for its
+        request to be cold. 0: the provider's lifetime for the request and
+        60 seconds for clock differences: Anthropic 300, 3600 with ttl
+        "1h"; OpenAI 3600, a day with prompt_cache_retention "24h" or a
+        longer prompt_cache_options ttl. Another value is taken as given,
+        for a provider or gateway whose lifetime differs (too short, the
+        bill may go up: provider_brake stops it). Above 0 turns cold_turns
+        on.""", minimum=0)
     provider_brake: bool = setting(False, """
         Compare the cache figures the provider reports in each answer with
-        the ledger's prediction for the request (price_model with a cache);
-        once a conversation's bill so far, as the provider billed it, goes
-        past the bill without masking and allowance_percent, stop moving
-        that conversation's frontier (what is masked stays masked:
-        unmasking would re-bill too). Kept with the table of when
-        conversations were last seen (in memory, or the Redis server of
-        [recall] when it is shared): after a restart the brake is off until
+        the ledger's prediction (price_model with a cache); once a
+        conversation's bill so far, as the provider billed it, goes past
+        the bill without masking and allowance_percent, its frontier stops
+        (what is masked stays masked: unmasking would re-bill too). Kept
+        with the table of when conversations were last seen (in memory, or
+        [recall]'s Redis server when shared): a restart lets it go until
         the figures trip it again. false: the figures are only recorded.""")
     refetch_guard: bool = setting(False, """
         When the model makes a call again (same tool, same arguments as
@@ -270,6 +271,12 @@ class MaskPolicy:
     def models(self) -> ModelTable:
         """The model table ``price_model = "auto"`` prices requests by."""
         return model_table_of(self.model_prices)
+
+    @property
+    def cold_turns_on(self) -> bool:
+        """Are cold turns billed as cold (``cold_turns``, or a lifetime of
+        its own in ``cold_after_seconds``)?"""
+        return self.cold_turns or self.cold_after_seconds > 0
 
     @property
     def per_tool_keep(self) -> int:

@@ -1,0 +1,80 @@
+"""A request's place in its conversation, as the provider's prompt cache
+tells conversations apart: by the prompt itself.
+
+The table of when conversations were last seen (``last_seen``) keys each
+request by a digest of its history as the cache reads it (the model, the
+tools and the system prompt, then the items in order), and finds the
+conversation's previous request by the digest of the same history up to
+the latest request end before this one (just before the model's latest
+answer). Two conversations are then one exactly while their prompts are
+the same, which is when they share the provider's cache entries too: two
+runs of one task that started alike part at their first different
+answer, and a pause of one never makes the other's request cold.
+
+It is made from the request alone (any proxy, after any restart, finds
+the same key). ``cache_control`` members are left out: clients move their
+breakpoints from request to request, and a moved breakpoint changes
+nothing the cache keys on.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+# What comes before the items in the provider's cache order.
+HEAD_MEMBERS = ("model", "tools", "system", "instructions")
+# A cache_control member as orjson writes it: preceded by ``,`` (removed
+# with it) or opening its object (then the comma after it goes). Inside a
+# string, every quote is escaped: neither form can match there.
+_AFTER_A_MEMBER = re.compile(rb',"cache_control":\{[^{}]*\}')
+_FIRST_MEMBER = re.compile(rb'\{"cache_control":\{[^{}]*\},?')
+DIGEST_BYTES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryKey:
+    """``own``: the request's history; ``previous``: the history of the
+    conversation's previous request (None: this is its first)."""
+
+    own: str
+    previous: str | None
+
+
+def _written(value: object) -> bytes:
+    """``value`` as orjson writes it, its ``cache_control`` members left out."""
+    try:
+        data = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an integer past 64 bits, which json reads
+        data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass")
+    if b'"cache_control"' not in data:
+        return data
+    return _FIRST_MEMBER.sub(b"{", _AFTER_A_MEMBER.sub(b"", data))
+
+
+def history_key(members: Mapping[str, object], items: Sequence[object],
+                answer_starts: Sequence[int]) -> HistoryKey:
+    """The key of the request of ``items`` whose other members are
+    ``members``; ``answer_starts``: where the model's answers begin among
+    the items, in order (the previous request ended before the latest)."""
+    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    digest.update(_written([members.get(name) for name in HEAD_MEMBERS]))
+    at = bisect.bisect_left(answer_starts, len(items)) - 1
+    start = answer_starts[at] if at >= 0 else 0
+    previous: str | None = None
+    for number, item in enumerate(items):
+        if number == start and start > 0:
+            previous = "h-" + digest.hexdigest()
+        # One item at a time, each closed by a newline (orjson writes none
+        # inside a value): the same history gives the same digest whatever
+        # request it ends.
+        digest.update(_written(item))
+        digest.update(b"\n")
+    return HistoryKey("h-" + digest.hexdigest(), previous)
