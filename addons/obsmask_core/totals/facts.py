@@ -11,6 +11,7 @@ from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
 from obsmask_core.totals.brake import BrakeFacts
+from obsmask_core.totals.cold import TurnFacts
 
 PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
                    "output_tokens")
@@ -89,6 +90,8 @@ class RequestFacts:
     brake: BrakeFacts | None = None
     # Why the provider's cache missed, when its answer said so.
     cache_miss_reason: str | None = None
+    # Cold or warm, and its own cost, when the request has a bill.
+    turn: TurnFacts | None = None
 
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
@@ -129,6 +132,7 @@ class RequestFacts:
             brake=BrakeFacts.read(facts.get("brake")),
             cache_miss_reason=reason if isinstance(
                 reason := usage.get("cache_miss_reason"), str) else None,
+            turn=TurnFacts.read(facts.get("bill")),
         )
 
 

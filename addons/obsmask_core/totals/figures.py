@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from obsmask_core.shared.cache_check import CacheTokens
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.totals.brake import BrakeFigures
+from obsmask_core.totals.cold import TurnFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS, CacheFacts, McpFacts, RequestFacts
 
 # Distinct cache miss reasons kept apart; the rest are "other".
 CACHE_MISS_REASONS_KEPT = 32
 OTHER_REASON = "other"
 
-# Which model a prediction tests: the wire format and the cache as the
-# ledger ran it.
+# Which model a prediction tests: the wire format, the cache as the ledger ran it.
 CacheKey = tuple[str, str]
 # Tools named one by one in the re-fetch counts (a metric label each); the
 # names come from the model, so beyond these the rest are added under one.
@@ -57,9 +57,8 @@ def _percent(value: float | None) -> str:
 
 def _points(predicted: float | None, reported: float | None) -> str:
     """How far the predicted share is from the reported one, in percentage points."""
-    if predicted is None or reported is None:
-        return ""
-    return f" ({(predicted - reported) * 100:+.1f} points)"
+    return "" if predicted is None or reported is None else \
+        f" ({(predicted - reported) * 100:+.1f} points)"
 
 
 @dataclass
@@ -171,8 +170,7 @@ class RequestFigures:
     tool_chars_saved: int = 0
     body_bytes_saved: int = 0
     mask_ms: float = 0.0
-    # Requests whose answer carried the provider's usage report, and its sums.
-    provider_reports: int = 0
+    provider_reports: int = 0  # answers with the provider's usage report, and its sums
     provider: Counter[str] = field(default_factory=Counter)
     # The cache predicted beside the provider's report, by the model tested.
     cache: dict[CacheKey, CacheFigures] = field(default_factory=dict)
@@ -180,6 +178,8 @@ class RequestFigures:
     brake: BrakeFigures = field(default_factory=BrakeFigures)
     # The providers' cache miss reasons (their diagnostics), by reason.
     cache_miss_reasons: Counter[str] = field(default_factory=Counter)
+    # The saving on cold turns and on warm ones (requests with a bill).
+    turns: TurnFigures = field(default_factory=TurnFigures.empty)
 
     def add(self, facts: RequestFacts) -> None:
         self.requests += 1
@@ -206,6 +206,8 @@ class RequestFigures:
             self.refetches.add(facts.refetches)
         if facts.brake is not None:
             self.brake.add(facts.brake)
+        if facts.turn is not None:
+            self.turns.add(facts.turn, facts.tokens_saved)
         if (reason := facts.cache_miss_reason) is not None:
             # A provider names a handful of reasons: any beyond this many
             # distinct ones are counted together.
@@ -243,6 +245,7 @@ class RequestFigures:
             "refetches": self.refetches.as_json(),
             "provider_brake": self.brake.as_json(),
             "cache_miss_reasons": dict(sorted(self.cache_miss_reasons.items())),
+            "cold_turns": self.turns.as_json(),
         }
 
     def cache_json(self) -> dict[str, dict[str, dict[str, object]]]:

@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from obsmask_core.totals.brake import BrakeFigures
+from obsmask_core.totals.cold import TurnFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS
 from obsmask_core.totals.figures import RefetchFigures
 from obsmask_core.totals.totals import Totals
@@ -101,6 +102,7 @@ class TotalsCollector(Collector):
         yield reported
         yield from _refetch_metrics(r.refetches)
         yield from _brake_metrics(r.brake)
+        yield from _turn_metrics(r.turns)
         bill = GaugeMetricFamily(
             "obsmask_bill_estimated_tokens", "The bill of all conversations so far, "
             "estimated by the ledger in input tokens at the base price, with and without "
@@ -160,6 +162,23 @@ def _brake_metrics(f: BrakeFigures) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "obsmask_provider_braked_requests", "Answers weighed after their conversation's "
         "frontier was stopped by the provider brake.", value=f.braked_requests)
+
+
+def _turn_metrics(f: TurnFigures) -> Iterator[Metric]:
+    """The saving on cold turns (after the cache's lifetime) apart from warm ones."""
+    requests = CounterMetricFamily(
+        "obsmask_turn_requests", "Conversation requests with a bill, by turn: cold (back "
+        "after the provider's cache had expired, billed whole masked or not) or warm.",
+        labels=["turn"])
+    saved = GaugeMetricFamily(
+        "obsmask_turn_saved_tokens", "What masking saved on those requests by the ledger's "
+        "estimate (input tokens at the base price; below 0 where it re-billed more), by "
+        "turn.", labels=["turn"])
+    for name, kind in (("cold", f.cold), ("warm", f.warm)):
+        requests.add_metric([name], kind.requests)
+        saved.add_metric([name], kind.saved)
+    yield requests
+    yield saved
 
 
 class Metrics:

@@ -215,6 +215,8 @@ class Totals:
                 f"{brake.braked_requests:,} request(s) planned braked; the provider billed "
                 f"{brake.surprise:,.0f} tokens beyond the ledger's prediction over "
                 f"{brake.weighed:,} answer(s)")
+        if r.turns.cold.requests:
+            lines.append(f"totals: cold turns: {r.turns.describe()}")
         for (fmt, cache), figures in sorted(r.cache.items()):
             lines.append(
                 f"totals: cache predicted vs reported ({fmt}, {cache}; {figures.requests:,} "

@@ -16,6 +16,7 @@ from obsmask_core.offline.report.estimates import prompt_tokens
 from obsmask_core.offline.report.replayed_plans import ReplayedPlan
 from obsmask_core.shared.read_back import count, mapping, word
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
+from obsmask_core.totals.cold import TurnFacts
 
 NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
 # Formats whose input_tokens leave out the tokens read from or written to
@@ -88,6 +89,8 @@ class RequestNumbers:
     replayed: ReplayedPlan | None  # under the replayed policy; None: body unreadable
     # The re-fetches obsmask recorded (None: none in the conversation so far).
     refetches: RefetchFacts | None = None
+    # Cold or warm, and its own estimated cost, as the proxy's ledger billed it.
+    turn: TurnFacts | None = None
 
 
 def request_numbers(request: ConversationRequest, tokens: MessageTokens,
@@ -114,4 +117,5 @@ def request_numbers(request: ConversationRequest, tokens: MessageTokens,
         masked_tokens_saved=before - after if before is not None and after is not None else None,
         replayed=replayed,
         refetches=RefetchFacts.read(masking.get(REFETCHES_KEY)),
+        turn=TurnFacts.read(masking.get("bill")),
     )

@@ -16,6 +16,7 @@ from obsmask_core.offline.report.bills import ConversationBill
 from obsmask_core.offline.report.figures import Cell, Fixed, Table, ratio
 from obsmask_core.offline.report.mcp_cuts import McpCut
 from obsmask_core.offline.report.request_numbers import NO_RECORD, RequestNumbers
+from obsmask_core.totals.cold import TurnFigures
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class Totals:
     refetch_result_tokens: int = 0
     refetch_extra_turns: int = 0
     refetch_guarded_results: int = 0
+    # As the proxy's ledger billed them: requests back after the cache's
+    # lifetime, and the estimated saving on them and on warm ones.
+    cold_requests: int = 0
+    cold_saved: int = 0
+    warm_saved: int = 0
 
 
 def _sum(values: Sequence[int | None]) -> int:
@@ -63,6 +69,10 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
     readable = [r for r in requests if r.tokens_without is not None and r.tokens_with is not None]
     usage = [r.provider for r in requests if r.provider is not None]
     found = [r.refetches for r in requests if r.refetches is not None]
+    turns = TurnFigures.empty()
+    for request in requests:
+        if request.turn is not None:
+            turns.add(request.turn, request.masked_tokens_saved)
     return Totals(
         flows=flows,
         conversations=conversations,
@@ -92,6 +102,9 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
         refetch_result_tokens=sum(f.result_tokens for f in found),
         refetch_extra_turns=sum(f.extra_turns for f in found),
         refetch_guarded_results=sum(f.guarded_results for f in found),
+        cold_requests=turns.cold.requests,
+        cold_saved=round(turns.cold.saved),
+        warm_saved=round(turns.warm.saved),
     )
 
 
@@ -132,6 +145,14 @@ TOTAL_ROWS = (
      "answers that made nothing but re-fetches"),
     ("refetch_guarded_results", "Results kept by the re-fetch guard",
      "results of re-fetched calls kept whole (refetch_guard), summed over requests"),
+    ("cold_requests", "Cold turns",
+     "requests that came back after the provider's cache had expired (cold_turns): billed "
+     "whole, masked or not, so masking more there costs nothing"),
+    ("cold_saved", "Estimated saving on cold turns",
+     "what masking saved on those requests by the proxy's ledger (input tokens at the base "
+     "price)"),
+    ("warm_saved", "Estimated saving on warm turns",
+     "the same on every other request with a bill (below 0 where moves re-billed more)"),
     ("tokens_without", "Input tokens without masking",
      "estimated, every readable request"),
     ("tokens_with", "Input tokens with masking",
