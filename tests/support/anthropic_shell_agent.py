@@ -12,8 +12,9 @@ imported only by the tests).
         [--first-breakpoint-turns 0,2]
 
 The shell knows one command, ``emit N [label]``: exactly N characters of
-build-log lines. Request k (0-based) is the one that follows k tool turns;
-the ones in ``--stream-turns`` are streamed (``messages.stream``).
+build-log lines (``wait S emit N [label]``: the same after S seconds).
+Request k (0-based) is the one that follows k tool turns; the ones in
+``--stream-turns`` are streamed (``messages.stream``).
 ``--breakpoint last`` puts a ``cache_control`` block on the last content
 block of the last message of every request, as Claude Code does, so the
 breakpoint moves from request to request; the requests in
@@ -32,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -73,6 +75,11 @@ def emit(size: int, label: str) -> str:
 
 def shell(command: str) -> str:
     parts = command.split()
+    if len(parts) > 2 and parts[0] == "wait" and parts[1].isdigit():
+        # ``wait S <command>``: the command, after S seconds (a user away
+        # from the agent, a long build): a pause between two requests.
+        time.sleep(int(parts[1]))
+        parts = parts[2:]
     if len(parts) in (2, 3) and parts[0] == "emit" and parts[1].isdigit():
         return emit(int(parts[1]), parts[2] if len(parts) == 3 else "out")
     return f"sh: {command}: command not found"
