@@ -12,7 +12,7 @@ from obsmask_core.conversation.body.value_search import find_values
 
 def test_a_value_is_found_where_a_member_value_is_written():
     body = b'{"messages": [{"role": "tool", "content": "out"}]}'
-    [span] = find_values(body, [("out", False)]) or []
+    [span] = find_values(body, [("out", False, None)]) or []
     assert body[span[0]:span[1]] == b'"out"'
 
 
@@ -20,19 +20,19 @@ def test_a_match_that_starts_inside_a_string_is_not_taken():
     # '\"out"' ends the first string with an escaped quote: the bytes '"out"'
     # are there, but no value starts at them.
     body = b'{"a": "say \\"out", "b": "out"}'
-    [span] = find_values(body, [("out", False)]) or []
+    [span] = find_values(body, [("out", False, None)]) or []
     assert span[0] == body.rindex(b'"out"')
 
 
 def test_a_member_name_with_the_same_bytes_is_not_taken_for_the_value():
     body = b'{"out": 1, "content": "out"}'
-    [span] = find_values(body, [("out", False)]) or []
+    [span] = find_values(body, [("out", False, None)]) or []
     assert span == (body.rindex(b'"out"'), len(body) - 1)
 
 
 def test_two_equal_values_are_found_in_order_each_once():
     body = b'[{"content": "same"}, {"content": "same"}]'
-    spans = find_values(body, [("same", False), ("same", False)])
+    spans = find_values(body, [("same", False, None), ("same", False, None)])
     assert spans is not None and spans[0][1] <= spans[1][0]
 
 
@@ -40,28 +40,53 @@ def test_a_value_written_by_pythons_json_with_ascii_escapes_is_found():
     value = "caf\u00e9 \u2028 \U0001f600"
     body = json.dumps({"content": value}).encode()
     assert orjson.dumps(value) not in body  # orjson writes the UTF-8 itself
-    [span] = find_values(body, [(value, False)]) or []
+    [span] = find_values(body, [(value, False, None)]) or []
     assert json.loads(body[span[0]:span[1]]) == value
 
 
 def test_a_list_of_blocks_written_with_spaces_after_separators_is_found():
     blocks = [{"type": "text", "text": "a"}, {"type": "image", "source": {"data": "AA"}}]
     body = json.dumps({"content": blocks}, ensure_ascii=False).encode()
-    [span] = find_values(body, [(blocks, False)]) or []
+    [span] = find_values(body, [(blocks, False, None)]) or []
     assert json.loads(body[span[0]:span[1]]) == blocks
 
 
 def test_an_array_element_needs_an_opening_bracket_or_a_comma_before_it():
     body = b'{"k": "v", "list": ["v"]}'
-    [span] = find_values(body, [("v", True)]) or []
+    [span] = find_values(body, [("v", True, None)]) or []
     assert span[0] == body.rindex(b'"v"')
 
 
 def test_a_value_written_some_other_way_is_not_found_and_the_exact_reader_takes_over():
     body = b'{"content": "caf\\u00E9"}'  # upper-case hex: none of the encoders writes it
-    assert find_values(body, [("caf\u00e9", False)]) is None
+    assert find_values(body, [("caf\u00e9", False, None)]) is None
 
 
 def test_a_value_before_the_previous_one_is_not_found():
     body = b'[{"content": "b"}, {"content": "a"}]'
-    assert find_values(body, [("a", False), ("b", False)]) is None
+    assert find_values(body, [("a", False, None), ("b", False, None)]) is None
+
+
+def test_a_value_is_found_after_its_anchor_not_in_an_earlier_copy_that_stays():
+    """Agents repeat outputs: a kept result and a later identical one to
+    mask. The later one's call id, written after the kept copy, anchors the
+    search."""
+    body = (b'{"messages": [{"role": "tool", "tool_call_id": "c1", "content": "same"}, '
+            b'{"role": "assistant", "tool_calls": [{"id": "c2"}]}, '
+            b'{"role": "tool", "tool_call_id": "c2", "content": "same"}]}')
+    [span] = find_values(body, [("same", False, "c2")]) or []
+    assert span[0] == body.rindex(b'"same"')
+    [unanchored] = find_values(body, [("same", False, None)]) or []
+    assert unanchored[0] == body.index(b'"same"')
+
+
+def test_a_value_written_before_its_anchor_is_looked_for_from_the_previous_value():
+    body = b'[{"content": "out", "tool_call_id": "c1"}]'
+    [span] = find_values(body, [("out", False, "c1")]) or []
+    assert body[span[0]:span[1]] == b'"out"'
+
+
+def test_an_anchor_that_is_not_in_the_body_leaves_the_search_as_it_was():
+    body = b'[{"content": "out"}]'
+    [span] = find_values(body, [("out", False, "c9")]) or []
+    assert body[span[0]:span[1]] == b'"out"'

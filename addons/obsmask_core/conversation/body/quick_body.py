@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from obsmask_core.conversation.body.request_body import Edit, placed_edit
+from obsmask_core.conversation.body.request_body import Edit, Replacement, placed_edit
 from obsmask_core.conversation.body.value_search import byte_before, find_values
 from obsmask_core.shared.json_text import Span, splice
 
@@ -192,7 +192,9 @@ class QuickBody:
     def replace_in(body: bytes, replacements: Sequence[Edit]) -> bytes | None:
         """``body`` with the values replaced, found by their bytes."""
         ordered = sorted(replacements, key=lambda r: (r.index, r.path))
-        spans = find_values(body, [(r.old, isinstance(r.path[-1], int)) for r in ordered])
+        spans = find_values(body, [(r.old, isinstance(r.path[-1], int),
+                                    r.anchor if isinstance(r, Replacement) else None)
+                                   for r in ordered])
         if spans is None:
             return None
         edits: list[tuple[Span, bytes]] = []

@@ -46,6 +46,10 @@ class Replacement:
     path: tuple[PathStep, ...]
     old: object
     new: object
+    # A string written in the body after every earlier copy of ``old`` and
+    # before this one (a tool result's call id: its call comes after every
+    # earlier turn's results), where the quick reader's search begins.
+    anchor: str | None = None
 
     def encoded(self) -> str:
         # One writer for both readers: the same plan gives the same bytes.

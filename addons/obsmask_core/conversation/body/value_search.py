@@ -107,29 +107,57 @@ def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes) -> Sp
     return None
 
 
-def find_values(body: bytes, values: list[tuple[object, bool]]) -> list[Span] | None:
-    """The spans of ``values`` (each with whether it is an array element),
-    given in the order they are written; None if one is not found. A client
-    writes a whole body with one encoder: the one that placed a value is
-    tried first for the next."""
+def _anchored(body: bytes, anchor: str | None, cursor: int) -> int:
+    """Where the search for a value anchored at ``anchor`` begins: after the
+    anchor's first place from ``cursor`` as a whole string value (written
+    alike by every encoder when ASCII, as ids are), else at ``cursor``."""
+    if anchor is None or not anchor.isascii():
+        return cursor
+    span = _find_encoded(body, orjson.dumps(anchor), cursor, b":[,")
+    return span[1] if span is not None else cursor
+
+
+def find_values(body: bytes,
+                values: list[tuple[object, bool, str | None]]) -> list[Span] | None:
+    """The spans of ``values`` (each with whether it is an array element,
+    and its anchor: a string written after every earlier copy of the value
+    and before it), given in the order they are written; None if one is
+    not found. An agent repeats outputs (the same warning, the same file):
+    without its anchor a value would be found in an earlier copy that
+    stays. A value not found after its anchor (a client that writes the
+    anchor after the value) is looked for from the previous value's end.
+    A client writes a whole body with one encoder: the one that placed a
+    value is tried first for the next."""
     spans: list[Span] = []
     cursor = 0
     order = list(ENCODERS)
-    for value, in_array in values:
+    for value, in_array, anchor in values:
         openers = b"[," if in_array else b":"
-        tried: set[bytes] = set()
-        for number, encoder in enumerate(order):
-            encoded = _encoded(encoder, value)
-            if encoded is None or encoded in tried:
-                continue
-            tried.add(encoded)
-            span = _find_encoded(body, encoded, cursor, openers)
+        span = None
+        for start in dict.fromkeys((_anchored(body, anchor, cursor), cursor)):
+            span = _find_any(body, value, start, openers, order)
             if span is not None:
-                if number:
-                    order.insert(0, order.pop(number))
                 break
-        else:
+        if span is None:
             return None
         spans.append(span)
         cursor = span[1]
     return spans
+
+
+def _find_any(body: bytes, value: object, start: int, openers: bytes,
+              order: list[Encoder]) -> Span | None:
+    """``value``'s first span from ``start`` as any encoder writes it; the
+    encoder that found it goes first in ``order``."""
+    tried: set[bytes] = set()
+    for number, encoder in enumerate(order):
+        encoded = _encoded(encoder, value)
+        if encoded is None or encoded in tried:
+            continue
+        tried.add(encoded)
+        span = _find_encoded(body, encoded, start, openers)
+        if span is not None:
+            if number:
+                order.insert(0, order.pop(number))
+            return span
+    return None

@@ -218,7 +218,7 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
         return Masked(made[0], plan, chars, chars_after, reused=True), made[1]
     replacements: list[Edit] = [
         Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
-                    fmt.replacement(d.original_value, d.new_text))
+                    fmt.replacement(d.original_value, d.new_text), anchor=d.call_id)
         for d in plan.decisions]
     if (added := plan.breakpoint) is not None:
         replacements.append(MemberAdded(
