@@ -22,19 +22,15 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
 
+from obsmask_core.conversation.body.marks import unmarked
+
 # What comes before the items in the provider's cache order.
 HEAD_MEMBERS = ("model", "tools", "system", "instructions")
-# A cache_control member as orjson writes it: preceded by ``,`` (removed
-# with it) or opening its object (then the comma after it goes). Inside a
-# string, every quote is escaped: neither form can match there.
-_AFTER_A_MEMBER = re.compile(rb',"cache_control":\{[^{}]*\}')
-_FIRST_MEMBER = re.compile(rb'\{"cache_control":\{[^{}]*\},?')
 DIGEST_BYTES = 10
 
 
@@ -54,9 +50,7 @@ def _written(value: object) -> bytes:
     except orjson.JSONEncodeError:  # an integer past 64 bits, which json reads
         data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
             "utf-8", "surrogatepass")
-    if b'"cache_control"' not in data:
-        return data
-    return _FIRST_MEMBER.sub(b"{", _AFTER_A_MEMBER.sub(b"", data))
+    return unmarked(data)
 
 
 def history_key(members: Mapping[str, object], items: Sequence[object],

@@ -5,7 +5,8 @@ frontier replays that history request by request (``frontier``): without a
 checkpoint, every request replays every earlier one again, and measures
 every item again. With the last request's checkpoint, a request replays only
 what was added since. A checkpoint is used only when the request's items
-begin with the checkpoint's, byte for byte as orjson writes them, and the
+begin with the checkpoint's, byte for byte as orjson writes them (the
+client's moving breakpoints left out: ``items_json``), and the
 replay agrees to resume from it (``Frontier._may_resume``): so the plan is
 the one a full replay makes, only sooner. Nothing is kept but figures and
 those bytes.
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from obsmask_core.conversation.body.marks import unmarked
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 
 # Conversations are told apart by their first items (``conversation_id``);
@@ -38,11 +40,13 @@ _JSON_TYPES_ONLY = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DA
 
 
 def items_json(items: Sequence[object]) -> bytes | None:
-    """orjson's writing of the items, or None if it cannot write them (an
-    integer past 64 bits): such a request is replayed in full."""
+    """orjson's writing of the items, their ``cache_control`` members left
+    out (``marks``: the client moves them, the replay does not read them),
+    or None if it cannot write them (an integer past 64 bits): such a
+    request is replayed in full."""
     try:
-        return orjson.dumps(items if isinstance(items, list) else list(items),
-                            option=_JSON_TYPES_ONLY)
+        return unmarked(orjson.dumps(items if isinstance(items, list) else list(items),
+                                     option=_JSON_TYPES_ONLY))
     except (TypeError, orjson.JSONEncodeError):
         return None
 

@@ -1,0 +1,72 @@
+"""Claude Code's requests reuse the previous request's work like any other
+client's (``conversation/frontier/checkpoints.py``, ``conversation/body/marks.py``).
+Claude Code moves its message breakpoint to the newest block on every
+request (and may end a request with a ``role: "system"`` reminder that
+carries it, or send a top-level ``cache_control``): the history compared
+across requests leaves ``cache_control`` out, so each request resumes the
+frontier's replay from the previous request's checkpoint, and plans exactly
+what a replay from scratch plans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from obsmask_core.conversation.masking.masker import Masker
+from obsmask_core.conversation.masking.outcomes import RewriteOutcome
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
+from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert
+
+POLICY = MaskPolicy(window_turns=1, min_free_percent=20, price_model="auto",
+                    allowance_percent=2, frontier_breakpoint=True)
+REMINDER = {"role": "system", "content": [
+    {"type": "text", "text": "<system-reminder>Todo list unchanged.</system-reminder>"}]}
+
+
+def events(turns: int) -> list[Event]:
+    out: list[Event] = [Say("user", "u" * 6000)]
+    for turn in range(turns):
+        out += [Turn([Call(f"c{turn}", "Bash")], text="t" * 300),
+                Result(f"c{turn}", f"{turn} " + "o" * (2000 + 700 * (turn % 4)))]
+    return out
+
+
+def bodies(shape: str, turns: int = 14) -> list[bytes]:
+    """Each request of one conversation as Claude Code sends it: the moving
+    breakpoint on the last block, with ``reminders`` a system message
+    after every third turn's results (staying in the history), with
+    ``automatic`` a top-level cache_control instead."""
+    out = []
+    for turn in range(1, turns + 1):
+        items = convert(ANTHROPIC, events(turn))
+        if shape == "reminders":
+            for at in range(len(items) - 1, 0, -1):
+                if at % 6 == 0:
+                    items.insert(at + 1, json.loads(json.dumps(REMINDER)))
+        members = claude_code_body(items, model="claude-opus-5-5")
+        if shape == "automatic":
+            members["messages"] = items
+            members["cache_control"] = {"type": "ephemeral"}
+        out.append(json.dumps(members).encode())
+    return out
+
+
+@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic"])
+def test_every_request_resumes_from_the_previous_one_and_plans_what_a_fresh_replay_plans(
+    shape: str, restores: list[object],
+) -> None:
+    sent = bodies(shape)
+    kept = Masker(POLICY)
+    outcomes: list[RewriteOutcome] = []
+    for number, body in enumerate(sent):
+        before = len(restores)
+        outcomes.append(kept.mask(body, ANTHROPIC))
+        if number:
+            assert len(restores) == before + 1, (shape, number)
+    for body, outcome in zip(sent, outcomes, strict=True):
+        fresh = Masker(POLICY).mask(body, ANTHROPIC)
+        assert (type(fresh), getattr(fresh, "body", None), fresh.plan) == (
+            type(outcome), getattr(outcome, "body", None), outcome.plan)
+    assert any(outcome.plan is not None and outcome.plan.masked for outcome in outcomes)
