@@ -5,7 +5,9 @@ request (and may end a request with a ``role: "system"`` reminder that
 carries it, or send a top-level ``cache_control``): the history compared
 across requests leaves ``cache_control`` out, so each request resumes the
 frontier's replay from the previous request's checkpoint, and plans exactly
-what a replay from scratch plans."""
+what a replay from scratch plans; and the body is read from the previous
+request's (the fast path finds it grew from it once its moved breakpoint
+is taken out)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import pytest
 
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import RewriteOutcome
+from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
+from obsmask_core.conversation.reuse.records import Grown
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert
@@ -53,9 +57,24 @@ def bodies(shape: str, turns: int = 14) -> list[bytes]:
     return out
 
 
+@pytest.fixture
+def grown(monkeypatch: pytest.MonkeyPatch) -> list[Grown | None]:
+    """What the fast path found each body grew from."""
+    found: list[Grown | None] = []
+    original = PreviousRequests.grown_from
+
+    def spy(self: PreviousRequests, *args: object) -> Grown | None:
+        result = original(self, *args)  # type: ignore[arg-type]
+        found.append(result)
+        return result
+
+    monkeypatch.setattr(PreviousRequests, "grown_from", spy)
+    return found
+
+
 @pytest.mark.parametrize("shape", ["moving", "reminders", "automatic"])
 def test_every_request_resumes_from_the_previous_one_and_plans_what_a_fresh_replay_plans(
-    shape: str, restores: list[object],
+    shape: str, restores: list[object], grown: list[Grown | None],
 ) -> None:
     sent = bodies(shape)
     kept = Masker(POLICY)
@@ -65,6 +84,8 @@ def test_every_request_resumes_from_the_previous_one_and_plans_what_a_fresh_repl
         outcomes.append(kept.mask(body, ANTHROPIC))
         if number:
             assert len(restores) == before + 1, (shape, number)
+            assert grown[-1] is not None, (shape, number)
+    del grown[:]
     for body, outcome in zip(sent, outcomes, strict=True):
         fresh = Masker(POLICY).mask(body, ANTHROPIC)
         assert (type(fresh), getattr(fresh, "body", None), fresh.plan) == (

@@ -25,3 +25,46 @@ def unmarked(written: bytes) -> bytes:
     if _MARK not in written:
         return written
     return _FIRST_MEMBER.sub(b"{", _AFTER_A_MEMBER.sub(b"", written))
+
+
+# A cache_control member where it begins (its name), up to its flat value's end.
+_MEMBER = re.compile(rb'"cache_control"\s*:\s*\{[^{}]*\}')
+_CLOSING = frozenset(b"}] \t\r\n")
+_SPACE = b" \t\r\n"
+
+
+def closing_mark(written: bytes, end: int) -> tuple[int, int] | None:
+    """Where the value that closes just before ``end`` ends with a
+    ``cache_control`` member, that member and the comma before it: Claude
+    Code's moving breakpoint, the last member of the last block of its
+    latest message, which its next request sends without. None when the
+    bytes before ``end`` end otherwise."""
+    at = written.rfind(_MARK, 0, end)
+    if at < 0:
+        return None
+    member = _MEMBER.match(written, at, end)
+    if member is None or any(byte not in _CLOSING for byte in written[member.end():end]):
+        return None
+    before = at - 1
+    while before >= 0 and written[before] in _SPACE:
+        before -= 1
+    if before < 0 or written[before] != ord(","):
+        return None  # the block's only member: not a block a client marks
+    return before, member.end()
+
+
+def without_closing_mark(value: object) -> object | None:
+    """``value`` without the ``cache_control`` member that ends it (last
+    member of its last element, at any depth), as ``closing_mark`` finds
+    its bytes: a copy along that path; None when it does not end so."""
+    if isinstance(value, list) and value:
+        last = without_closing_mark(value[-1])
+        return None if last is None else [*value[:-1], last]
+    if isinstance(value, dict) and value:
+        name = next(reversed(value))
+        if name == "cache_control":
+            return {key: item for key, item in value.items() if key != name} \
+                if len(value) > 1 else None
+        last = without_closing_mark(value[name])
+        return None if last is None else {**value, name: last}
+    return None

@@ -83,7 +83,8 @@ def mask_request_body(
     ``memory`` and ``previous``: what a masker keeps (see the module)."""
     if not policy.enabled:
         return Unchanged(DISABLED)
-    grown = previous.grown_from(body, fmt.name, recall) if previous is not None else None
+    grown = previous.grown_from(body, fmt.name, recall, fmt.list_member) \
+        if previous is not None else None
     try:
         quick = read_grown(body, fmt, grown) if grown is not None else None
         if quick is None:
@@ -152,7 +153,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     if quick is not None and previous is not None and end is not None:
         keep_request(previous, quick, fmt, recall=recall, end=end, plan=plan,
                      outcome=outcome, masked_end=masked_end, items=items, indexed=indexed,
-                     grew_from=grown.previous if grown is not None else None, reuse=reuse)
+                     grew_from=grown.record if grown is not None else None, reuse=reuse)
     return outcome
 
 

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from obsmask_core.conversation.body.marks import without_closing_mark
 from obsmask_core.conversation.planning.judgements import Judgement
 from obsmask_core.conversation.reuse.records import (
     Document,
@@ -97,39 +98,35 @@ class PreviousRequests:
         self._index_chars = 0
         self._lock = threading.Lock()
 
-    def grown_from(self, body: bytes, fmt: str, recall: bool) -> Grown | None:
+    def grown_from(self, body: bytes, fmt: str, recall: bool,
+                   list_member: str = "messages") -> Grown | None:
         """The kept request ``body`` grew from: one with the same bytes if
-        there is one (a retry), else the most recent it grew from."""
+        there is one (a retry), else the most recent it grew from; else the
+        most recent it grew from once that request's moving breakpoint is
+        taken out (``PreviousRequest.unmarked``: a client that moves its
+        breakpoint on every request, as Claude Code does). ``list_member``:
+        the body's list."""
         with self._lock:
             keys = [key for start in start_keys_of(body, fmt, recall)
                     for key in self._by_start.get(start, ())]
             keys.sort(key=self._recency.__getitem__, reverse=True)
             candidates = [self._kept[key] for key in keys]
-        found: Grown | None = None
-        size = len(body)
-        # Every candidate is looked at, the latest first (a retry's may be
-        # older than the one the body grew from): the cheap tests first.
-        for previous in candidates:
-            end = previous.end
-            tail_at = size - (len(previous.body) - end)
-            if tail_at < end or previous.fmt != fmt or previous.recall != recall:
-                continue
-            if tail_at == end:
-                if body != previous.body:
-                    continue
-                found = Grown(previous, end, tail_at)
-                break
-            fingerprint = previous.fingerprint
-            if found is None and body.startswith(fingerprint, end - len(fingerprint)) \
-                    and body.endswith(previous.tail) \
-                    and body.startswith(memoryview(previous.body)[:end]):
-                found = Grown(previous, end, tail_at)
+        candidates = [c for c in candidates if c.fmt == fmt and c.recall == recall]
+        found = _grown(body, candidates)
+        kept: PreviousRequest | None = None
+        if found is None:
+            for candidate in candidates:
+                view = candidate.unmarked
+                if view is not None and (found := _grown(body, [view])) is not None:
+                    kept = candidate
+                    break
         if found is None:
             return None
-        key = id(found.previous)
+        record = kept if kept is not None else found.previous
+        key = id(record)
         with self._lock:
             if key not in self._kept:
-                return found  # dropped meanwhile: its document too
+                return Grown(found.previous, found.start, found.end, kept=kept)
             self._kept.move_to_end(key)
             self._used[key] = self._clock()
             self._recency[key] = next(self._uses)
@@ -139,10 +136,13 @@ class PreviousRequests:
             kept_document = self._documents.get(key)
             if kept_document is not None:
                 self._documents.move_to_end(key)
-        return Grown(found.previous, found.start, found.end,
-                     kept_document.document if kept_document is not None else None,
-                     *((kept_index.indexed, kept_index.judgements)
-                       if kept_index is not None else ()))
+        document = kept_document.document if kept_document is not None else None
+        if document is not None and kept is not None:
+            document = _unmarked_document(document, list_member)
+        if kept_index is None:
+            return Grown(found.previous, found.start, found.end, document, kept=kept)
+        return Grown(found.previous, found.start, found.end, document, kept_index.indexed,
+                     kept_index.judgements, kept=kept)
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
              document: Document | None = None, indexed: IndexedItems | None = None,
@@ -255,3 +255,35 @@ class PreviousRequests:
             self._used.clear()
             self._by_start.clear()
             self._recency.clear()
+
+
+def _grown(body: bytes, candidates: Sequence[PreviousRequest]) -> Grown | None:
+    """The first of ``candidates`` (latest first) that ``body`` is, or grew
+    from; one with the same bytes (a retry) before any other."""
+    found: Grown | None = None
+    size = len(body)
+    # Every candidate is looked at, the latest first (a retry's may be
+    # older than the one the body grew from): the cheap tests first.
+    for previous in candidates:
+        end = previous.end
+        tail_at = size - (len(previous.body) - end)
+        if tail_at < end:
+            continue
+        if tail_at == end:
+            if body != previous.body:
+                continue
+            return Grown(previous, end, tail_at)
+        fingerprint = previous.fingerprint
+        if found is None and body.startswith(fingerprint, end - len(fingerprint)) \
+                and body.endswith(previous.tail) \
+                and body.startswith(memoryview(previous.body)[:end]):
+            found = Grown(previous, end, tail_at)
+    return found
+
+
+def _unmarked_document(document: Document, list_member: str) -> Document | None:
+    """A kept document as its ``unmarked`` request reads: its list's latest
+    item without the breakpoint that ends it (a copy along the way)."""
+    items = document.get(list_member)
+    unmarked = without_closing_mark(items)
+    return None if unmarked is None else {**document, list_member: unmarked}

@@ -4,9 +4,10 @@ from: the records ``previous_requests`` stores and hands back."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
+from obsmask_core.conversation.body.marks import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
@@ -76,6 +77,27 @@ class PreviousRequest:
         return self.fmt, self.recall, start
 
     @cached_property
+    def unmarked(self) -> PreviousRequest | None:
+        """This request as its client's next request holds it when the
+        client moves its breakpoint on (Claude Code): without the
+        ``cache_control`` member that ends its latest item, in its body and
+        its masked body alike (``marks.closing_mark``); None when it has
+        none there."""
+        span = closing_mark(self.body, self.end)
+        if span is None:
+            return None
+        mark = self.body[span[0]:span[1]]
+        masked, masked_end = self.masked, self.masked_end
+        if masked is not None:
+            masked_span = closing_mark(masked, masked_end)
+            if masked_span is None or masked[masked_span[0]:masked_span[1]] != mark:
+                return None
+            masked = masked[:masked_span[0]] + masked[masked_span[1]:]
+            masked_end -= len(mark)
+        return replace(self, body=self.body[:span[0]] + self.body[span[1]:],
+                       end=self.end - len(mark), masked=masked, masked_end=masked_end)
+
+    @cached_property
     def fingerprint(self) -> bytes:
         """The bytes just before where the list closes (see ``grown_from``)."""
         return self.body[max(0, self.end - FINGERPRINT_BYTES):self.end]
@@ -114,9 +136,17 @@ class Grown:
     document: Document | None = None
     indexed: IndexedItems | None = None
     judgements: Sequence[Judgement | None] = ()
+    # The request as kept, when ``previous`` is its view without the
+    # breakpoint its client moved on (``PreviousRequest.unmarked``).
+    kept: PreviousRequest | None = None
 
     def added(self, body: bytes) -> bytes:
         return body[self.start:self.end]
+
+    @property
+    def record(self) -> PreviousRequest:
+        """The request as kept (the one the next one replaces)."""
+        return self.kept if self.kept is not None else self.previous
 
 
 @dataclass(frozen=True)
