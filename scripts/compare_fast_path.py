@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The fast path changes no byte: every request of every benchmark session,
+masked by one masker that keeps what it learns between requests (the
+frontier's checkpoints, the judgements, the previous request's body: what
+the proxy runs), is compared with the same request masked by a masker
+that has kept nothing (the slow path, read and planned from scratch).
+
+    python3 scripts/compare_fast_path.py            # every session, every setting
+    python3 scripts/compare_fast_path.py --quick    # three sessions per shape
+
+Sessions: the real ones of fixtures/sessions/ in all three wire formats
+(each request as its client sends it; Anthropic ones as Claude Code sends
+them: two marked system blocks, the breakpoint moving to the newest block),
+and the Claude Code-shaped copies of the Anthropic ones (its twelve tool
+definitions, its reminders as system messages: scripts/benchlib/cache/
+claude_code.py). Settings: the shipped mitm.toml and each of its profiles.
+No pauses, no shared table: the comparison is of the request alone.
+
+Prints one JSON document: requests compared per shape and setting, and
+every difference (its session, request and setting); exits 1 on any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bootstrap import REPO, run_inside
+
+run_inside("main", "base")
+sys.path.insert(0, str(REPO / "addons"))
+
+from benchlib.cache.claude_code import claude_code_sessions  # noqa: E402
+from obsmask_core.conversation.masking.masker import Masker  # noqa: E402
+from obsmask_core.conversation.masking.outcomes import RewriteOutcome  # noqa: E402
+from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values  # noqa: E402
+from obsmask_core.offline.cache.clients import ClientRequests  # noqa: E402
+from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
+from obsmask_core.shared.config_file import load_config  # noqa: E402
+from obsmask_core.shared.settings import build  # noqa: E402
+
+SESSIONS = REPO / "fixtures" / "sessions"
+
+
+def settings(config: Path) -> dict[str, MaskPolicy]:
+    """The shipped settings and each profile's, by name."""
+    loaded = load_config(str(config))
+    names = ["", *loaded.table(("observation_masking", "profiles"))]
+    return {name or "shipped": build(MaskPolicy, policy_values(loaded, name))
+            for name in names}
+
+
+def shaped(quick: bool) -> dict[str, list[Session]]:
+    real = load_real_sessions(SESSIONS)
+    out: dict[str, list[Session]] = {}
+    for session in real:
+        out.setdefault(session.fmt.name, []).append(session)
+    out["claude_code"] = claude_code_sessions(out.get("anthropic", []))
+    if quick:
+        out = {shape: sessions[:3] for shape, sessions in out.items()}
+    return out
+
+
+def _bytes(outcome: RewriteOutcome) -> bytes | None:
+    """What goes out: the masked body, or None for the client's own."""
+    body = getattr(outcome, "body", None)
+    return body if isinstance(body, bytes) else None
+
+
+def compare(session: Session, policy: MaskPolicy) -> tuple[int, list[int]]:
+    """Requests compared, and those whose outputs differ."""
+    client, kept = ClientRequests(session), Masker(policy)
+    differ: list[int] = []
+    for number, end in enumerate(session.request_ends):
+        body = client.request(end).body
+        fast = kept.mask(body, session.fmt)
+        slow = Masker(policy).mask(body, session.fmt)
+        if (type(fast), _bytes(fast), fast.plan) != (type(slow), _bytes(slow), slow.plan):
+            differ.append(number)
+    return len(session.request_ends), differ
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO / "mitm.toml")
+    parser.add_argument("--quick", action="store_true", help="three sessions per shape")
+    options = parser.parse_args()
+    started = time.monotonic()
+    counts: dict[str, dict[str, int]] = {}
+    differences: list[dict[str, object]] = []
+    for name, policy in settings(options.config).items():
+        for shape, sessions in shaped(options.quick).items():
+            for session in sessions:
+                compared, differ = compare(session, policy)
+                counts.setdefault(shape, {}).setdefault(name, 0)
+                counts[shape][name] += compared
+                differences += [{"shape": shape, "session": session.name, "setting": name,
+                                 "request": number} for number in differ]
+    print(json.dumps({
+        "requests_compared": sum(n for by_name in counts.values() for n in by_name.values()),
+        "by_shape_and_setting": counts,
+        "differences": differences,
+        "seconds": round(time.monotonic() - started, 1),
+    }, indent=2))
+    sys.exit(1 if differences else 0)
+
+
+if __name__ == "__main__":
+    main()
