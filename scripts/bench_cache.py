@@ -82,7 +82,25 @@ Sessions:
   the body as the client sent it. A flow file's conversations keep their
   list and what goes in front of it, not the other members.
 
-One request every 20 seconds, unless a session says otherwise (the pauses).
+- pauses (default on, --quick too; --no-pauses; off with --only-real
+  unless --pauses): copies of the real sessions of the run (every format)
+  and of their Claude Code-shaped copies, one per pause family, whose
+  gaps between requests are drawn from a stated distribution and replayed
+  with that virtual clock (obsmask's table of when conversations were
+  last seen is visited at each request's time, the caches expire entries
+  by it). A gap is long with probability 0.27 ("pauses-27pct": Claude Code
+  users report that 27% of replies come after the 5-minute cache lifetime,
+  anthropics/claude-code#74075) or 0.034 ("pauses-3pct": a hosted
+  cache-safe masking service, context-guru, measured cold turns as 3.4% of
+  requests), else uniform in 5-60 s; a long gap is uniform in 6-55 minutes
+  (3 in 4) or 61-180 minutes (1 in 4, our assumption); seeded per copy.
+  They are replayed under "none", "recommended" and
+  "recommended_no_cold_turns" (the same with ``cold_turns = false``), apart
+  from the other sessions: the JSON's "pauses" has their figures, targets
+  and distribution. Described in scripts/benchlib/cache/pauses.py.
+
+One request every 20 seconds, unless a session says otherwise (cache_edge's
+pauses, the pause families).
 
 How a request is sent and billed (scripts/benchlib/cache/replay.py): the
 body is built as the client sends it, as JSON bytes
@@ -171,7 +189,16 @@ every session of the run at most 1.03x under every line with a cache
 sessions at most 0.80x under the lines that read at 0.1x (sonnet/strict,
 sonnet/lenient, gpt_5); with the no_cache profile (3) the mean final ratio
 at most 0.70x under no_cache; and (4) no protocol error in any policy.
-Each is printed PASS or FAIL with the figure of each group inside it. The
+On the pause families, with the recommended settings: (5) the worst bill
+so far at most 1.03x in every paused session under every line with a
+cache; (6) under Fable 5.1 (reads at 0.025x, both readings) the mean final
+ratio with cold turns at least 0.05 below the mean without them (the same
+under the other lines for information). Per line and pause family the
+output gives both means, their difference, the share of the saving that
+comes from cold turns ((cost without cold turns - cost with them) / (cost
+without masking - cost with them), summed over the sessions) and the
+worst bill so far. Each is printed PASS or FAIL with the figure of each
+group inside it. The
 other families' means (Opus 5.5, Fable 5.1, GPT-4o, GPT-5.6) and "every
 session's final ratio at most 1.05x" are printed too, for information.
 
@@ -187,8 +214,10 @@ setting) and "no_cache_profile" (the same with its
 
 Sessions are replayed side by side in --jobs worker processes (default: the
 number of CPUs); the figures do not depend on it. --families keeps some
-families (and the sessions they bill); --quick replays the 2 shortest real
-sessions of each format, 1 Claude Code-shaped and 2 synthetic ones.
+families (and the sessions they bill, the paused copies too); --quick
+replays the 2 shortest real sessions of each format, 1 Claude Code-shaped
+and 2 synthetic ones, and the paused copies of the real and Claude
+Code-shaped ones.
 """
 
 from __future__ import annotations
@@ -260,6 +289,10 @@ def parse_arguments() -> argparse.Namespace:
                         help="the adversarial sessions (default: on)")
     parser.add_argument("--cache-edge", action=argparse.BooleanOptionalAction, default=None,
                         help="the sessions at the edges of Anthropic's cache (default: on)")
+    parser.add_argument("--pauses", action=argparse.BooleanOptionalAction, default=None,
+                        help="the pause families: the real and Claude Code-shaped sessions "
+                             "with long gaps, with and without cold turns (default: on, "
+                             "--quick too; off with --only-real unless asked for)")
     parser.add_argument("--claude-code", type=int, default=None, metavar="N",
                         help="Claude Code-shaped copies of the first N real Anthropic "
                              "sessions (default: all; 0: none)")
@@ -270,9 +303,10 @@ def parse_arguments() -> argparse.Namespace:
                         help=f"the {QUICK_REAL_PER_FORMAT} shortest real sessions of each "
                              f"format, {QUICK_CLAUDE_CODE} Claude Code-shaped one, "
                              f"{QUICK_SYNTHETIC} synthetic, no adversarial or cache_edge "
-                             "(unless asked for by name)")
+                             "(unless asked for by name); the pause families of those")
     parser.add_argument("--only-real", action="store_true",
-                        help="no synthetic, adversarial or cache_edge sessions")
+                        help="no synthetic, adversarial, cache_edge, Claude Code-shaped or "
+                             "pause sessions (but --pauses)")
     parser.add_argument("--no-real", action="store_true", help="skip --sessions")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
                         help="the settings file of the recommended and no_cache policies")
@@ -312,6 +346,7 @@ def main() -> None:
         jobs=args.jobs,
         inputs=args.input,
         policy_options=args.policy,
+        pauses=args.pauses if args.pauses is not None else not args.only_real,
     )
     try:
         run = run_cache_benchmark(options)
@@ -325,9 +360,11 @@ def main() -> None:
         if args.per_session:
             print()
             print(per_session_markdown(run))
+    paused = (f" (and {len(run.pauses.sessions)} paused sessions, {run.pauses.requests} "
+              f"requests, {len(run.pauses.policies)} policies)" if run.pauses else "")
     print(f"bench_cache: {len(run.sessions)} sessions, {run.requests} requests, "
-          f"{len(run.policies)} policies, {len(run.families)} families in {elapsed:.1f} s",
-          file=sys.stderr)
+          f"{len(run.policies)} policies{paused}, {len(run.families)} families in "
+          f"{elapsed:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ prompt, ``prompts`` with ``tokens``, billed per ``families`` line under
 ``model``'s caches) -> ``family_figures`` (a session's ratios, final and so
 far: ``so_far``; ``parallel`` runs sessions side by side) -> ``summary`` and
 ``targets`` (over the sessions) -> ``report`` (JSON or Markdown); ``run``
-calls them in that order. (``figures`` and ``replay`` keep the figures per
+calls them in that order. ``pauses`` makes copies of the real and Claude
+Code-shaped sessions with long gaps between requests, replayed in the same
+pool under the shipped settings with and without cold turns, summed up
+apart (``pause_report``). (``figures`` and ``replay`` keep the figures per
 price model of the ``price_model`` setting, for ``obsmask measure``.)
 """

@@ -65,10 +65,24 @@ def all_figures(sessions: list[Session], policies: dict[str, MaskPolicy],
     return _all(sessions, partial(session_figures, policies=policies, tokens=tokens), jobs)
 
 
+PoliciesOf = Callable[[Session], dict[str, MaskPolicy]]
+
+
+def _family_figures(session: Session, policies_of: PoliciesOf, tokens: MessageTokens,
+                    families: Sequence[Family]) -> FamilySessionFigures:
+    return family_session_figures(session, policies_of(session), tokens, families)
+
+
 def all_family_figures(sessions: list[Session], policies: dict[str, MaskPolicy],
                        tokens: MessageTokens, jobs: int,
-                       families: Sequence[Family] = FAMILIES) -> list[FamilySessionFigures]:
+                       families: Sequence[Family] = FAMILIES,
+                       policies_of: PoliciesOf | None = None) -> list[FamilySessionFigures]:
     """``family_session_figures`` of every session (per model family and
-    reading), in order, with up to ``jobs`` processes."""
-    return _all(sessions, partial(family_session_figures, policies=policies, tokens=tokens,
+    reading), in order, with up to ``jobs`` processes; each session under
+    ``policies``, or under ``policies_of(session)`` when given (sessions
+    that compare other policies share the pool, so that none waits)."""
+    if policies_of is None:
+        return _all(sessions, partial(family_session_figures, policies=policies,
+                                      tokens=tokens, families=families), jobs)
+    return _all(sessions, partial(_family_figures, policies_of=policies_of, tokens=tokens,
                                   families=families), jobs)

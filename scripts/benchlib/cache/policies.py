@@ -3,7 +3,7 @@ file's, and those of ``--policy`` options."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import tomli
@@ -17,8 +17,8 @@ from obsmask_core.shared.config_file import load_config
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.settings import build
 
-__all__ = ["BASELINE", "ComparedPolicy", "compared_policies", "parse_policy_option",
-           "policy_settings"]
+__all__ = ["BASELINE", "NO_COLD_TURNS", "PAUSE_POLICY", "ComparedPolicy", "compared_policies",
+           "parse_policy_option", "pause_policies", "policy_settings"]
 
 BASELINE = "none"  # ratios are to this policy's cost on the same session
 # The policy named "spec", a plain sliding window: at every request, every
@@ -30,6 +30,10 @@ SLIDING_WINDOW_TURNS = 8
 # listed, and "spec" is built without it.
 FRONTIER_BREAKPOINT = "frontier_breakpoint"
 NO_FRONTIER_BREAKPOINT = "recommended_no_frontier_breakpoint"
+# The pause families (benchlib.cache.pauses) are replayed under the shipped
+# settings, and under the same without cold turns: what cold turns save.
+PAUSE_POLICY = "recommended"
+NO_COLD_TURNS = "recommended_no_cold_turns"
 
 
 def has_setting(name: str) -> bool:
@@ -137,3 +141,19 @@ def parse_policy_option(option: str) -> tuple[str, ComparedPolicy]:
     except SettingError as e:
         raise BenchError(f"--policy {name}: {e}") from e
     return name.strip(), ComparedPolicy(policy, f"command line: {spec or '(defaults)'}")
+
+
+def pause_policies(compared: dict[str, ComparedPolicy]) -> dict[str, ComparedPolicy]:
+    """The policies the pause families are replayed under: no masking, the
+    shipped settings (``PAUSE_POLICY``, as ``--policy`` may have replaced
+    them) and the same with ``cold_turns = false`` and
+    ``cold_after_seconds = 0`` (``NO_COLD_TURNS``: the cache counted as
+    warm at every request, as before cold turns)."""
+    shipped = compared[PAUSE_POLICY]
+    return {
+        BASELINE: compared[BASELINE],
+        PAUSE_POLICY: shipped,
+        NO_COLD_TURNS: ComparedPolicy(
+            replace(shipped.policy, cold_turns=False, cold_after_seconds=0),
+            f"{shipped.source} with cold_turns = false and cold_after_seconds = 0"),
+    }

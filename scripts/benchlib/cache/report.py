@@ -5,6 +5,14 @@ from __future__ import annotations
 from benchlib.cache.adversarial import ADVERSARIAL_FAMILIES
 from benchlib.cache.cache_edges import CACHE_EDGE_FAMILIES
 from benchlib.cache.claude_code import CLAUDE_CODE_FAMILY
+from benchlib.cache.family_figures import FamilySessionFigures
+from benchlib.cache.pause_report import (
+    COLD_SHARE_DEFINITION,
+    drawn_text,
+    pause_json,
+    pause_table,
+)
+from benchlib.cache.pauses import PAUSE_DISTRIBUTION, PAUSE_FAMILIES, PAUSE_FAMILY_NAMES
 from benchlib.cache.policies import BASELINE, policy_settings
 from benchlib.cache.run import CacheRun
 from benchlib.cache.summary import ALL, OVER, SESSION_KINDS, outcomes, summary_json
@@ -150,6 +158,9 @@ def json_report(run: CacheRun, elapsed_seconds: float) -> dict[str, object]:
         "summary": summary_json(run.summary),
         "targets": targets_json(run.targets, run.protocol),
         "information_checks": targets_json(run.information),
+        # The pause families, under policies of their own: apart from the
+        # sessions, summary and targets above (None: not in this run).
+        "pauses": pause_json(run.pauses, run.families) if run.pauses is not None else None,
         "elapsed_seconds": round(elapsed_seconds, 1),
     }
 
@@ -230,8 +241,8 @@ def _subgroups(result: TargetResult, by_group: dict[str, float | None]) -> str:
     """The figure of each group inside the target's: the kinds for "all",
     the formats for "real"."""
     group = result.target.group
-    names = ([name for name in SESSION_KINDS if name in by_group] if group == ALL
-             else [name for name in by_group if name.startswith(f"{group}/")])
+    names = ([name for name in (*SESSION_KINDS, *PAUSE_FAMILY_NAMES) if name in by_group]
+             if group == ALL else [name for name in by_group if name.startswith(f"{group}/")])
     parts = [f"{name} {value:.3f}" for name in names
              if (value := by_group[name]) is not None]
     return f" [{', '.join(parts)}]" if len(parts) > 1 else ""
@@ -262,7 +273,7 @@ def _target_lines(results: list[TargetResult]) -> list[str]:
                          + (f" ({', request '.join(map(str, where))})" if where else "")
                          + _subgroups(result, check.by_group))
         mark = {True: "PASS", False: "FAIL", None: "----"}[result.passed]
-        lines.append(f"- {mark} {name} (threshold {result.target.threshold}): "
+        lines.append(f"- {mark} {name} (threshold {result.target.threshold_text()}): "
                      + "; ".join(parts))
     return lines
 
@@ -295,6 +306,7 @@ def markdown(run: CacheRun) -> str:
     if disagree:
         lines += ["", "obsmask's model table bills these families under other terms than "
                   "the replay: " + ", ".join(disagree)]
+    lines += _pause_lines(run)
     lines += ["", "Policies:"]
     for name, choice in run.policies.items():
         counted = "; ".join(f"{family}: " + ", ".join(f"{outcome} {count}"
@@ -304,22 +316,59 @@ def markdown(run: CacheRun) -> str:
     return "\n".join(lines)
 
 
-def per_session_markdown(run: CacheRun) -> str:
-    """Every session's final ratio and worst bill so far (with its request
-    number), per line and policy but the baseline."""
-    policies = [name for name in run.policies if name != BASELINE]
+def _pause_lines(run: CacheRun) -> list[str]:
+    """The pause families' section: how the gaps are drawn, the table, the
+    targets."""
+    pauses = run.pauses
+    if pauses is None:
+        return []
+    share = ", ".join(f"{family.name} {family.long_share:g}" for family in PAUSE_FAMILIES)
+    long_gaps = PAUSE_DISTRIBUTION["long_gap_seconds"]
+    assert isinstance(long_gaps, dict)
+    return [
+        "", "Pause families: the real and Claude Code-shaped sessions with gaps between "
+        f"requests that outlive the caches ({pauses.requests} requests). A gap is long with "
+        f"probability {share}, else {PAUSE_DISTRIBUTION['paced_gap_seconds']}; a long "
+        "gap is " + " or ".join(f"{range_} with probability {p:g}"
+                                for range_, p in long_gaps.items())
+        + " (the hour-plus share is our assumption). Drawn: " + drawn_text(pauses) + ".",
+        "",
+        f"The shipped settings ({HEADLINE_POLICY!r}) with cold turns and without them "
+        "(cold_turns = false). Share of saving from cold turns: " + COLD_SHARE_DEFINITION
+        + ".",
+        "",
+        *pause_table(pauses, run.families),
+        "",
+        "Pause targets:", *_target_lines(pauses.targets), _protocol_line(pauses.protocol),
+        "",
+        "For information, not a target:", *_target_lines(pauses.information),
+    ]
+
+
+def _per_session_table(figures: list[FamilySessionFigures], names: list[str]) -> list[str]:
+    policies = [name for name in names if name != BASELINE]
     lines = ["| session | kind | format | requests | line | "
              + " | ".join(f"{policy}: ratio | worst so far" for policy in policies) + " |",
              "| --- | --- | --- | ---: | --- |" + " ---: | ---: |" * len(policies)]
-    for session in run.figures:
+    for session in figures:
         for line, by_policy in session["lines"].items():
             cells = []
             for policy in policies:
-                figures = by_policy[policy]
-                worst = figures["worst_prefix_ratio"]
-                cells.append(f"{_ratio_cell(figures['ratio'])} | "
-                             + (f"{worst:.3f}x @{figures['worst_prefix_request']}"
+                found = by_policy[policy]
+                worst = found["worst_prefix_ratio"]
+                cells.append(f"{_ratio_cell(found['ratio'])} | "
+                             + (f"{worst:.3f}x @{found['worst_prefix_request']}"
                                 if worst is not None else "-"))
             lines.append(f"| {session['name']} | {session['kind']} | {session['format']} "
                          f"| {session['requests']} | {line} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def per_session_markdown(run: CacheRun) -> str:
+    """Every session's final ratio and worst bill so far (with its request
+    number), per line and policy but the baseline; then the paused
+    sessions', under their own policies."""
+    lines = _per_session_table(run.figures, list(run.policies))
+    if run.pauses is not None:
+        lines += ["", *_per_session_table(run.pauses.figures, list(run.pauses.policies))]
     return "\n".join(lines)

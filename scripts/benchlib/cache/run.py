@@ -11,11 +11,19 @@ from benchlib.cache.cache_edges import cache_edge_sessions
 from benchlib.cache.claude_code import claude_code_sessions
 from benchlib.cache.family_figures import FamilySessionFigures
 from benchlib.cache.parallel import all_family_figures
-from benchlib.cache.policies import ComparedPolicy, compared_policies, parse_policy_option
+from benchlib.cache.pauses import PAUSE_FAMILY_NAMES, pause_sessions
+from benchlib.cache.policies import (
+    ComparedPolicy,
+    compared_policies,
+    parse_policy_option,
+    pause_policies,
+)
 from benchlib.cache.summary import Summary, aggregates
 from benchlib.cache.synthetic import synthetic_session
 from benchlib.cache.targets import (
     INFORMATION,
+    PAUSE_INFORMATION,
+    PAUSE_TARGETS,
     ProtocolResult,
     TargetResult,
     evaluate,
@@ -48,6 +56,29 @@ class RunOptions:
     jobs: int = 1  # worker processes for the replay
     inputs: list[Path] = field(default_factory=list)
     policy_options: list[str] = field(default_factory=list)
+    # The pause families: copies of the real and Claude Code-shaped
+    # sessions with long gaps, under the shipped settings with and without
+    # cold turns (benchlib.cache.pauses).
+    pauses: bool = True
+
+
+@dataclass
+class PauseRun:
+    """The pause families' replay: its own policies (no masking, the
+    shipped settings with and without cold turns), sessions, figures,
+    summary (a group per pause family, and "all") and targets."""
+
+    policies: dict[str, ComparedPolicy]
+    sessions: list[Session]
+    figures: list[FamilySessionFigures]  # one per session, in the same order
+    summary: Summary
+    targets: list[TargetResult]
+    protocol: ProtocolResult
+    information: list[TargetResult]
+
+    @property
+    def requests(self) -> int:
+        return sum(len(session.request_ends) for session in self.sessions)
 
 
 @dataclass
@@ -60,6 +91,7 @@ class CacheRun:
     targets: list[TargetResult]
     protocol: ProtocolResult  # a target too: no protocol error in any policy
     information: list[TargetResult]  # checks shown that are not targets
+    pauses: PauseRun | None = None  # None: not in this run
 
     @property
     def requests(self) -> int:
@@ -112,8 +144,25 @@ def run_cache_benchmark(options: RunOptions) -> CacheRun:
     compared = choose_policies(options)
     policies = {name: choice.policy for name, choice in compared.items()}
     sessions = load_sessions(options)
+    paused = pause_sessions(sessions) if options.pauses else []
+    paused_compared = pause_policies(compared)
+    paused_policies = {name: choice.policy for name, choice in paused_compared.items()}
     tokens = MessageTokens(load_encoder())
-    figures = all_family_figures(sessions, policies, tokens, options.jobs, options.families)
+    # One pool for both, so that the paused sessions fill the time the
+    # others leave.
+    every = all_family_figures(
+        sessions + paused, policies, tokens, options.jobs, options.families,
+        policies_of=lambda session: paused_policies if session.kind in PAUSE_FAMILY_NAMES
+        else policies)
+    figures, paused_figures = every[:len(sessions)], every[len(sessions):]
     summary = aggregates(figures, list(policies))
+    pauses = None
+    if paused:
+        paused_summary = aggregates(paused_figures, list(paused_policies),
+                                    kinds=PAUSE_FAMILY_NAMES)
+        pauses = PauseRun(paused_compared, paused, paused_figures, paused_summary,
+                          evaluate(paused_summary, PAUSE_TARGETS),
+                          evaluate_protocol(paused_summary),
+                          evaluate(paused_summary, PAUSE_INFORMATION))
     return CacheRun(compared, options.families, sessions, figures, summary, evaluate(summary),
-                    evaluate_protocol(summary), evaluate(summary, INFORMATION))
+                    evaluate_protocol(summary), evaluate(summary, INFORMATION), pauses)

@@ -63,10 +63,12 @@ class GroupFigures:
 Summary = dict[str, dict[str, GroupFigures]]
 
 
-def session_groups(sessions: list[FamilySessionFigures]) -> dict[str, list[FamilySessionFigures]]:
-    """The groups the summary gives, each with its sessions; empty ones left out."""
+def session_groups(sessions: list[FamilySessionFigures],
+                   kinds: Sequence[str] = SESSION_KINDS) -> dict[str, list[FamilySessionFigures]]:
+    """The groups the summary gives, each with its sessions (a group per
+    kind of ``kinds``, then "all"); empty ones left out."""
     groups: dict[str, list[FamilySessionFigures]] = {}
-    for kind in SESSION_KINDS:
+    for kind in kinds:
         members = [s for s in sessions if s["kind"] == kind]
         if not members:
             continue
@@ -108,11 +110,12 @@ def _line_figures(members: Sequence[FamilySessionFigures], policy: str,
 
 
 def aggregates(sessions: list[FamilySessionFigures], policies: Sequence[str],
-               lines: Sequence[str] = LINE_NAMES) -> Summary:
+               lines: Sequence[str] = LINE_NAMES,
+               kinds: Sequence[str] = SESSION_KINDS) -> Summary:
     """policy -> group -> line -> mean, max (and its session), total ratio
     (sum of costs over sum of baseline costs), worst bill so far and the
-    sessions over 1.03x."""
-    groups = session_groups(sessions)
+    sessions over 1.03x; a group per kind of ``kinds`` and "all"."""
+    groups = session_groups(sessions, kinds)
     out: Summary = {}
     for policy in policies:
         per_group: dict[str, GroupFigures] = {}
