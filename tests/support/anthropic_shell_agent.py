@@ -7,7 +7,7 @@ Runs under the clients' Python (``OBSMASK_CLIENTS_PYTHON``), not the tests'
 one; the tests start it with ``run_shell_agent`` (below the script's part,
 imported only by the tests).
 
-    anthropic_shell_agent.py --base-url http://127.0.0.1:PORT --prompt TEXT
+    anthropic_shell_agent.py --base-url http://127.0.0.1:PORT [--base-url ...] --prompt TEXT
         [--max-turns 30] [--stream-turns 1,4] [--breakpoint last|none]
         [--first-breakpoint-turns 0,2]
 
@@ -34,7 +34,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 MODEL = "claude-stub-1"
@@ -102,7 +102,7 @@ def with_breakpoints(messages: list[Json], last: bool, first: bool) -> list[Json
     return out
 
 
-def run(base_url: str, prompt: str, max_turns: int, stream_turns: set[int],
+def run(base_urls: list[str], prompt: str, max_turns: int, stream_turns: set[int],
         breakpoint_last: bool, first_breakpoint_turns: set[int]) -> Json:
     import anthropic
     import httpx2
@@ -115,12 +115,14 @@ def run(base_url: str, prompt: str, max_turns: int, stream_turns: set[int],
     http_client = anthropic.DefaultHttpxClient(
         event_hooks={"request": [remember_body]}, trust_env=False
     )
-    client = anthropic.Anthropic(
-        base_url=base_url, api_key="test", max_retries=0, timeout=30, http_client=http_client
-    )
+    # Several base URLs: the requests take turns (a load balancer).
+    clients = [anthropic.Anthropic(base_url=base_url, api_key="test", max_retries=0,
+                                   timeout=30, http_client=http_client)
+               for base_url in base_urls]
     messages: list[Json] = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
     requests: list[Json] = []
     for turn in range(max_turns + 1):
+        client = clients[turn % len(clients)]
         stream = turn in stream_turns
         sent = with_breakpoints(messages, breakpoint_last, turn in first_breakpoint_turns)
         arguments = {
@@ -163,7 +165,7 @@ def _numbers(text: str) -> set[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--base-url", required=True, action="append")
     parser.add_argument("--prompt", required=True)
     parser.add_argument("--max-turns", type=int, default=30)
     parser.add_argument("--stream-turns", default="")
@@ -180,7 +182,8 @@ def main() -> None:
 
 
 def run_shell_agent(
-    clients_python: str, base_url: str, prompt: str, *, stream_turns: tuple[int, ...] = (),
+    clients_python: str, base_url: str | Sequence[str], prompt: str, *,
+    stream_turns: tuple[int, ...] = (),
     breakpoint: str = "none", first_breakpoint_turns: tuple[int, ...] = (),
     max_turns: int = 30, log: Callable[[], str] = str,
 ) -> Json:
@@ -189,9 +192,11 @@ def run_shell_agent(
     output and what ``log`` says then (mitmdump's output, say)."""
     # No proxy from the environment between the agent and 127.0.0.1.
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
     command = [
-        clients_python, str(Path(__file__).resolve()), "--base-url", base_url,
-        "--prompt", prompt, "--max-turns", str(max_turns),
+        clients_python, str(Path(__file__).resolve()),
+        *(part for url in urls for part in ("--base-url", url)), "--prompt", prompt,
+        "--max-turns", str(max_turns),
         "--stream-turns", ",".join(map(str, stream_turns)), "--breakpoint", breakpoint,
         "--first-breakpoint-turns", ",".join(map(str, first_breakpoint_turns)),
     ]
