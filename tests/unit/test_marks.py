@@ -1,8 +1,9 @@
-"""A client's cache breakpoints (``conversation/body/marks.py``): what
-compares histories across requests leaves ``cache_control`` out, and the
-breakpoint a client moves on (the last member of the last block of its
-latest message) is found in the bytes and in the parsed value alike, so
-the request as the client sends it next can be recognised."""
+"""A client's cache breakpoints (``conversation/billing/unmarked.py``,
+``conversation/body/closing_mark.py``): what compares histories across
+requests leaves ``cache_control`` out, and the breakpoint a client moves
+on (the last member of the last block of its latest message) is found in
+the bytes and in the parsed value alike, so the request as the client
+sends it next can be recognised."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.body.marks import closing_mark, unmarked, without_closing_mark
+from obsmask_core.conversation.billing.unmarked import unmarked
+from obsmask_core.conversation.body.closing_mark import closing_mark, without_closing_mark
 
 MARK = {"type": "ephemeral"}
 

@@ -1,5 +1,5 @@
 """Claude Code's requests reuse the previous request's work like any other
-client's (``conversation/frontier/checkpoints.py``, ``conversation/body/marks.py``).
+client's (``conversation/frontier/checkpoints.py``, ``conversation/billing/unmarked.py``).
 Claude Code moves its message breakpoint to the newest block on every
 request (and may end a request with a ``role: "system"`` reminder that
 carries it, or send a top-level ``cache_control``): the history compared

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from obsmask_core.conversation.body.marks import unmarked
+from obsmask_core.conversation.billing.unmarked import unmarked
 
 # What comes before the items in the provider's cache order.
 HEAD_MEMBERS = ("model", "tools", "system", "instructions")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from obsmask_core.conversation.body.marks import unmarked
+from obsmask_core.conversation.billing.unmarked import unmarked
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 
 # Conversations are told apart by their first items (``conversation_id``);
@@ -41,7 +41,7 @@ _JSON_TYPES_ONLY = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DA
 
 def items_json(items: Sequence[object]) -> bytes | None:
     """orjson's writing of the items, their ``cache_control`` members left
-    out (``marks``: the client moves them, the replay does not read them),
+    out (``unmarked``: the client moves them, the replay does not read them),
     or None if it cannot write them (an integer past 64 bits): such a
     request is replayed in full."""
     try:

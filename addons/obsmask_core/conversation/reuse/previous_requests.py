@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from obsmask_core.conversation.body.marks import without_closing_mark
+from obsmask_core.conversation.body.closing_mark import without_closing_mark
 from obsmask_core.conversation.planning.judgements import Judgement
 from obsmask_core.conversation.reuse.records import (
     Document,

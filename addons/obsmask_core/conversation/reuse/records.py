@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from obsmask_core.conversation.body.marks import closing_mark
+from obsmask_core.conversation.body.closing_mark import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
@@ -81,7 +81,7 @@ class PreviousRequest:
         """This request as its client's next request holds it when the
         client moves its breakpoint on (Claude Code): without the
         ``cache_control`` member that ends its latest item, in its body and
-        its masked body alike (``marks.closing_mark``); None when it has
+        its masked body alike (``closing_mark``); None when it has
         none there."""
         span = closing_mark(self.body, self.end)
         if span is None:
