@@ -2,7 +2,7 @@
 """Load, fault and speed benchmark: plain mitmproxy against mitmproxy with obsmask.
 
     python3 scripts/bench_load.py            # the full run (a few minutes)
-    python3 scripts/bench_load.py --quick    # under a minute (the tests run it)
+    python3 scripts/bench_load.py --quick    # a minute or so (the tests run it)
 
 Two mitmdump processes, both up for the whole run, each in reverse mode to
 a stub of its own (``benchlib.load.stub``) on 127.0.0.1: ``plain``
@@ -20,11 +20,14 @@ every round) of, for each proxy:
   fixtures/sessions/{chat,anthropic,responses}/ as Chat Completions
   requests (bodies of 20 KB to 1.5 MB, cut or grown from the sessions),
   Anthropic Messages and OpenAI Responses requests, some gzip-compressed,
-  answered with JSON or event streams; MCP calls with a 1 KB and a
-  200,000-character answer, direct and through the gateway (plain
-  mitmproxy sends the gateway's path on to the stub, which answers it as
-  the direct route: the same requests through both); bad bodies (declared
-  gzip and not, not JSON). The conversation bodies come as ``--bodies``
+  the Anthropic sessions again as Claude Code sends them
+  (``benchlib.load.claude_code``: its twelve tool definitions, its
+  reminders, its two marked system blocks and its moving breakpoint on the
+  last block of every request), answered with JSON or event streams; MCP
+  calls with a 1 KB and a 200,000-character answer, direct and through
+  the gateway (plain mitmproxy sends the gateway's path on to the stub,
+  which answers it as the direct route: the same requests through both);
+  bad bodies (declared gzip and not, not JSON). The conversation bodies come as ``--bodies``
   says (``benchlib.load.mix``): by default each client carries on
   conversations of its own, each request the one before with the model's
   answer and what followed added, as agents send them
@@ -41,6 +44,13 @@ every round) of, for each proxy:
 - then up to ``SETTLE_SECONDS`` for every connection to close: what is
   still open is counted from the stub's side (its open connections) and
   from mitmdump's (its TCP sockets in /proc/net/tcp, by state).
+
+Then, ``--shape-rounds`` times, a load phase of each shape of
+conversation traffic alone (``benchlib.load.shapes``: chat, anthropic,
+responses, claude_code; its JSON and event-stream kinds, the same
+clients, ``--shape-per-client`` requests each, carrying on their
+conversations), the proxies taking turns: the CPU time per request and
+the requests per second of one shape.
 
 Then the speed phases (``benchlib.load.speed``), the proxies again taking
 turns: ``--streams`` times each, an event stream of 200 events 10 ms apart
@@ -66,7 +76,14 @@ system of mitmdump, all its threads and its children, from
 per kind (with the count of each), the gateway's p50 over the direct MCP
 route's, the streams' longest gap; the ratios obsmask / plain; the no-load
 medians and what obsmask adds to them; and ``targets``, issue 15's, each
-with its value and whether it is met.
+with its value and whether it is met. ``speed.per_shape``: for each shape
+its load phases' figures for both proxies, the ratios obsmask / plain and
+issue 43's targets (CPU per request at most 2x plain's, requests per
+second at least 0.5x: reported, never enforced), and ``reuse_replayed``:
+the same traffic masked afterwards in this process (up to 8 agents, one
+masker with the shipped settings), how many requests were masked and how
+many of those made from the previous request's masked body
+(``--no-reuse-replay``: not).
 
 Read the ratios: the machine's noise moves every figure, and the clients
 and stubs run in this one Python process, which competes with mitmdump for
@@ -105,8 +122,9 @@ from benchlib.load.cases import (  # noqa: E402
     run_load,
     settle,
 )
-from benchlib.load.mix import AGENTS, BODY_MODES, MIX, Mix  # noqa: E402
+from benchlib.load.mix import AGENTS, BODY_MODES, MIX, SHAPE_KINDS, Mix, Request  # noqa: E402
 from benchlib.load.procfs import cpu_seconds, cpu_seconds_once_idle, open_tcp, rss_kib  # noqa: E402
+from benchlib.load.shapes import replay_reuse, shape_report  # noqa: E402
 from benchlib.load.speed import (  # noqa: E402
     BIG_TAG,
     LoadFigures,
@@ -117,6 +135,7 @@ from benchlib.load.speed import (  # noqa: E402
 )
 from benchlib.load.stub import LoadStub, load_stub  # noqa: E402
 from benchlib.mitmdump import ADDON, MitmdumpProcess  # noqa: E402
+from obsmask_core.offline.proxy_settings import settings_in_force  # noqa: E402
 
 SESSIONS = REPO / "fixtures" / "sessions"
 SETTINGS = REPO / "mitm.toml"
@@ -131,7 +150,7 @@ def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="2 rounds of 8 clients x 15 requests, faults twice, one stream "
-                             "(under a minute)")
+                             "(a minute or so)")
     parser.add_argument("--clients", type=int, default=None, help="default 50 (8 with --quick)")
     parser.add_argument("--per-client", type=int, default=None,
                         help="requests per client and round (default 60, 15 with --quick)")
@@ -147,7 +166,17 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--streams", type=int, default=None,
                         help="streams read under 10 MB bodies, per proxy (default 3, 1 with "
                              "--quick)")
+    parser.add_argument("--shape-rounds", type=int, default=1,
+                        help="load phases of each shape of conversation traffic alone "
+                             f"({', '.join(SHAPE_KINDS)}), per proxy (default 1; 0: none)")
+    parser.add_argument("--shape-per-client", type=int, default=60,
+                        help="requests per client in each shape's load phase (default 60)")
+    parser.add_argument("--no-reuse-replay", action="store_true",
+                        help="do not mask each shape's traffic in process afterwards to count "
+                             "the requests made from the previous masked body")
     args = parser.parse_args()
+    if args.shape_rounds < 0 or args.shape_per_client < 1:
+        parser.error("--shape-rounds must be at least 0, --shape-per-client at least 1")
     quick: bool = args.quick
     for name, full, short in (("clients", 50, 8), ("per_client", 60, 15), ("rounds", 4, 2),
                               ("fault_repeat", 5, 2), ("streams", 3, 1)):
@@ -219,6 +248,10 @@ class Variant:
         self.keep = Tally()
         self.speed = Tally()  # the requests of the speed phases
         self.figures = LoadFigures()
+        # The load phases of one shape at a time: their figures, by shape,
+        # and their requests, by kind.
+        self.shapes: dict[str, LoadFigures] = {}
+        self.shape_load: dict[str, Tally] = {}
         self.streams = Streams(big_body_bytes=len(bodies.chat_sized["10 MB"]))
         self.rss: list[int] = []
         self.gc: list[dict[str, int]] = []  # obsmask's, after each round
@@ -254,6 +287,25 @@ class Variant:
                           "stub_open": self.stub.open, "mitmdump_sockets": open_tcp(self.pid)})
         self.rss.append(rss_kib(self.pid))
 
+    def run_shape(self, shape: str, first: int, args: argparse.Namespace) -> None:
+        """One load phase of ``shape``'s kinds alone, its requests numbered
+        from ``first``; client ``c`` carries on its own conversations."""
+        progress(f"{self.name}: {shape} alone")
+        kinds, per_client = list(SHAPE_KINDS[shape]), args.shape_per_client
+
+        def request_for(n: int, turn: int) -> Request:
+            return self.mix.request(n, turn, kinds, client=(n - first) // per_client)
+
+        cpu_before, own_before = cpu_seconds(self.pid), _own_cpu_seconds()
+        started = time.perf_counter()
+        tallies = run_load(self.port, request_for, kinds, args.clients, per_client, first)
+        seconds = time.perf_counter() - started
+        own_after = _own_cpu_seconds()
+        self.shapes.setdefault(shape, LoadFigures()).add(
+            tallies, seconds, cpu_seconds_once_idle(self.pid) - cpu_before,
+            own_after - own_before)
+        _merge(self.shape_load, tallies)
+
     def settle(self) -> float:
         return settle(lambda: self.stub.open + sum(open_tcp(self.pid).values()), SETTLE_SECONDS)
 
@@ -264,12 +316,14 @@ class Variant:
 
     def report(self) -> dict[str, object]:
         output = self.proxy.output()
-        counted = [*self.load.values(), *self.faults.values(), self.keep, self.speed]
+        counted = [*self.load.values(), *self.faults.values(), self.keep, self.speed,
+                   *self.shape_load.values()]
         return {
             "load": {kind: t.as_json() for kind, t in self.load.items()},
             "load_requests_per_s": (round(self.figures.requests / self.figures.seconds, 1)
                                     if self.figures.seconds else 0),
             "keep_alive": self.keep.as_json(),
+            "shape_phases": {kind: t.as_json() for kind, t in self.shape_load.items()},
             "faults": {name: t.as_json() for name, t in self.faults.items()},
             "speed_phases": self.speed.as_json(),
             "errors": sum(t.errors for t in counted),
@@ -307,6 +361,19 @@ def speed_phases(variants: dict[str, Variant], args: argparse.Namespace) -> dict
                         {v: variants[v].streams for v in VARIANTS}, quiet, args.clients)
 
 
+def shape_phases(variants: dict[str, Variant], args: argparse.Namespace) -> None:
+    """Each shape's load phase, ``--shape-rounds`` times, the proxies taking
+    turns (who goes first swapped every phase)."""
+    phase = 0
+    for _ in range(args.shape_rounds):
+        for shape in SHAPE_KINDS:
+            first = args.rounds * args.clients * args.per_client \
+                + phase * args.clients * args.shape_per_client
+            for name in VARIANTS if phase % 2 == 0 else VARIANTS[::-1]:
+                variants[name].run_shape(shape, first, args)
+            phase += 1
+
+
 def main() -> None:
     args = parse_arguments()
     started = time.perf_counter()
@@ -315,7 +382,8 @@ def main() -> None:
         "quick": args.quick, "clients": args.clients, "per_client": args.per_client,
         "rounds": args.rounds, "fault_repeat": args.fault_repeat, "streams": args.streams,
         "keep_alive_requests": KEEP_ALIVE_REQUESTS, "mix": MIX,
-        "bodies": args.bodies,
+        "bodies": args.bodies, "shape_rounds": args.shape_rounds,
+        "shape_per_client": args.shape_per_client,
         "sessions": bodies.sessions,
     }
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
@@ -329,10 +397,21 @@ def main() -> None:
         for number in range(1, args.rounds + 1):
             for name in VARIANTS if number % 2 else VARIANTS[::-1]:
                 variants[name].run_round(number, args)
+        shape_phases(variants, args)
         speed = speed_phases(variants, args)
         for name in VARIANTS:
             report[name] = variants[name].report()
         report["speed"] = speed
+    shapes = [shape for shape in SHAPE_KINDS if shape in variants["obsmask"].shapes]
+    replayed = {}
+    if shapes and not args.no_reuse_replay:
+        progress("each shape's traffic masked in process")
+        replayed = replay_reuse(bodies, args.bodies, shapes, args.clients,
+                                args.shape_per_client,
+                                settings_in_force([], config=str(SETTINGS)).policy)
+    speed["per_shape"] = shape_report(
+        {shape: {name: variants[name].shapes[shape] for name in VARIANTS} for shape in shapes},
+        replayed)
     report["elapsed_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=2))
 

@@ -5,7 +5,8 @@ open. And its speed figures (issue 15) are all there and sane; never their
 values, which a shared machine's load moves. The run's clients carry on
 conversations as agents do (each request the one before with items added),
 and the speed phases send bodies obsmask has not seen: none is answered as
-a retry."""
+a retry. The Claude Code-shaped requests go through both proxies too, in
+the mix and in a load phase of their own, as each shape does."""
 
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ TARGETS = {
     "sse_longest_gap_ms_obsmask", "added_ms_chat_100KB", "added_ms_chat_1.5MB",
     "added_ms_mcp_200k_direct", "added_ms_mcp_200k_gateway", "gateway_over_direct_p50_obsmask",
 }
+SHAPES = {"chat", "anthropic", "responses", "claude_code"}
 NO_LOAD = {"chat 100 KB", "chat 280 KB", "chat 1.5 MB", "chat 10 MB", "mcp 200k direct",
            "mcp 200k gateway"}
 
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, object]:
-    """One --quick run for the module's tests (it takes half a minute)."""
+    """One --quick run for the module's tests (it takes a minute or so)."""
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench_load.py"), "--quick"],
         cwd=REPO, capture_output=True, text=True, timeout=240,
@@ -103,3 +105,27 @@ def test_the_no_load_cases_and_the_targets_say_what_they_measure(report):
         assert set(target) == {"value", "target", "met"} and isinstance(target["met"], bool)
     assert speed["targets_total"] == len(TARGETS)
     assert speed["targets_met"] == sum(t["met"] for t in speed["targets"].values())
+
+
+def test_each_shape_of_traffic_has_its_own_load_phase_its_ratios_and_its_reuse(report):
+    speed = report["speed"]
+    assert {"claude-code", "claude-code-sse"} <= set(report["mix"])
+    assert report["sessions"]["claude_code"] == report["sessions"]["anthropic"] > 0
+    per_shape = speed["per_shape"]
+    assert set(per_shape) == SHAPES
+    served = report["clients"] * report["shape_per_client"] * report["shape_rounds"]
+    for shape, figures in per_shape.items():
+        for variant in ("plain", "obsmask"):
+            assert figures[variant]["requests"] == served, (shape, variant)
+            assert figures[variant]["requests_per_s"] > 0
+            assert figures[variant]["cpu_ms_per_request"] > 0
+            kinds = report[variant]["shape_phases"]
+            assert all(kinds[kind]["requests"] > 0 for kind in figures["kinds"])
+        assert all(value > 0 for value in figures["ratios"].values()), shape
+        assert set(figures["targets"]) == {"cpu_per_request_obsmask_over_plain",
+                                           "requests_per_s_obsmask_over_plain"}
+        replayed = figures["reuse_replayed"]
+        assert replayed["requests"] == sum(replayed["outcomes"].values()) > 0
+        assert 0 <= replayed["reused"] <= replayed["masked"] > 0, shape
+    # Agents carry on their conversations: obsmask reuses some masked bodies.
+    assert per_shape["anthropic"]["reuse_replayed"]["reused"] > 0

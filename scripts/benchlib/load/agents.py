@@ -2,7 +2,10 @@
 own, as an agent does: one of Chat Completions (the ``chat``, ``chat-sse``
 and ``chat-gzip`` kinds of the mix go on with it, as an agent streams some
 answers and not others), one of 1.5 MB Chat Completions histories, one of
-Anthropic Messages and one of OpenAI Responses.
+Anthropic Messages, one of OpenAI Responses, and one of Anthropic Messages
+as Claude Code sends them (``claude_code.ClaudeCodeConversation``: written
+as Claude Code writes them, its moving breakpoint on the last block of
+each request).
 
 An agent sends its whole history again with every request: each request of
 a conversation is the one before with the model's answer and what followed
@@ -23,7 +26,9 @@ group, back to the start after the last one.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 # The items a model writes: a run of them is one answer, and a request of
 # the conversation ends just before each answer.
@@ -37,6 +42,15 @@ def _written_by_model(item: object) -> bool:
     if not isinstance(item, dict):
         return False
     return item.get("role") in _MODEL_ROLES or item.get("type") in _MODEL_TYPES
+
+
+class Replayed(Protocol):
+    """A session as the requests of agents' conversations."""
+
+    @property
+    def ends(self) -> tuple[int, ...]: ...
+
+    def request(self, step: int, first_item: bytes) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,7 @@ class Agents:
     """Where each client's conversation of each group stands. A client is
     one thread, and only it touches its own conversations."""
 
-    def __init__(self, conversations: dict[str, list[Conversation]]) -> None:
+    def __init__(self, conversations: Mapping[str, Sequence[Replayed]]) -> None:
         self.conversations = conversations  # by group of sessions
         self._steps: dict[tuple[int, str], int] = {}
 

@@ -1,6 +1,7 @@
 """The request bodies of the load benchmark, made from the real agent
 sessions of fixtures/sessions/{chat,anthropic,responses}/ (ten of each, the
-last request of each session, 60-280 KB).
+last request of each session, 60-280 KB), and the Anthropic ones as Claude
+Code sends them (``claude_code``: 130-350 KB).
 
 A Chat Completions body of another size is one of these sessions with its
 message list cut or grown, and still a valid request: cut after a whole
@@ -16,6 +17,9 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchlib.load.claude_code import claude_code_of, last_request
+from obsmask_core.offline.cache.sessions import Session
 
 KB = 1000
 MB = 1000 * KB
@@ -109,7 +113,10 @@ class Bodies:
     responses: list[bytes]
     chat_gzip: list[bytes]  # ``chat``, gzip-compressed
     anthropic_gzip: list[bytes]
-    sessions: dict[str, int]  # how many of each format
+    # The Anthropic sessions as Claude Code sends them, and their last requests.
+    claude_code_sessions: list[Session]
+    claude_code: list[bytes]
+    sessions: dict[str, int]  # how many of each format (and of claude_code)
 
 
 def _sessions(folder: Path) -> list[bytes]:
@@ -134,10 +141,14 @@ def build_bodies(sessions_folder: Path) -> Bodies:
         "10 MB": chat_body(largest, 10 * MB),
     }
     chat_large = [chat_body(session, 1500 * KB) for session in chat]
+    claude_code = claude_code_of(sessions_folder)
     return Bodies(
         chat=mixed, chat_whole=chat, chat_sized=sized, chat_large=chat_large, anthropic=anthropic,
         responses=responses,
         chat_gzip=[gzip.compress(body, 6) for body in mixed],
         anthropic_gzip=[gzip.compress(body, 6) for body in anthropic],
-        sessions={"chat": len(chat), "anthropic": len(anthropic), "responses": len(responses)},
+        claude_code_sessions=claude_code,
+        claude_code=[last_request(session) for session in claude_code],
+        sessions={"chat": len(chat), "anthropic": len(anthropic), "responses": len(responses),
+                  "claude_code": len(claude_code)},
     )

@@ -10,6 +10,9 @@ The kinds, in the order the clients take them (``MIX``):
   (a session's tool turns repeated with fresh ids), event stream;
 - ``anthropic``, ``anthropic-sse``, ``anthropic-gzip``: the Anthropic
   Messages sessions (``POST /v1/messages``), the last one compressed;
+- ``claude-code``, ``claude-code-sse``: the same sessions as Claude Code
+  sends them (``claude_code``: its tool definitions, its reminders, its
+  two marked system blocks and its moving breakpoint on the last block);
 - ``responses``, ``responses-sse``: the OpenAI Responses sessions
   (``POST /v1/responses``);
 - ``mcp``, ``mcp-gateway``: a ``tools/call`` with a 1 KB answer, on the
@@ -27,6 +30,7 @@ computed here from the README's rule, not by obsmask's code."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import itertools
 import json
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 
 from benchlib.load.agents import Agents, Conversation, first_item
 from benchlib.load.bodies import Bodies
+from benchlib.load.claude_code import ClaudeCodeConversation
 from benchlib.load.stub import ANSWERS, mcp_answer
 
 CHAT = "/v1/chat/completions"
@@ -46,8 +51,16 @@ MAX_CHARS, HEAD_CHARS, TAIL_CHARS = 4000, 2000, 2000
 MARKER = "\n... [OBSMASK_TRUNCATED original_chars={chars} head={head} tail={tail}] ...\n"
 
 MIX = ["chat", "chat-sse", "anthropic", "mcp", "responses-sse", "chat-gzip", "mcp-200k",
-       "anthropic-sse", "chat-1.5mb", "bad-gzip", "mcp-gateway", "responses",
-       "mcp-200k-gateway", "anthropic-gzip", "bad-json"]
+       "anthropic-sse", "claude-code", "chat-1.5mb", "bad-gzip", "mcp-gateway", "responses",
+       "mcp-200k-gateway", "anthropic-gzip", "claude-code-sse", "bad-json"]
+# The kinds of each shape of conversation traffic, for the load phases of
+# one shape at a time: a JSON answer and an event stream each, no gzip.
+SHAPE_KINDS: dict[str, tuple[str, ...]] = {
+    "chat": ("chat", "chat-sse"),
+    "anthropic": ("anthropic", "anthropic-sse"),
+    "responses": ("responses", "responses-sse"),
+    "claude_code": ("claude-code", "claude-code-sse"),
+}
 
 
 @dataclass(frozen=True)
@@ -155,6 +168,8 @@ class Mix:
             "chat_large": [Conversation.of(body, "messages") for body in bodies.chat_large],
             "anthropic": [Conversation.of(body, "messages") for body in bodies.anthropic],
             "responses": [Conversation.of(body, "input") for body in bodies.responses],
+            "claude_code": [ClaudeCodeConversation(session)
+                            for session in bodies.claude_code_sessions],
         }) if mode == AGENTS else None
 
     def next_request_pair(self, size: str) -> tuple[bytes, bytes]:
@@ -175,13 +190,15 @@ class Mix:
         """``body`` as it is, or when fresh one never sent before."""
         return numbered_body(body, next(self._serial)) if self.fresh else body
 
-    def _conversation_body(self, kind: str, n: int, sessions: str, bodies: list[bytes],
-                           compressed: list[bytes] | None = None) -> bytes:
+    def _conversation_body(self, kind: str, n: int, client: int | None, sessions: str,
+                           bodies: list[bytes], compressed: list[bytes] | None = None) -> bytes:
         """The body of request ``n`` of ``kind``: an agent's next request,
         a fresh body or a repeated one (gzip-compressed when ``compressed``
-        holds the repeated ones compressed)."""
+        holds the repeated ones compressed). The agent is ``client``, or
+        the client that sends request ``n`` when None."""
         if self.agents is not None:
-            client = (n // self.per_client) % self.clients
+            if client is None:
+                client = (n // self.per_client) % self.clients
             body = self.agents.body(client, kind, sessions)
         elif compressed is not None and not self.fresh:
             return _pick(compressed, n)
@@ -190,38 +207,39 @@ class Mix:
         # Compressed per request at level 1: this process pays it.
         return gzip.compress(body, 1) if compressed is not None else body
 
-    def request(self, n: int, turn: int) -> Request:
-        """Request ``n`` (its id and body), of the kind ``MIX[turn]`` (modulo)."""
-        return self.of_kind(MIX[turn % len(MIX)], n)
+    def request(self, n: int, turn: int, kinds: list[str] = MIX,
+                client: int | None = None) -> Request:
+        """Request ``n`` (its id and body), of the kind ``kinds[turn]``
+        (modulo), sent by ``client`` (None: the client that sends request
+        ``n`` in a round: ``cases.run_load`` numbers them)."""
+        return self.of_kind(kinds[turn % len(kinds)], n, client)
 
-    def of_kind(self, kind: str, n: int) -> Request:
+    def of_kind(self, kind: str, n: int, client: int | None = None) -> Request:
         b = self.bodies
+        body = functools.partial(self._conversation_body, kind, n, client)
         sse = kind.endswith("-sse") or kind == "chat-1.5mb"
         match kind:
             case "chat" | "chat-sse":
-                return conversation_request(
-                    kind, CHAT, n, self._conversation_body(kind, n, "chat", b.chat), sse)
+                return conversation_request(kind, CHAT, n, body("chat", b.chat), sse)
             case "chat-gzip":
-                return conversation_request(
-                    kind, CHAT, n, self._conversation_body(kind, n, "chat", b.chat, b.chat_gzip),
-                    sse, "gzip")
+                return conversation_request(kind, CHAT, n, body("chat", b.chat, b.chat_gzip),
+                                            sse, "gzip")
             case "chat-1.5mb":
-                return conversation_request(
-                    kind, CHAT, n, self._conversation_body(kind, n, "chat_large", b.chat_large),
-                    sse)
+                return conversation_request(kind, CHAT, n, body("chat_large", b.chat_large),
+                                            sse)
             case "anthropic" | "anthropic-sse":
-                return conversation_request(
-                    kind, ANTHROPIC, n,
-                    self._conversation_body(kind, n, "anthropic", b.anthropic), sse)
+                return conversation_request(kind, ANTHROPIC, n, body("anthropic", b.anthropic),
+                                            sse)
             case "anthropic-gzip":
                 return conversation_request(
-                    kind, ANTHROPIC, n,
-                    self._conversation_body(kind, n, "anthropic", b.anthropic, b.anthropic_gzip),
-                    sse, "gzip")
-            case "responses" | "responses-sse":
+                    kind, ANTHROPIC, n, body("anthropic", b.anthropic, b.anthropic_gzip), sse,
+                    "gzip")
+            case "claude-code" | "claude-code-sse":
                 return conversation_request(
-                    kind, RESPONSES, n,
-                    self._conversation_body(kind, n, "responses", b.responses), sse)
+                    kind, ANTHROPIC, n, body("claude_code", b.claude_code), sse)
+            case "responses" | "responses-sse":
+                return conversation_request(kind, RESPONSES, n, body("responses", b.responses),
+                                            sse)
             case "mcp":
                 return mcp_request(n)
             case "mcp-gateway":

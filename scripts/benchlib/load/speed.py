@@ -372,8 +372,9 @@ def _actions(connections: dict[str, http.client.HTTPConnection],
 # The report ---------------------------------------------------------------------
 
 
-def _target(value: float | None, limit: float, at_most: bool = True,
-            unit: str = "") -> dict[str, object]:
+def target(value: float | None, limit: float, at_most: bool = True,
+           unit: str = "") -> dict[str, object]:
+    """A target: its value, its bound, and whether it is met."""
     met = value is not None and (value <= limit if at_most else value >= limit)
     return {"value": value, "target": f"{'<=' if at_most else '>='} {limit:g}{unit}", "met": met}
 
@@ -406,16 +407,16 @@ def speed_report(load: dict[str, LoadFigures], streams: dict[str, Streams],
 
     gap = streams["obsmask"]
     targets = {
-        "cpu_per_request_obsmask_over_plain": _target(ratios["cpu_per_request"], 2),
-        "requests_per_s_obsmask_over_plain": _target(ratios["requests_per_s"], 0.5, False),
+        "cpu_per_request_obsmask_over_plain": target(ratios["cpu_per_request"], 2),
+        "requests_per_s_obsmask_over_plain": target(ratios["requests_per_s"], 0.5, False),
         # No figure when the stream was not streamed (its gaps say nothing).
-        "sse_longest_gap_ms_obsmask": _target(_ms(gap.longest_gap_s) if gap.streamed else None,
-                                              100, unit=" ms"),
-        "added_ms_chat_100KB": _target(added_ms("chat 100 KB"), 1, unit=" ms"),
-        "added_ms_chat_1.5MB": _target(added_ms("chat 1.5 MB"), 10, unit=" ms"),
-        "added_ms_mcp_200k_direct": _target(added_ms("mcp 200k direct"), 3, unit=" ms"),
-        "added_ms_mcp_200k_gateway": _target(added_ms("mcp 200k gateway"), 3, unit=" ms"),
-        "gateway_over_direct_p50_obsmask": _target(
+        "sse_longest_gap_ms_obsmask": target(_ms(gap.longest_gap_s) if gap.streamed else None,
+                                             100, unit=" ms"),
+        "added_ms_chat_100KB": target(added_ms("chat 100 KB"), 1, unit=" ms"),
+        "added_ms_chat_1.5MB": target(added_ms("chat 1.5 MB"), 10, unit=" ms"),
+        "added_ms_mcp_200k_direct": target(added_ms("mcp 200k direct"), 3, unit=" ms"),
+        "added_ms_mcp_200k_gateway": target(added_ms("mcp 200k gateway"), 3, unit=" ms"),
+        "gateway_over_direct_p50_obsmask": target(
             _ratio(obsmask.p50("mcp-200k-gateway"), obsmask.p50("mcp-200k")), 1.2),
     }
     return {

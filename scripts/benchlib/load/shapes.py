@@ -1,0 +1,148 @@
+"""The load benchmark per shape of conversation traffic: after the mixed
+rounds, a load phase of each shape alone (``mix.SHAPE_KINDS``: ``chat``,
+``anthropic``, ``responses``, ``claude_code``, each its JSON and its
+event-stream kind), the proxies taking turns, so that the CPU time per
+request and the requests per second of each proxy are those of one shape.
+
+- ``shape_report``: each shape's figures for both proxies, the ratios
+  obsmask / plain, and issue 43's targets (CPU per request at most 2x
+  plain mitmproxy's, requests per second at least 0.5x), each with its
+  value and whether it is met (reported, never enforced);
+- ``replay_reuse``: the same traffic of one shape masked in this process
+  (a fresh mix, ``REPLAY_CLIENTS`` agents at most, their requests
+  interleaved as the clients send them, one masker with the proxy's
+  settings): how many requests were masked, and of those how many were
+  made from the previous request's masked body (``reused``), which no
+  figure of the proxy says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import orjson
+
+from benchlib.load.bodies import Bodies
+from benchlib.load.mix import SHAPE_KINDS, Mix
+from benchlib.load.speed import LoadFigures, percentile, target
+from obsmask_core.conversation.masking.masker import Masker
+from obsmask_core.conversation.masking.outcomes import Masked
+from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+
+# The in-process replay: at most this many agents, each sending as many
+# requests as a client of the load phase.
+REPLAY_CLIENTS = 8
+SHAPE_FORMATS: dict[str, WireFormat] = {
+    "chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES, "claude_code": ANTHROPIC}
+
+
+def _figures(f: LoadFigures) -> dict[str, object]:
+    every = [s for values in f.latencies.values() for s in values]
+    return {
+        "requests": f.requests,
+        "seconds": round(f.seconds, 2),
+        "requests_per_s": round(f.requests / f.seconds, 1) if f.seconds else 0.0,
+        "cpu_ms_per_request": (round(f.cpu_seconds * 1000 / f.requests, 3)
+                               if f.requests else 0.0),
+        "benchmark_process_cpu_s": round(f.client_cpu_seconds, 2),
+        "latency_p50_ms": round(percentile(every, 0.5) * 1000, 2),
+        "latency_p99_ms": round(percentile(every, 0.99) * 1000, 2),
+    }
+
+
+def _ratio(over: float, under: float) -> float | None:
+    return round(over / under, 3) if under else None
+
+
+@dataclass(frozen=True)
+class ReuseCount:
+    """A shape's traffic masked in process."""
+
+    requests: int
+    outcomes: dict[str, int]  # by outcome: Masked, Unchanged...
+    reused: int  # masked requests made from the previous request's masked body
+    mask_ms: float  # in all
+    orjson_ms: float  # an orjson round trip of every body, in all
+
+    def as_json(self) -> dict[str, object]:
+        masked = self.outcomes.get("Masked", 0)
+        return {
+            "requests": self.requests, "outcomes": self.outcomes, "masked": masked,
+            "reused": self.reused,
+            "reused_of_masked": round(self.reused / masked, 3) if masked else None,
+            "mask_ms_per_request": round(self.mask_ms / self.requests, 3) if self.requests
+            else None,
+            "mask_over_orjson": _ratio(self.mask_ms, self.orjson_ms),
+        }
+
+
+def _replay(mix: Mix, shape: str, agents: int, per_client: int,
+            policy: MaskPolicy) -> ReuseCount:
+    kinds = list(SHAPE_KINDS[shape])
+    fmt = SHAPE_FORMATS[shape]
+    masker = Masker(policy)
+    outcomes: Counter[str] = Counter()
+    reused = 0
+    mask_s = orjson_s = 0.0
+    for i in range(per_client):
+        for c in range(agents):
+            body = mix.request(c * per_client + i, c + i, kinds, client=c).body
+            started = time.perf_counter()
+            outcome = masker.mask(body, fmt)
+            masked_at = time.perf_counter()
+            orjson.dumps(orjson.loads(body))
+            mask_s += masked_at - started
+            orjson_s += time.perf_counter() - masked_at
+            outcomes[type(outcome).__name__] += 1
+            reused += isinstance(outcome, Masked) and outcome.reused
+    return ReuseCount(agents * per_client, dict(sorted(outcomes.items())), reused,
+                      mask_s * 1000, orjson_s * 1000)
+
+
+def replay_reuse(bodies: Bodies, mode: str, shapes: list[str], clients: int, per_client: int,
+                 policy: MaskPolicy) -> dict[str, ReuseCount]:
+    """For each of ``shapes``: ``clients`` agents (at most
+    ``REPLAY_CLIENTS``) sending ``per_client`` requests of the shape each,
+    as its load phase sends them (a fresh mix in ``mode``), one request of
+    each in turn, masked by a masker of its own under ``policy``."""
+    agents = min(clients, REPLAY_CLIENTS)
+    mix = Mix(bodies, cuts=True, mode=mode, clients=agents, per_client=per_client)
+    return {shape: _replay(mix, shape, agents, per_client, policy) for shape in shapes}
+
+
+def shape_report(figures: dict[str, dict[str, LoadFigures]],
+                 replayed: dict[str, ReuseCount]) -> dict[str, object]:
+    """shape -> its kinds, each proxy's figures, the ratios obsmask /
+    plain, the targets, and (when replayed) its reuse in process."""
+    report: dict[str, object] = {}
+    for shape, by_variant in figures.items():
+        plain, obsmask = by_variant["plain"], by_variant["obsmask"]
+
+        def per_request(f: LoadFigures) -> float:
+            return f.cpu_seconds / f.requests if f.requests else 0.0
+
+        def rate(f: LoadFigures) -> float:
+            return f.requests / f.seconds if f.seconds else 0.0
+
+        ratios = {
+            "cpu_per_request": _ratio(per_request(obsmask), per_request(plain)),
+            "requests_per_s": _ratio(rate(obsmask), rate(plain)),
+        }
+        targets = {
+            "cpu_per_request_obsmask_over_plain": target(ratios["cpu_per_request"], 2),
+            "requests_per_s_obsmask_over_plain": target(ratios["requests_per_s"], 0.5, False),
+        }
+        report[shape] = {
+            "kinds": list(SHAPE_KINDS[shape]),
+            "plain": _figures(plain),
+            "obsmask": _figures(obsmask),
+            "ratios": ratios,
+            "targets": targets,
+            "targets_met": sum(bool(t["met"]) for t in targets.values()),
+            "targets_total": len(targets),
+            **({"reuse_replayed": replayed[shape].as_json()} if shape in replayed else {}),
+        }
+    return report
