@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from obsmask_core.conversation.billing.breakpoints import grown_layout, read_layout
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import RewriteOutcome
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
@@ -91,3 +92,17 @@ def test_every_request_resumes_from_the_previous_one_and_plans_what_a_fresh_repl
         assert (type(fresh), getattr(fresh, "body", None), fresh.plan) == (
             type(outcome), getattr(outcome, "body", None), outcome.plan)
     assert any(outcome.plan is not None and outcome.plan.masked for outcome in outcomes)
+
+
+@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic"])
+def test_a_grown_requests_breakpoints_are_the_kept_ones_and_the_added_items(shape: str) -> None:
+    """The layout of a request grown from the previous one is the previous
+    request's (its closing breakpoint dropped when the client moved it on)
+    and its added items': what reading every item finds."""
+    sent = [json.loads(body) for body in bodies(shape)]
+    for before, after in zip(sent, sent[1:]):
+        kept = read_layout(before, before["messages"])
+        count = len(before["messages"])
+        dropped = before["messages"][-1] != after["messages"][count - 1]
+        grown = grown_layout(kept, after["messages"][count:], dropped)
+        assert grown == read_layout(after, after["messages"]), shape

@@ -22,7 +22,7 @@ frontier is written anyway, and one of the four slots is free.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from obsmask_core.conversation.billing.price_models import PriceModel
 
@@ -197,6 +197,32 @@ def read_layout(members: Mapping[str, object], items: Sequence[object],
         minimum_tokens=minimum_tokens,
         top_level=top_level if isinstance(top_level, dict) else None,
     )
+
+
+def grown_layout(previous: CacheLayout, added: Sequence[object],
+                 dropped_closing: bool) -> CacheLayout | None:
+    """The layout of a request that is ``previous``'s with ``added`` items
+    after its own, every byte before and after its list the same (its
+    tools, system and top-level ``cache_control``: the fast path proved
+    it), without the breakpoint that closed it when ``dropped_closing``
+    (a client that moved it on). None when it cannot be told without
+    reading every item: a breakpoint dropped and none added, whose control
+    would be an earlier one's."""
+    found = [control for item in added
+             for control in _controls(item.get("content") if isinstance(item, dict)
+                                      and isinstance(item.get("content"), list) else [])]
+    automatic = previous.top_level is not None
+    if dropped_closing and not found and not automatic:
+        return None
+    inside = previous.in_messages - automatic - dropped_closing + len(found)
+    last = added[-1] if added else None
+    last_content = last.get("content") if isinstance(last, dict) else None
+    last_marked = bool(_controls(last_content)) if isinstance(last_content, list) else False
+    if not added:
+        last_marked = previous.marks_end and not automatic and not dropped_closing
+    control = previous.top_level if automatic else (found[-1] if found else previous.control)
+    return replace(previous, in_messages=inside + automatic,
+                   marks_end=last_marked or automatic, control=control)
 
 
 def blocks_of(item: object) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.reuse.hint import (
@@ -23,7 +24,8 @@ from obsmask_core.conversation.turns.wire_formats import WireFormat
 def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat, *,
                  recall: bool, end: int, plan: MaskPlan, outcome: RewriteOutcome,
                  masked_end: int | None, items: Sequence[object], indexed: IndexedItems,
-                 grew_from: PreviousRequest | None, reuse: Reuse | None) -> None:
+                 grew_from: PreviousRequest | None, reuse: Reuse | None,
+                 layout: CacheLayout | None = None) -> None:
     """Keep ``request`` in ``previous`` for the next request, in place of
     the one it grew from (``grew_from``: it is this one's past, even when
     this one was masked anew), when it went out masked or unchanged and the
@@ -44,6 +46,6 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
             # body is this one with whole values replaced before that point
             # and the same bytes after it.
             end_proven=request.list_end is not None or masked_end is not None,
-            conversation=settled_name(plan, reuse, items)),
+            conversation=settled_name(plan, reuse, items), layout=layout),
         replaces=grew_from, document=document_of(request), indexed=indexed,
         judgements=plan.judgements if not recall else ())

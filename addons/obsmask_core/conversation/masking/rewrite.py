@@ -23,6 +23,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     CACHE_CONTROL,
     DEFAULT_MINIMUM_TOKENS,
     CacheLayout,
+    grown_layout,
     read_layout,
 )
 from obsmask_core.conversation.billing.cache_lifetime import NEVER_COLD, cache_lifetime
@@ -130,7 +131,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         quick, reuse = None, None
     # Plan.
     price = _price(request, policy, fmt)
-    layout = _layout(request, items, policy, fmt, price)
+    layout = _layout(request, items, policy, fmt, price, reuse)
     name = reuse.previous.conversation if reuse is not None else None
     found, key = _from_last_seen(request, request.items, index.answer_starts, policy, fmt, layout,
                                  price, visit)
@@ -153,7 +154,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     if quick is not None and previous is not None and end is not None:
         keep_request(previous, quick, fmt, recall=recall, end=end, plan=plan,
                      outcome=outcome, masked_end=masked_end, items=items, indexed=indexed,
-                     grew_from=grown.record if grown is not None else None, reuse=reuse)
+                     grew_from=grown.record if grown is not None else None, reuse=reuse,
+                     layout=layout)
     return outcome
 
 
@@ -166,14 +168,20 @@ def _price(request: ReadBody, policy: MaskPolicy, fmt: WireFormat) -> RequestPri
 
 
 def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
-            fmt: WireFormat, price: RequestPrice | None) -> CacheLayout | None:
+            fmt: WireFormat, price: RequestPrice | None,
+            reuse: Reuse | None) -> CacheLayout | None:
     """An Anthropic request's breakpoints, when the ledger or the frontier
-    breakpoint needs them."""
+    breakpoint needs them: from the kept request's and the added items'
+    when the body grew from it (``reuse``), else read from every item."""
     if fmt is not ANTHROPIC or not (policy.frontier_breakpoint
                                     or has_cache(policy.price_model)):
         return None
-    return read_layout(request.members, items, minimum_tokens=price.minimum_tokens
-                       if price is not None else DEFAULT_MINIMUM_TOKENS)
+    minimum = price.minimum_tokens if price is not None else DEFAULT_MINIMUM_TOKENS
+    kept = reuse.previous.layout if reuse is not None else None
+    if reuse is not None and kept is not None and kept.minimum_tokens == minimum \
+            and (grown := grown_layout(kept, reuse.added, reuse.grown.kept is not None)):
+        return grown
+    return read_layout(request.members, items, minimum_tokens=minimum)
 
 
 def _from_last_seen(request: ReadBody, items: Sequence[object], answer_starts: Sequence[int],

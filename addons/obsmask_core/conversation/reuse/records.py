@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.body.closing_mark import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
@@ -63,6 +64,9 @@ class PreviousRequest:
     in_a_row: int = 1
     end_proven: bool = False
     conversation: ConversationName | None = None
+    # Its breakpoints (an Anthropic request's, when read): the next
+    # request's are these and its added items' (``grown_layout``).
+    layout: CacheLayout | None = None
 
     @property
     def tail(self) -> bytes:
