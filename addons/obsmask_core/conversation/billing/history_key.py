@@ -58,17 +58,19 @@ def history_key(members: Mapping[str, object], items: Sequence[object],
     """The key of the request of ``items`` whose other members are
     ``members``; ``answer_starts``: where the model's answers begin among
     the items, in order (the previous request ended before the latest)."""
-    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    digest.update(_written([members.get(name) for name in HEAD_MEMBERS]))
+    digest = hashlib.sha256(_written([members.get(name) for name in HEAD_MEMBERS]))
     at = bisect.bisect_left(answer_starts, len(items)) - 1
     start = answer_starts[at] if at >= 0 else 0
     previous: str | None = None
-    for number, item in enumerate(items):
-        if number == start and start > 0:
-            previous = "h-" + digest.hexdigest()
-        # One item at a time, each closed by a newline (orjson writes none
-        # inside a value): the same history gives the same digest whatever
-        # request it ends.
-        digest.update(_written(item))
+    # The items' writing without the list's brackets, in two parts: the
+    # history up to the previous request's end, then the rest. Hashed one
+    # after the other they make the digest of the whole (the previous
+    # request's own key is the first part's), whatever request ends it.
+    if start > 0:
+        digest.update(b"\n" + _written(list(items[:start]))[1:-1])
+        previous = "h-" + digest.hexdigest()[:2 * DIGEST_BYTES]
+        digest.update(b",")
+    else:
         digest.update(b"\n")
-    return HistoryKey("h-" + digest.hexdigest(), previous)
+    digest.update(_written(list(items[start:]))[1:-1])
+    return HistoryKey("h-" + digest.hexdigest()[:2 * DIGEST_BYTES], previous)

@@ -9,19 +9,38 @@ from __future__ import annotations
 
 import re
 
-# A cache_control member as orjson writes it (compact): after a ``,``
-# (removed with it), or opening its object (then the comma after it goes).
-# Inside a string every quote is escaped, so neither form can match there.
-# Its value is a flat object ({"type": "ephemeral", "ttl": "1h"}); one that
-# nests stays (a history that compares unequal: work redone, nothing wrong).
-_AFTER_A_MEMBER = re.compile(rb',"cache_control":\{[^{}]*\}')
-_FIRST_MEMBER = re.compile(rb'\{"cache_control":\{[^{}]*\},?')
+# A cache_control member as orjson writes it (compact), from its name to
+# its value's end. Its value is a flat object ({"type": "ephemeral", "ttl":
+# "1h"}); one that nests stays (a history that compares unequal: work
+# redone, nothing wrong). Inside a string every quote is escaped: a name
+# preceded by ``,`` or ``{`` is a member.
+_MEMBER = re.compile(rb'"cache_control":\{[^{}]*\}')
 _MARK = b'"cache_control"'
+_COMMA, _OPEN = ord(","), ord("{")
 
 
 def unmarked(written: bytes) -> bytes:
     """orjson's compact writing of a value, its ``cache_control`` members
-    left out (the bytes themselves when it has none)."""
-    if _MARK not in written:
+    left out with the comma that separated each (the bytes themselves when
+    it has none). Found with ``bytes.find``: a body holds a handful."""
+    at = written.find(_MARK)
+    if at < 0:
         return written
-    return _FIRST_MEMBER.sub(b"{", _AFTER_A_MEMBER.sub(b"", written))
+    parts: list[bytes] = []
+    kept_from = 0
+    while at >= 0:
+        member = _MEMBER.match(written, at)
+        before = written[at - 1] if at > 0 else None
+        if member is None or before not in (_COMMA, _OPEN):
+            at = written.find(_MARK, at + 1)
+            continue
+        start, stop = at, member.end()
+        if before == _COMMA:
+            start -= 1  # the comma before it goes with it
+        elif written[stop:stop + 1] == b",":
+            stop += 1  # the first member: the comma after it goes
+        parts.append(written[kept_from:start])
+        kept_from = stop
+        at = written.find(_MARK, stop)
+    parts.append(written[kept_from:])
+    return b"".join(parts)
