@@ -31,7 +31,8 @@ splicing the bytes) and ``billing/`` and ``usage/`` lean on no other room;
 ``turns/`` (the one turn model) on ``body/``; ``settings/`` on ``turns/`` and
 ``billing/``; ``frontier/`` (the replay over the history) on those three;
 ``planning/`` on those and ``frontier/``; ``reuse/`` (the fast path) on
-``body/``, ``turns/``, ``settings/``, ``frontier/`` and ``planning/``;
+``body/``, ``turns/``, ``billing/`` (a kept request's breakpoints),
+``settings/``, ``frontier/`` and ``planning/``;
 ``masking/`` (the rewrite and the masker) on any room but ``usage/`` and
 ``view/``; ``view/`` on any room but ``usage/``. Nothing but ``__init__.py``
 sits at the top of ``conversation/``.
@@ -66,7 +67,7 @@ CONVERSATION_MAY_IMPORT = {
     "settings": {"turns", "billing"},
     "frontier": {"turns", "billing", "settings"},
     "planning": {"turns", "billing", "settings", "frontier"},
-    "reuse": {"body", "turns", "settings", "frontier", "planning"},
+    "reuse": {"body", "turns", "billing", "settings", "frontier", "planning"},
     "masking": {"body", "turns", "billing", "settings", "frontier", "planning", "reuse"},
     "view": {"body", "turns", "billing", "settings", "frontier", "planning", "reuse",
              "masking"},

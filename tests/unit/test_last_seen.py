@@ -128,20 +128,59 @@ def test_clear_forgets_every_conversation():
 # Known by its history -------------------------------------------------------------------
 
 
-def test_a_visit_moves_the_conversations_entry_from_its_previous_request_to_its_own():
-    """The table holds one entry a conversation, under its latest
-    request's history: the previous request's key is gone, and a retry of
-    the latest request finds it under its own."""
-    table, keys = LastSeen(), HistoryKeys()
+def test_a_visit_carries_the_conversation_on_to_its_latest_requests_history():
+    """Each request finds its conversation under its previous request's
+    history and carries it on under its own; a retry of the latest request
+    finds it under its own. The entries left behind go first when the table
+    is full: the latest one stays."""
+    table, keys = LastSeen(conversations=3), HistoryKeys()
     for end in range(3, 30, 2):
         key = keys.of("a", end)
         table.visit(key, end * 10.0, end, FIVE_MINUTES)
-        assert len(table) == 1
         assert table.sighting(HistoryKey(key.own, None)) == (end * 10.0, WARM)
-        if key.previous is not None:
-            assert table.sighting(HistoryKey(key.previous, None)) is None
+        assert len(table) <= 3
     table.visit(keys.of("a", 29), 300.0, 29, FIVE_MINUTES)  # a retry
-    assert len(table) == 1 and table.sighting(HistoryKey(own_key("a", 29), None)) is not None
+    assert table.sighting(HistoryKey(own_key("a", 29), None)) == (300.0, WARM)
+
+
+def test_an_identical_run_long_ago_does_not_make_a_warm_request_cold():
+    """Two runs of one task with the same tools and answers have the same
+    histories. The second run finds under each request's own history the
+    first run's entries, a day old: but a later request went on from each
+    (it read that prefix later, when is unknown here), and under each
+    previous request's history its own run's, seconds old: nothing is
+    taken for cold (a cold turn missed costs a saving, a warm one taken
+    for cold can raise the bill)."""
+    table, keys = LastSeen(), HistoryKeys()
+    for end, at in ((3, 0.0), (5, 10.0), (7, 20.0)):
+        table.visit(keys.of("a", end), at, end, FIVE_MINUTES)
+    day = 86_400.0
+    for end, at in ((3, day), (5, day + 10.0), (7, day + 20.0)):
+        assert table.visit(keys.of("a", end), at, end, FIVE_MINUTES).cold_ends == frozenset()
+
+
+def test_a_request_sent_again_after_its_conversation_went_on_is_not_cold():
+    """The first request sent again (a rewind) long after the conversation
+    went on from it: the later requests read its prefix meanwhile."""
+    table, keys = LastSeen(), HistoryKeys()
+    for end, at in ((3, 0.0), (5, 200.0), (7, 400.0)):
+        table.visit(keys.of("a", end), at, end, FIVE_MINUTES)
+    assert table.visit(keys.of("a", 3), 550.0, 3, FIVE_MINUTES).cold_ends == frozenset()
+
+
+def test_a_fork_takes_the_cold_ends_and_the_brake_and_is_never_cold():
+    """Two requests go on from the same previous one (a sub-agent forked
+    from the history, a retried branch): the second finds the
+    conversation's cold ends and brake too, but when its prefix was last
+    read is unknown here (the other branch kept it warm): never cold."""
+    table = LastSeen()
+    base, left, right = (HistoryKey("h-base", None), HistoryKey("h-left", "h-base"),
+                         HistoryKey("h-right", "h-base"))
+    table.visit(HistoryKey("h-start", None), 0.0, 3, FIVE_MINUTES)
+    table.visit(HistoryKey("h-base", "h-start"), 1000.0, 7, FIVE_MINUTES)  # cold at 7
+    table.add_surprise(base.own, 1000.0, 80.0, 50.0, 7)  # braked from 8
+    assert table.visit(left, 1010.0, 9, FIVE_MINUTES) == Sighting(frozenset({7}), 8)
+    assert table.visit(right, 5000.0, 9, FIVE_MINUTES) == Sighting(frozenset({7}), 8)
 
 
 def test_a_request_whose_previous_request_this_table_never_saw_begins_a_new_conversation():

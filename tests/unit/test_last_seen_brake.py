@@ -55,14 +55,14 @@ def test_the_brake_trips_once_when_the_sum_goes_past_the_room():
     brakes_once_past_the_room(LastSeen())
 
 
-def test_the_brake_is_read_by_the_conversations_latest_key_and_nowhere_else():
+def test_the_brake_goes_on_with_the_conversation_and_nowhere_else():
     table, keys = LastSeen(), HistoryKeys()
     table.visit(keys.of("a", 9), 0.0, 9, FIVE_MINUTES)
     table.add_surprise(keys.latest("a").own, 1.0, 80.0, 50.0, 9)
     assert table.braked_from(keys.latest("a").own) == 10
     table.visit(keys.of("a", 11), 2.0, 11, FIVE_MINUTES)
     assert table.braked_from(keys.latest("a").own) == 10
-    assert table.braked_from(keys.of("a", 9).own) is None  # moved along
+    assert table.braked_from(keys.of("b", 9).own) is None
     assert table.braked_from("h-unknown") is None
 
 

@@ -59,14 +59,16 @@ class Monotonic:
 
 
 def held(server: RedisServer, prefix: str) -> dict[str, frozenset[int]]:
-    """The conversations the server holds under ``prefix``, by their key
-    (a request's own history), with their cold ends; read without a visit."""
+    """The conversations the server holds under ``prefix``, by their latest
+    key (a request's own history; the entries a later request went on from
+    are marked ``moved``), with their cold ends; read without a visit."""
     client = server.client()
     try:
         return {
             key.decode().removeprefix(f"{prefix}seen:"): frozenset(
                 int(end) for end in (client.hget(key, "cold") or b"").split(b",") if end)
-            for key in client.zrange(f"{prefix}seen:by-time", 0, -1)}
+            for key in client.zrange(f"{prefix}seen:by-time", 0, -1)
+            if not client.hexists(key, "moved")}
     finally:
         client.close()
 
@@ -139,10 +141,10 @@ def test_a_restarted_proxy_finds_the_conversations_cold_ends_and_brake(server, p
     assert restarted.add_surprise(keys.latest("c").own, 1101.0, 1.0, 50.0, 7).surprise == 81.0
 
 
-def test_a_visit_moves_the_conversations_hash_to_its_own_history(server, prefix):
-    """One hash a conversation, under its latest request's history, with
-    everything it held (time, cold ends, brake); its previous request's is
-    gone, also from the order by time."""
+def test_a_visit_carries_the_conversations_hash_on_to_its_own_history(server, prefix):
+    """A conversation goes on under its latest request's history, with
+    everything it held (time, cold ends, brake); its previous request's
+    hash is marked as gone on from."""
     table, keys = RedisLastSeen(server.url, key_prefix=prefix), HistoryKeys()
     client = server.client()
     for end, now in [(3, 0.0), (5, 200.0), (7, 400.0), (9, 1000.0), (11, 1200.0),
@@ -153,7 +155,7 @@ def test_a_visit_moves_the_conversations_hash_to_its_own_history(server, prefix)
             table.add_surprise(key.own, 1.0, 80.0, 50.0, 3)
         assert list(held(server, prefix)) == [key.own]
         if key.previous is not None:
-            assert client.exists(f"{prefix}seen:{key.previous}") == 0
+            assert client.hget(f"{prefix}seen:{key.previous}", "moved") == b"1"
     latest = f"{prefix}seen:{keys.latest('c').own}"
     assert held(server, prefix) == {keys.latest("c").own: {9, 13}}
     assert client.hmget(latest, "last", "surprise", "braked") == [b"2000.000000", b"80", b"4"]
@@ -301,3 +303,28 @@ def test_a_server_out_of_reach_never_holds_a_visit_up_and_is_asked_again_later(t
         assert len(failures) == 1
     finally:
         server.stop()
+
+
+def test_forks_identical_runs_and_rewinds_are_answered_as_the_table_in_memory_does(
+        server, prefix):
+    """Two proxies in turn: a run, the same run again a day later (its
+    entries found under their own histories, gone on from), a fork from its
+    middle, and its first request sent again: never taken for cold, as a
+    table in memory that saw every request answers."""
+    proxies = [RedisLastSeen(server.url, key_prefix=prefix) for _ in range(2)]
+    memory = LastSeen()
+    day = 86_400.0
+    visits = [(HistoryKey("h-1", None), 0.0, 3), (HistoryKey("h-2", "h-1"), 1000.0, 5),
+              (HistoryKey("h-3", "h-2"), 1010.0, 7),
+              (HistoryKey("h-1", None), day, 3), (HistoryKey("h-2", "h-1"), day + 10, 5),
+              (HistoryKey("h-3", "h-2"), day + 20, 7), (HistoryKey("h-3b", "h-2"), day + 900, 7),
+              (HistoryKey("h-1", None), day + 950, 3)]
+    found = []
+    for number, (key, now, end) in enumerate(visits):
+        shared = proxies[number % 2].visit(key, now, end, FIVE_MINUTES)
+        assert shared == memory.visit(key, now, end, FIVE_MINUTES), (key, now)
+        found.append(shared.cold_ends)
+    # The one real pause, seen through either proxy; then the second run
+    # (its own conversation from its first request on), its fork and its
+    # rewind: never cold.
+    assert found == [frozenset(), {5}, {5}] + [frozenset()] * 5

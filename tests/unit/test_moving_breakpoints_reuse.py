@@ -11,6 +11,7 @@ is taken out)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -54,7 +55,11 @@ def bodies(shape: str, turns: int = 14) -> list[bytes]:
         if shape == "automatic":
             members["messages"] = items
             members["cache_control"] = {"type": "ephemeral"}
-        out.append(json.dumps(members).encode())
+        written = json.dumps(members)
+        if shape == "hour":  # Claude Code's promptCacheTtl of an hour
+            written = written.replace('"cache_control": {"type": "ephemeral"}',
+                                      '"cache_control": {"type": "ephemeral", "ttl": "1h"}')
+        out.append(written.encode())
     return out
 
 
@@ -73,7 +78,7 @@ def grown(monkeypatch: pytest.MonkeyPatch) -> list[Grown | None]:
     return found
 
 
-@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic"])
+@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic", "hour"])
 def test_every_request_resumes_from_the_previous_one_and_plans_what_a_fresh_replay_plans(
     shape: str, restores: list[object], grown: list[Grown | None],
 ) -> None:
@@ -94,15 +99,29 @@ def test_every_request_resumes_from_the_previous_one_and_plans_what_a_fresh_repl
     assert any(outcome.plan is not None and outcome.plan.masked for outcome in outcomes)
 
 
-@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic"])
+@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic", "hour"])
 def test_a_grown_requests_breakpoints_are_the_kept_ones_and_the_added_items(shape: str) -> None:
     """The layout of a request grown from the previous one is the previous
     request's (its closing breakpoint dropped when the client moved it on)
     and its added items': what reading every item finds."""
     sent = [json.loads(body) for body in bodies(shape)]
-    for before, after in zip(sent, sent[1:]):
+    for before, after in itertools.pairwise(sent):
         kept = read_layout(before, before["messages"])
         count = len(before["messages"])
         dropped = before["messages"][-1] != after["messages"][count - 1]
         grown = grown_layout(kept, after["messages"][count:], dropped)
         assert grown == read_layout(after, after["messages"]), shape
+
+
+def test_an_hour_long_breakpoint_anywhere_among_the_messages_outlives_a_short_pause():
+    """An entry of an hour on an early message outlives a 5-minute pause: a
+    move behind it would re-bill a prefix the provider still reads."""
+    items = convert(ANTHROPIC, events(3))
+    early = items[0]
+    assert isinstance(early, dict) and isinstance(early["content"], list)
+    early["content"][-1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    members = claude_code_body(items)
+    layout = read_layout(members, members["messages"])
+    assert layout.outlives_five_minutes and layout.control == {"type": "ephemeral"}
+    del early["content"][-1]["cache_control"]
+    assert not read_layout(members, members["messages"]).outlives_five_minutes

@@ -69,6 +69,9 @@ class CacheLayout:
     minimum_tokens: int = 1024
     # A top-level cache_control (automatic caching), if any.
     top_level: Mapping[str, object] | None = None
+    # How many breakpoints among the messages (and the top-level one) ask
+    # for the 1-hour lifetime: an entry there outlives a 5-minute pause.
+    hours_in_messages: int = 0
 
     @property
     def breakpoints(self) -> int:
@@ -82,6 +85,12 @@ class CacheLayout:
     def long_lived(self) -> bool:
         """Do the client's entries live an hour (written at a higher price)?"""
         return self.control is not None and self.control.get("ttl") == "1h"
+
+    @property
+    def outlives_five_minutes(self) -> bool:
+        """Does any entry of the client's among the messages live an hour?
+        A move behind it is not free after a shorter pause."""
+        return self.long_lived or self.hours_in_messages > 0
 
     def key(self) -> tuple[object, ...]:
         """What a replay under this layout depends on (checkpoints compare it)."""
@@ -196,7 +205,12 @@ def read_layout(members: Mapping[str, object], items: Sequence[object],
         preamble_tokens=preamble,
         minimum_tokens=minimum_tokens,
         top_level=top_level if isinstance(top_level, dict) else None,
+        hours_in_messages=sum(map(_hour, inside)) + _hour(top_level),
     )
+
+
+def _hour(control: object) -> bool:
+    return isinstance(control, Mapping) and control.get("ttl") == "1h"
 
 
 def grown_layout(previous: CacheLayout, added: Sequence[object],
@@ -212,8 +226,8 @@ def grown_layout(previous: CacheLayout, added: Sequence[object],
              for control in _controls(item.get("content") if isinstance(item, dict)
                                       and isinstance(item.get("content"), list) else [])]
     automatic = previous.top_level is not None
-    if dropped_closing and not found and not automatic:
-        return None
+    if dropped_closing and (automatic or not found):
+        return None  # the dropped one's own control is not kept
     inside = previous.in_messages - automatic - dropped_closing + len(found)
     last = added[-1] if added else None
     last_content = last.get("content") if isinstance(last, dict) else None
@@ -221,8 +235,11 @@ def grown_layout(previous: CacheLayout, added: Sequence[object],
     if not added:
         last_marked = previous.marks_end and not automatic and not dropped_closing
     control = previous.top_level if automatic else (found[-1] if found else previous.control)
+    hours = previous.hours_in_messages - (dropped_closing and _hour(previous.control)) \
+        + sum(map(_hour, found))
     return replace(previous, in_messages=inside + automatic,
-                   marks_end=last_marked or automatic, control=control)
+                   marks_end=last_marked or automatic, control=control,
+                   hours_in_messages=hours)
 
 
 def blocks_of(item: object) -> int:

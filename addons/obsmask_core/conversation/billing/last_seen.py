@@ -112,6 +112,8 @@ class _Seen:
     cold: tuple[int, ...]
     surprise: float = 0.0
     braked_from: int | None = None
+    # A later request went on from it: another that does too is a fork.
+    moved: bool = False
 
 
 class LastSeen:
@@ -128,24 +130,37 @@ class LastSeen:
     def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
         """A request of ``end`` items at ``now``, its history ``key``: its
         conversation is the entry kept under its own history (a request
-        sent again) or else its previous request's, which moves to its
-        own. When that was last seen more than ``lifetime`` seconds
-        before, ``end`` is a cold end. A conversation never seen before has
-        none: it may be new, or seen by another proxy, or before a restart,
-        and a cache taken for cold while it is warm would make a move look
-        free that is not."""
+        sent again) or under its previous request's, whichever was seen
+        later (an identical run long ago left the other); from the
+        previous one it is copied to its own, the previous entry marked
+        as gone on from. When it was last seen more than ``lifetime``
+        seconds before, ``end`` is a cold end. A conversation never seen
+        before has none: it may be new, or seen by another proxy, or
+        before a restart, and a cache taken for cold while it is warm
+        would make a move look free that is not. Nor has a fork (a second
+        request going on from the same previous one): the other branch
+        kept the shared prefix's cache warm meanwhile, unseen here."""
         with self._lock:
-            seen = self._kept.pop(key.own, None)
-            if seen is None and key.previous is not None:
-                seen = self._kept.pop(key.previous, None)
-            if seen is None:
-                seen = _Seen(now, ())
+            own = self._kept.get(key.own)
+            before = self._kept.get(key.previous) if key.previous is not None else None
+            if own is not None and (before is None or own.last >= before.last):
+                seen, went_on = own, own.moved
+            elif before is not None:
+                seen = _Seen(before.last, before.cold, before.surprise, before.braked_from)
+                went_on, before.moved = before.moved, True
+                # Gone on from: the first to leave when the table is full.
+                self._kept.move_to_end(key.previous, last=False)  # type: ignore[arg-type]
             else:
-                if now - seen.last > lifetime and end not in seen.cold:
-                    seen.cold = (*seen.cold, end)[-self._cold_ends:]
-                # Requests may be planned out of their order (a worker
-                # thread): the latest time stays.
-                seen.last = max(seen.last, now)
+                seen, went_on = _Seen(now, ()), False
+            # An entry a later request went on from: that request read its
+            # prefix later than it says (a fork, or this request sent again
+            # after the conversation went on): when is unknown here.
+            if not went_on and now - seen.last > lifetime and end not in seen.cold:
+                seen.cold = (*seen.cold, end)[-self._cold_ends:]
+            # Requests may be planned out of their order (a worker
+            # thread): the latest time stays.
+            seen.last = max(seen.last, now)
+            self._kept.pop(key.own, None)
             self._keep(key.own, seen)
             return Sighting(frozenset(seen.cold), seen.braked_from)
 
@@ -159,11 +174,12 @@ class LastSeen:
         """When the conversation of ``key`` was last seen here, and what a
         visit would find, without one; None when it is not here."""
         with self._lock:
-            seen = self._kept.get(key.own)
-            if seen is None and key.previous is not None:
-                seen = self._kept.get(key.previous)
-            if seen is None:
-                return None
+            own = self._kept.get(key.own)
+            before = self._kept.get(key.previous) if key.previous is not None else None
+            seen = own if own is not None and (before is None or own.last >= before.last) \
+                else before
+            if seen is None or seen.moved:
+                return None  # gone on from: when its prefix was last read is unknown
             return seen.last, Sighting(frozenset(seen.cold), seen.braked_from)
 
     def braked_from(self, conversation: str) -> int | None:

@@ -75,8 +75,10 @@ end
 # conversations kept, this proxy's cold ends for it (comma separated: the
 # ones it found while the server was out of reach join the server's), this
 # proxy's braked end for it (or ""). The conversation is the hash of the
-# request's own history (a request sent again) or else its previous
-# request's, which moves to the own one. This proxy's last time only
+# request's own history (a request sent again) or its previous request's,
+# whichever was seen later, copied to the own one; the previous one is
+# marked ``moved``, and a second request going on from it (a fork) is
+# never cold (see ``LastSeen.visit``). This proxy's last time only
 # pushes the server's later: when the server holds neither hash, the
 # conversation may have moved on through another proxy (which read its
 # prefix since), and it is new, as to a table in memory. Returns the cold
@@ -88,11 +90,23 @@ local own, previous, by_time = KEYS[1], KEYS[2], KEYS[3]
 local now, end_text = tonumber(ARGV[1]), ARGV[2]
 local lifetime, kept = tonumber(ARGV[3]), tonumber(ARGV[4])
 local source = own
-if previous ~= own and redis.call('EXISTS', own) == 0 then source = previous end
-local seen = redis.call('HMGET', source, 'last', 'cold', 'surprise', 'braked')
+local seen = redis.call('HMGET', own, 'last', 'cold', 'surprise', 'braked', 'moved')
+if previous ~= own then
+  local before = redis.call('HMGET', previous, 'last', 'cold', 'surprise', 'braked', 'moved')
+  local before_last = tonumber(before[1])
+  if before_last ~= nil and (tonumber(seen[1]) == nil or before_last > tonumber(seen[1])) then
+    source, seen = previous, before
+    redis.call('HSET', previous, 'moved', '1')
+  end
+end
 local last = tonumber(seen[1])
 local known = tonumber(ARGV[6])
-if known ~= nil and last ~= nil and known > last then last = known end
+-- This proxy's own sighting counts only when it is no older than the
+-- server's (one it made while the server was out of reach).
+local mine = known ~= nil and (last == nil or known >= last)
+if mine and last ~= nil then last = known end
+-- Gone on from by a later request: when its prefix was last read is unknown.
+if seen[5] then last = now end
 local ends, present = {}, {}
 local function add(e)
   if not present[e] then
@@ -100,7 +114,9 @@ local function add(e)
     table.insert(ends, tonumber(e))
   end
 end
-for e in string.gmatch((seen[2] or '') .. ',' .. ARGV[8], '[^,]+') do add(e) end
+for e in string.gmatch((seen[2] or '') .. ',' .. (mine and ARGV[8] or ''), '[^,]+') do
+  add(e)
+end
 if last ~= nil then
   if now - last > lifetime then add(end_text) end
   if last > now then now = last end
@@ -109,10 +125,9 @@ table.sort(ends)
 while #ends > kept do table.remove(ends, 1) end
 local cold = table.concat(ends, ',')
 local braked = seen[4]
-if not braked and ARGV[9] ~= '' then braked = ARGV[9] end
+if not braked and mine and ARGV[9] ~= '' then braked = ARGV[9] end
 if source ~= own then
-  redis.call('DEL', source)
-  redis.call('ZREM', by_time, source)
+  redis.call('HDEL', own, 'surprise', 'braked', 'moved')
   if seen[3] then redis.call('HSET', own, 'surprise', seen[3]) end
 end
 redis.call('HSET', own, 'last', string.format('%.6f', now), 'cold', cold)

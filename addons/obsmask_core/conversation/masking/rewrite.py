@@ -201,7 +201,7 @@ def _from_last_seen(request: ReadBody, items: Sequence[object], answer_starts: S
     key = history_key(request.members, items, answer_starts)
     lifetime = cache_lifetime(
         policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
-        long_lived=layout is not None and layout.long_lived, members=request.members,
+        long_lived=layout is not None and layout.outlives_five_minutes, members=request.members,
         ttl_option=price is not None and price.cache == "openai_prefix") \
         if cold else NEVER_COLD
     found = visit.of(key, len(items), lifetime)
