@@ -31,7 +31,6 @@ Checked:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +47,7 @@ from obsmask_core.conversation.planning.holdout import conversation_bucket
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
-from support.agents import needs_clients
+from support.agents import clients_python, needs_clients
 from support.anthropic_shell_agent import run_shell_agent
 from support.flow_files import read_flows
 from support.json_values import as_list, as_object, as_str
@@ -112,11 +111,6 @@ class Exchange:
         return self.served.recorded.body
 
 
-def _clients_python() -> str:
-    python = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-    assert python is not None  # needs_clients skips the tests otherwise
-    return python
-
 
 def _proxy_arguments(server_url: str, tmp_path: Path, flows: Path, *options: str) -> list[str]:
     """Reverse mode to the scripted server, an empty settings file (the
@@ -130,7 +124,7 @@ def _proxy_arguments(server_url: str, tmp_path: Path, flows: Path, *options: str
 def _run(proxy: MitmdumpProcess, prompt: str, stream_turns: tuple[int, ...],
          breakpoint: str = "none", first_breakpoint_turns: tuple[int, ...] = ()) -> list[str]:
     """One conversation of the agent through ``proxy``: the bodies it sent."""
-    report = run_shell_agent(_clients_python(), f"http://127.0.0.1:{proxy.port}", prompt,
+    report = run_shell_agent(clients_python(), f"http://127.0.0.1:{proxy.port}", prompt,
                              stream_turns=stream_turns, breakpoint=breakpoint,
                              first_breakpoint_turns=first_breakpoint_turns, log=proxy.output)
     return [as_str(as_object(r)["sent_body"]) for r in as_list(report["requests"])]

@@ -29,7 +29,6 @@ The two runs' bills (units of the base input price) are printed.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 import pytest
 from mitmproxy import http
 
-from support.agents import needs_clients
+from support.agents import clients_python, needs_clients
 from support.anthropic_shell_agent import run_shell_agent
 from support.caching_provider import AnthropicBill, AnthropicPromptCache
 from support.flow_files import read_flows
@@ -63,11 +62,6 @@ OUTPUT_TOKENS = 25
 def _commands() -> list[str]:
     return [f"emit {size} step{number}" for number, size in enumerate(SIZES)]
 
-
-def _clients_python() -> str:
-    python = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-    assert python is not None  # needs_clients skips the tests otherwise
-    return python
 
 
 # The rules, recomputed from the bodies ------------------------------------------------
@@ -159,7 +153,7 @@ class Run:
 
 def _conversation(base_url: str, log: Callable[[], str] = str) -> list[bytes]:
     """The conversation run against ``base_url``: the bodies the client sent."""
-    report = run_shell_agent(_clients_python(), base_url, PROMPT, stream_turns=STREAM_TURNS,
+    report = run_shell_agent(clients_python(), base_url, PROMPT, stream_turns=STREAM_TURNS,
                              breakpoint="last", first_breakpoint_turns=FIRST_BREAKPOINT_TURNS,
                              log=log)
     return [as_str(as_object(r)["sent_body"]).encode() for r in as_list(report["requests"])]

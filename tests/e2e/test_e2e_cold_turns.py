@@ -27,7 +27,6 @@ cold turns off (the test fails without the cold rule).
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 import pytest
 from mitmproxy import http
 
-from support.agents import needs_clients
+from support.agents import clients_python, needs_clients
 from support.anthropic_shell_agent import run_shell_agent
 from support.caching_provider import AnthropicPromptCache
 from support.flow_files import read_flows
@@ -69,11 +68,6 @@ def _commands() -> list[str]:
 def _fast_clock() -> float:
     return time.monotonic() * SPEED
 
-
-def _clients_python() -> str:
-    python = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-    assert python is not None  # needs_clients skips the tests otherwise
-    return python
 
 
 @dataclass
@@ -110,7 +104,7 @@ def _through_proxy(tmp_path: Path, cold_turns: bool) -> Run:
             arguments[arguments.index("obsmask_cold_after_seconds=5")] = \
                 "obsmask_cold_after_seconds=0"
         with running_mitmdump(arguments, REPO, tmp_path / f"confdir-{cold_turns}") as proxy:
-            run_shell_agent(_clients_python(), f"http://127.0.0.1:{proxy.port}", PROMPT,
+            run_shell_agent(clients_python(), f"http://127.0.0.1:{proxy.port}", PROMPT,
                             breakpoint="last", log=proxy.output)
             output = proxy.output()
         flows = sorted(read_flows(flows_file), key=lambda f: f.request.timestamp_start)

@@ -22,7 +22,6 @@ Checked:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 import pytest
 from mitmproxy import http
 
-from support.agents import needs_clients
+from support.agents import clients_python, needs_clients
 from support.anthropic_shell_agent import run_shell_agent
 from support.flow_files import read_flows
 from support.json_values import as_object
@@ -56,11 +55,6 @@ def _commands(pause: bool) -> list[str]:
     return [f"wait {PAUSE_SECONDS if pause and number == PAUSED_TURN - 1 else STEP_SECONDS} "
             f"emit 800 step{number}" for number in range(TURNS)]
 
-
-def _clients_python() -> str:
-    python = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-    assert python is not None  # needs_clients skips the tests otherwise
-    return python
 
 
 @contextmanager
@@ -95,7 +89,7 @@ def _run(tmp_path: Path, redis: RedisServer, prefix: str, pause: bool) -> list[b
     """Which requests were billed cold."""
     with scripted_anthropic(PROMPT_MARKER, _commands(pause), FINAL) as scripted, \
             two_proxies(tmp_path, redis, scripted.url, prefix) as (urls, files):
-        run_shell_agent(_clients_python(), urls, PROMPT, breakpoint="last")
+        run_shell_agent(clients_python(), urls, PROMPT, breakpoint="last")
     return [bill["cold"] is True for bill in _bills(files)]
 
 

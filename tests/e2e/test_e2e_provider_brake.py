@@ -28,7 +28,6 @@ off, the same run goes past that bound: the test fails without the brake.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 import pytest
 from mitmproxy import http
 
-from support.agents import needs_clients
+from support.agents import clients_python, needs_clients
 from support.anthropic_shell_agent import run_shell_agent
 from support.caching_provider import AnthropicPromptCache, Breakpoint
 from support.flow_files import read_flows
@@ -81,11 +80,6 @@ def _commands() -> list[str]:
     return [f"emit {size} step{number}" for number, size in enumerate(SIZES)]
 
 
-def _clients_python() -> str:
-    python = os.environ.get("OBSMASK_CLIENTS_PYTHON")
-    assert python is not None  # needs_clients skips the tests otherwise
-    return python
-
 
 @dataclass
 class Run:
@@ -105,7 +99,7 @@ def _direct() -> list[float]:
     """The conversation sent straight to a fresh stub: each request's bill."""
     cache = ShortLookbackCache()
     with scripted_anthropic(PROMPT_MARKER, _commands(), FINAL, cache=cache) as scripted:
-        run_shell_agent(_clients_python(), scripted.url, PROMPT, stream_turns=STREAM_TURNS,
+        run_shell_agent(clients_python(), scripted.url, PROMPT, stream_turns=STREAM_TURNS,
                         breakpoint="last")
         return [s.bill.units for s in scripted.task() if s.bill is not None]
 
@@ -120,7 +114,7 @@ def _through_proxy(tmp_path: Path, brake: bool) -> Run:
                      *OPTIONS, "--set", f"obsmask_provider_brake={str(brake).lower()}",
                      "-w", str(flows_file)]
         with running_mitmdump(arguments, REPO, tmp_path / "confdir") as proxy:
-            run_shell_agent(_clients_python(), f"http://127.0.0.1:{proxy.port}", PROMPT,
+            run_shell_agent(clients_python(), f"http://127.0.0.1:{proxy.port}", PROMPT,
                             stream_turns=STREAM_TURNS, breakpoint="last", log=proxy.output)
             output = proxy.output()
         flows = sorted(read_flows(flows_file), key=lambda f: f.request.timestamp_start)

@@ -24,6 +24,13 @@ needs_clients = pytest.mark.skipif(
 )
 
 
+def clients_python() -> str:
+    """The clients' Python, in a test marked ``needs_clients`` (which skips
+    without it)."""
+    assert CLIENTS_PYTHON is not None
+    return CLIENTS_PYTHON
+
+
 def client_env() -> dict[str, str]:
     """The environment of a client process: no proxy from the environment
     between it and 127.0.0.1."""
