@@ -25,9 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import orjson
-
-from obsmask_core.conversation.billing.unmarked import unmarked
+from obsmask_core.conversation.billing.unmarked import unmarked, unmarked_json
 
 # What comes before the items in the provider's cache order.
 HEAD_MEMBERS = ("model", "tools", "system", "instructions")
@@ -44,13 +42,14 @@ class HistoryKey:
 
 
 def _written(value: object) -> bytes:
-    """``value`` as orjson writes it, its ``cache_control`` members left out."""
-    try:
-        data = orjson.dumps(value)
-    except orjson.JSONEncodeError:  # an integer past 64 bits, which json reads
-        data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
-            "utf-8", "surrogatepass")
-    return unmarked(data)
+    """``value`` as orjson writes it, its ``cache_control`` members left out
+    (``unmarked_json``, as the checkpoints write items); the json module's
+    compact writing where orjson cannot (an integer past 64 bits)."""
+    written = unmarked_json(value)
+    if written is not None:
+        return written
+    return unmarked(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"))
 
 
 def history_key(members: Mapping[str, object], items: Sequence[object],

@@ -17,7 +17,8 @@ cold, and every request is planned with them.
 A conversation is known by its history (``history_key``): each request
 is kept under the digest of its own, and found by the next one under the
 digest of the history up to the latest request end before that one; a
-visit moves the conversation's entry from the one to the other. Two
+visit carries the conversation's entry on from the one to the other (the
+one left behind marked as gone on from: see ``LastSeen.visit``). Two
 conversations are one only while their prompts are the same (as for the
 provider's cache), and a request this table did not see before (another
 proxy's, without a shared table) begins a conversation it knows nothing
@@ -53,7 +54,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from obsmask_core.conversation.billing.history_key import HistoryKey
@@ -146,7 +147,7 @@ class LastSeen:
             if own is not None and (before is None or own.last >= before.last):
                 seen, went_on = own, own.moved
             elif before is not None:
-                seen = _Seen(before.last, before.cold, before.surprise, before.braked_from)
+                seen = replace(before, moved=False)
                 went_on, before.moved = before.moved, True
                 # Gone on from: the first to leave when the table is full.
                 self._kept.move_to_end(key.previous, last=False)  # type: ignore[arg-type]

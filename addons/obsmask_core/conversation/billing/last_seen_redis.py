@@ -5,12 +5,13 @@ the same on every proxy and after a restart, so every proxy replays the
 same decisions and forwards the same bytes.
 
 Each conversation is a hash ``<prefix>seen:<history>``, under the digest
-of its latest request's history (``history_key``; a visit moves it there
-from its previous request's), holding ``last``: the time of its latest
-request; ``cold``: its cold ends, oldest first, at most
-``COLD_ENDS_KEPT``; with a TTL of ``KEPT_SECONDS`` set again at each
-visit; a sorted set ``<prefix>seen:by-time`` orders them by that time, and
-past ``CONVERSATIONS_KEPT`` the least recently seen go, as in memory. One
+of its latest request's history (``history_key``; a visit carries it on
+there from its previous request's, which it marks ``moved``), holding
+``last``: the time of its latest request; ``cold``: its cold ends, oldest
+first, at most ``COLD_ENDS_KEPT``; with a TTL of ``KEPT_SECONDS`` set
+again at each visit; a sorted set ``<prefix>seen:by-time`` orders them by
+that time, and past ``CONVERSATIONS_KEPT`` the least recently seen go, as
+in memory. One
 Lua script does a visit, so two proxies visiting at once each see the
 other's whole.
 

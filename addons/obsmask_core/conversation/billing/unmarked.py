@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import orjson
+
 # A cache_control member as orjson writes it (compact), from its name to
 # its value's end. Its value is a flat object ({"type": "ephemeral", "ttl":
 # "1h"}); one that nests stays (a history that compares unequal: work
@@ -44,3 +46,18 @@ def unmarked(written: bytes) -> bytes:
         at = written.find(_MARK, stop)
     parts.append(written[kept_from:])
     return b"".join(parts)
+
+
+# JSON's own types only: orjson would also write dataclasses, dates and
+# subclasses, which a parsed body never holds.
+_JSON_TYPES_ONLY = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                    | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def unmarked_json(value: object) -> bytes | None:
+    """orjson's writing of a parsed value, its ``cache_control`` members
+    left out; None when orjson cannot write it (an integer past 64 bits)."""
+    try:
+        return unmarked(orjson.dumps(value, option=_JSON_TYPES_ONLY))
+    except (TypeError, orjson.JSONEncodeError):
+        return None

@@ -18,9 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-import orjson
-
-from obsmask_core.conversation.billing.unmarked import unmarked
+from obsmask_core.conversation.billing.unmarked import unmarked_json
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 
 # Conversations are told apart by their first items (``conversation_id``);
@@ -33,22 +31,12 @@ CHECKPOINTS_PER_CONVERSATION = 4
 CHECKPOINT_BYTES_KEPT = 128 * 1024 * 1024
 
 
-# JSON's own types only: orjson would also write dataclasses, dates and
-# subclasses, which a parsed body never holds.
-_JSON_TYPES_ONLY = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-                    | orjson.OPT_PASSTHROUGH_SUBCLASS)
-
-
 def items_json(items: Sequence[object]) -> bytes | None:
     """orjson's writing of the items, their ``cache_control`` members left
     out (``unmarked``: the client moves them, the replay does not read them),
     or None if it cannot write them (an integer past 64 bits): such a
     request is replayed in full."""
-    try:
-        return unmarked(orjson.dumps(items if isinstance(items, list) else list(items),
-                                     option=_JSON_TYPES_ONLY))
-    except (TypeError, orjson.JSONEncodeError):
-        return None
+    return unmarked_json(items if isinstance(items, list) else list(items))
 
 
 # What a checkpoint weighs besides its bytes: the objects around them, and

@@ -133,8 +133,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     price = _price(request, policy, fmt)
     layout = _layout(request, items, policy, fmt, price, reuse)
     name = reuse.previous.conversation if reuse is not None else None
-    found, key = _from_last_seen(request, request.items, index.answer_starts, policy, fmt, layout,
-                                 price, visit)
+    found, key = _from_last_seen(request, index.answer_starts, policy, fmt, layout, price, visit)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         layout=layout, cold_ends=found.cold_ends, memory=memory, price=price,
@@ -184,7 +183,7 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
     return read_layout(request.members, items, minimum_tokens=minimum)
 
 
-def _from_last_seen(request: ReadBody, items: Sequence[object], answer_starts: Sequence[int],
+def _from_last_seen(request: ReadBody, answer_starts: Sequence[int],
                     policy: MaskPolicy, fmt: WireFormat, layout: CacheLayout | None,
                     price: RequestPrice | None, visit: Arrival | None,
                     ) -> tuple[Sighting, HistoryKey | None]:
@@ -193,8 +192,9 @@ def _from_last_seen(request: ReadBody, items: Sequence[object], answer_starts: S
     which it came back after the provider's cache expired, when cold turns
     are on (``cold_turns``), and the request end from which the provider's
     brake holds its frontier (``provider_brake``); and the request's key
-    there (None: the table was not visited)."""
-    cold, braking = policy.cold_turns_on, policy.provider_brake
+    there (None: the table was not visited). The client's items, not the
+    ones recall filled in: every request of the conversation keys alike."""
+    items, (cold, braking) = request.items, (policy.cold_turns_on, policy.provider_brake)
     if visit is None or not (cold or braking) or not has_cache(policy.price_model) \
             or not items:
         return Sighting(), None

@@ -103,7 +103,7 @@ class PreviousRequests:
         """The kept request ``body`` grew from: one with the same bytes if
         there is one (a retry), else the most recent it grew from; else the
         most recent it grew from once that request's moving breakpoint is
-        taken out (``PreviousRequest.unmarked``: a client that moves its
+        taken out (``PreviousRequest.unmarked()``: a client that moves its
         breakpoint on every request, as Claude Code does). ``list_member``:
         the body's list."""
         with self._lock:
@@ -116,7 +116,7 @@ class PreviousRequests:
         kept: PreviousRequest | None = None
         if found is None:
             for candidate in candidates:
-                view = candidate.unmarked
+                view = candidate.unmarked()
                 if view is not None and (found := _grown(body, [view])) is not None:
                     kept = candidate
                     break

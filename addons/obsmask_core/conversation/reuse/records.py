@@ -80,13 +80,13 @@ class PreviousRequest:
         start = self.body[:START_BYTES] if self.end >= START_BYTES else None
         return self.fmt, self.recall, start
 
-    @cached_property
     def unmarked(self) -> PreviousRequest | None:
         """This request as its client's next request holds it when the
         client moves its breakpoint on (Claude Code): without the
         ``cache_control`` member that ends its latest item, in its body and
         its masked body alike (``closing_mark``); None when it has
-        none there."""
+        none there. Made when asked, not kept: a copy of both bodies that
+        the bound on kept bytes does not count."""
         span = closing_mark(self.body, self.end)
         if span is None:
             return None
@@ -141,7 +141,7 @@ class Grown:
     indexed: IndexedItems | None = None
     judgements: Sequence[Judgement | None] = ()
     # The request as kept, when ``previous`` is its view without the
-    # breakpoint its client moved on (``PreviousRequest.unmarked``).
+    # breakpoint its client moved on (``PreviousRequest.unmarked()``).
     kept: PreviousRequest | None = None
 
     def added(self, body: bytes) -> bytes:
