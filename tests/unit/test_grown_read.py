@@ -5,6 +5,7 @@ not ``,`` and whole items is left to the whole read."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from unittest import mock
 
@@ -95,34 +96,31 @@ def bytes_parsed_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_from_its_fourth_request_on_a_conversation_is_read_from_the_document_kept(masker):
-    """Each request adds a tool turn, so each is spliced and checked anew,
-    and its body read whole for the check; the third's document is kept (a
-    conversation that goes on), and the fourth is read and indexed from it:
-    only its added bytes and its masked body are parsed, never the body."""
-    requests = [body(conversation(turns=3 + n)) for n in range(4)]
-    for request in requests[:3]:
+def test_from_its_third_request_on_a_conversation_is_masked_without_parsing_a_whole_body(
+        masker):
+    """Each request adds a tool turn and masks one result more, so none goes
+    out as its predecessor's masked body again. The second is spliced and
+    checked (the result it masks came in the first, whose body was read
+    whole); from the third on, the result masked came in an earlier
+    request's added items, where its place was proven
+    (``proven_spans``): the body is read from its added bytes alone, its
+    index resumed, and its masked body is a splice that needs no check.
+    Only the added bytes are parsed (read, then the proof of their
+    results' places), never a whole body, and what goes out is what the
+    exact reader makes of the body alone."""
+    requests = [body(conversation(turns=3 + n)) for n in range(5)]
+    for request in requests[:2]:
         assert isinstance(masker.mask(request, CHAT), Masked)
-    reads: list[QuickBody | None] = []
-    grown = QuickBody.grown
-
-    def read(*args):
-        reads.append(grown(*args))
-        return reads[-1]
-
-    with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed, \
-            mock.patch.object(QuickBody, "grown", side_effect=read):
-        outcome, parsed = bytes_parsed_while(
-            lambda: masker.mask(requests[3], CHAT))
-    assert isinstance(outcome, Masked) and not outcome.reused
-    assert len(reads) == 1 and reads[0] is not None
-    # And its index is resumed from the third's, whose items it begins with.
-    [(resume,), _] = resumed.call_args
-    assert resume is not None and resume.items == len(json.loads(requests[2])["messages"])
-    assert parsed and max(parsed) < len(requests[3])
-    exact = mask_read_body(ExactBody.read(requests[3], "messages"), POLICY, CHAT)
-    assert isinstance(exact, Masked)
-    assert outcome.body == exact.body
+    for previous, request in itertools.pairwise(requests[1:]):
+        with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed:
+            outcome, parsed = bytes_parsed_while(lambda r=request: masker.mask(r, CHAT))
+        assert isinstance(outcome, Masked) and not outcome.reused
+        [(resume,), _] = resumed.call_args
+        assert resume is not None and resume.items == len(json.loads(previous)["messages"])
+        assert parsed and max(parsed) < len(request) - len(previous) + 8
+        exact = mask_read_body(ExactBody.read(request, "messages"), POLICY, CHAT)
+        assert isinstance(exact, Masked)
+        assert outcome.body == exact.body
 
 
 @pytest.mark.parametrize("between", [

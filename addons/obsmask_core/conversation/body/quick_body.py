@@ -191,6 +191,14 @@ class QuickBody:
     @staticmethod
     def replace_in(body: bytes, replacements: Sequence[Edit]) -> bytes | None:
         """``body`` with the values replaced, found by their bytes."""
+        found = QuickBody.replace_found(body, replacements)
+        return found[0] if found is not None else None
+
+    @staticmethod
+    def replace_found(body: bytes, replacements: Sequence[Edit],
+                      ) -> tuple[bytes, list[tuple[Edit, Span]]] | None:
+        """``body`` with the values replaced, found by their bytes, and the
+        span where each edit's value was found; None if one is not found."""
         ordered = sorted(replacements, key=lambda r: (r.index, r.path))
         spans = find_values(body, [(r.old, isinstance(r.path[-1], int),
                                     r.anchor if isinstance(r, Replacement) else None)
@@ -203,7 +211,7 @@ class QuickBody:
             if placed is None:
                 return None
             edits.append((placed[0], placed[1].encode("utf-8")))
-        return splice(body, edits)
+        return splice(body, edits), list(zip(ordered, spans, strict=True))
 
     @staticmethod
     def parse_again(body: bytes, list_member: str, end: int | None = None) -> tuple[object, bool]:

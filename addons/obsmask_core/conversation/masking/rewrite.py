@@ -62,9 +62,11 @@ from obsmask_core.conversation.reuse.hint import (
     signature_of,
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
+from obsmask_core.conversation.reuse.proven_spans import Place, constructed, proven_by_check
 from obsmask_core.conversation.reuse.records import Grown
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat, value_at
+from obsmask_core.shared.json_text import Span
 
 DISABLED = "masking is disabled"
 HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
@@ -129,6 +131,9 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         index = fmt.index(items)
         # Recalled texts change the items the plan sees: nothing is kept.
         quick, reuse = None, None
+    # The values whose place a parse proved: splicing them needs no check.
+    proven = reuse.proven_spans(quick.body, index.results, fmt) \
+        if reuse is not None and quick is not None else {}
     # Plan.
     price = _price(request, policy, fmt)
     layout = _layout(request, items, policy, fmt, price, reuse)
@@ -149,12 +154,12 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         outcome: RewriteOutcome = Unchanged(HELD_OUT, plan)
     else:
         outcome, masked_end = _masked(request, plan, fmt, recalls, indexed.text_chars,
-                                      reuse, end)
+                                      reuse, end, proven)
     if quick is not None and previous is not None and end is not None:
         keep_request(previous, quick, fmt, recall=recall, end=end, plan=plan,
                      outcome=outcome, masked_end=masked_end, items=items, indexed=indexed,
                      grew_from=grown.record if grown is not None else None, reuse=reuse,
-                     layout=layout)
+                     layout=layout, proven=proven)
     return outcome
 
 
@@ -210,12 +215,13 @@ def _from_last_seen(request: ReadBody, answer_starts: Sequence[int],
 
 
 def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
-            chars: int, reuse: Reuse | None, end: int | None,
+            chars: int, reuse: Reuse | None, end: int | None, proven: dict[Place, Span],
             ) -> tuple[RewriteOutcome, int | None]:
     """The outcome of ``plan``: the body with its replacements, made anew
     or (``reuse``) from the kept request's masked body; and where the
     masked body's list closes, when that is proven (the list closing at
-    ``end`` in the body, every replacement before it)."""
+    ``end`` in the body, every replacement before it). ``proven``: the
+    spans a parse proved, the ones the check of a new body proves added."""
     chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)
     _add_recalls(plan, recalls)
     if not plan.decisions:
@@ -234,7 +240,14 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
             added.item, ("content", added.block),
             value_at([request.items[added.item]], 0, ("content", added.block)),
             CACHE_CONTROL, dict(added.control)))
-    new_body = request.replaced(replacements)
+    if reuse is not None and end is not None and isinstance(request, QuickRead) \
+            and (made := constructed(request.body, replacements, proven, end)) is not None:
+        # Every value's place proven by a parse: the splice is the check.
+        return Masked(made[0], plan, chars, chars_after), end + made[1]
+    found = QuickBody.replace_found(request.body, replacements) \
+        if isinstance(request, QuickRead) else None
+    new_body = request.replaced(replacements) if isinstance(request, ExactBody) \
+        else found[0] if found is not None else None
     if new_body is None:
         return Refused("a planned value could not be located", plan), None
     # Every replacement before the list's end: the rest of the body is the
@@ -243,10 +256,12 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
     if end is not None and isinstance(request, QuickRead) \
             and new_body.endswith(request.body[end:]):
         masked_end = end + len(new_body) - len(request.body)
-    violation, proven = verify(request, new_body, replacements, plan, fmt, masked_end)
+    violation, checked_end = verify(request, new_body, replacements, plan, fmt, masked_end)
     if violation is not None:
         return Refused(violation, plan), None
-    return Masked(new_body, plan, chars, chars_after), masked_end if proven else None
+    if found is not None:
+        proven.update(proven_by_check(found[1]))
+    return Masked(new_body, plan, chars, chars_after), masked_end if checked_end else None
 
 
 def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:

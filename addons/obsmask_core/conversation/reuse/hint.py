@@ -43,9 +43,12 @@ from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.holdout import ConversationName, named_by_user_message
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.reuse.grown_body import GrownBody
+from obsmask_core.conversation.reuse.proven_spans import Place, candidates, prove_added
 from obsmask_core.conversation.reuse.records import Grown, PreviousRequest, Signature
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
+from obsmask_core.conversation.turns.turn_model import ToolResult
 from obsmask_core.conversation.turns.wire_formats import WireFormat
+from obsmask_core.shared.json_text import Span
 
 # A body read quickly, or as grown from a kept request: both read by orjson,
 # and kept for the next request.
@@ -98,6 +101,18 @@ class Reuse:
             (memoryview(previous.masked)[:previous.masked_end],
              memoryview(body)[grown.start:]))
         return masked, previous.masked_end + grown.end - grown.start
+
+    def proven_spans(self, body: bytes, results: Sequence[ToolResult],
+                     fmt: WireFormat) -> dict[Place, Span]:
+        """The spans proven in the kept request (they hold in ``body``, which
+        begins with its bytes up to where its list closes), and those of
+        the added items' values, proven now (``proven_spans``)."""
+        proven = dict(self.previous.proven)
+        first = self.previous.items
+        if self.added:
+            proven.update(prove_added(body, self.grown.start, self.grown.end, self.added, first,
+                                      candidates(self.added, first, results, fmt)))
+        return proven
 
     def _written_open(self) -> bytes | None:
         """orjson's writing of the items without the closing bracket: the

@@ -4,13 +4,14 @@ from: the records ``previous_requests`` stores and hands back."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.body.closing_mark import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
+from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, shifted
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.turn_model import Location
 
@@ -67,6 +68,8 @@ class PreviousRequest:
     # Its breakpoints (an Anthropic request's, when read): the next
     # request's are these and its added items' (``grown_layout``).
     layout: CacheLayout | None = None
+    # The values whose span in ``body`` a parse proved (``proven_spans``).
+    proven: ProvenSpans = field(default_factory=dict)
 
     @property
     def tail(self) -> bytes:
@@ -99,7 +102,8 @@ class PreviousRequest:
             masked = masked[:masked_span[0]] + masked[masked_span[1]:]
             masked_end -= len(mark)
         return replace(self, body=self.body[:span[0]] + self.body[span[1]:],
-                       end=self.end - len(mark), masked=masked, masked_end=masked_end)
+                       end=self.end - len(mark), masked=masked, masked_end=masked_end,
+                       proven=shifted(self.proven, span))
 
     @cached_property
     def fingerprint(self) -> bytes:
