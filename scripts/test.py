@@ -5,7 +5,7 @@
 
 The first run makes the virtual environments: .venv/main-pyX.Y (mitmproxy,
 tiktoken, pytest, pytest-xdist, hypothesis, ruff, mypy) where the tests run,
-one worker per core;
+one worker per core and one more;
 .venv/clients-pyX.Y (the openai, anthropic and mcp SDKs) for the real
 clients and servers that the end-to-end tests start as separate processes;
 .venv/agent-mini-pyX.Y (mini-swe-agent) and .venv/agents-node (Claude Code,
@@ -24,23 +24,38 @@ if sys.version_info < (3, 11):  # noqa: UP036 - the check must run on older Pyth
     sys.exit(f"obsmask needs Python 3.11 or newer; this is Python "
              f"{sys.version_info[0]}.{sys.version_info[1]}")
 
-from _bootstrap import REPO, ensure_npm_agents, ensure_venv
+from concurrent.futures import ThreadPoolExecutor
 
-python = ensure_venv("main", "base", "test")
-if not os.environ.get("OBSMASK_CLIENTS_PYTHON"):
-    os.environ["OBSMASK_CLIENTS_PYTHON"] = str(ensure_venv("clients", "e2e-clients"))
-if not os.environ.get("OBSMASK_MINI_PYTHON"):
-    os.environ["OBSMASK_MINI_PYTHON"] = str(ensure_venv("agent-mini", "agent-mini"))
-npm_bin, npm_problem = ensure_npm_agents()
+from _bootstrap import REPO, ensure_npm_agents, ensure_uv, ensure_venv
+
+# The environments are made side by side: each install mostly waits on
+# downloads and on its own bytecode compilation, in processes of its own.
+# uv is installed first, once, for all of them.
+ensure_uv()
+with ThreadPoolExecutor(4) as pool:
+    main_venv = pool.submit(ensure_venv, "main", "base", "test")
+    clients = None if os.environ.get("OBSMASK_CLIENTS_PYTHON") \
+        else pool.submit(ensure_venv, "clients", "e2e-clients")
+    mini = None if os.environ.get("OBSMASK_MINI_PYTHON") \
+        else pool.submit(ensure_venv, "agent-mini", "agent-mini")
+    npm = pool.submit(ensure_npm_agents)
+    python = main_venv.result()
+    if clients is not None:
+        os.environ["OBSMASK_CLIENTS_PYTHON"] = str(clients.result())
+    if mini is not None:
+        os.environ["OBSMASK_MINI_PYTHON"] = str(mini.result())
+    npm_bin, npm_problem = npm.result()
 if npm_bin is not None:
     os.environ["OBSMASK_NPM_AGENTS_BIN"] = str(npm_bin)
 else:
     os.environ["OBSMASK_NPM_AGENTS_PROBLEM"] = npm_problem or "unknown"
 os.chdir(REPO)
 arguments = sys.argv[1:]
-# One worker per core, each taking whole modules (their module-scoped
-# servers start once), unless told otherwise (-n 0, -p no:xdist).
+# One worker per core and one more, each taking whole modules (their
+# module-scoped servers start once), unless told otherwise (-n 0, -p
+# no:xdist): the end-to-end tests spend much of their time waiting on the
+# servers, proxies and agents they start, and the extra worker fills it.
 if not any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist"
            for a in arguments):
-    arguments = ["-n", "auto", "--dist", "loadfile", *arguments]
+    arguments = ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile", *arguments]
 os.execv(str(python), [str(python), "-m", "pytest", *arguments])

@@ -6,13 +6,13 @@ it), in front of one caching stub (tests/support/scripted_anthropic.py).
 The real ``anthropic`` SDK agent (tests/support/anthropic_shell_agent.py)
 sends its requests to the two proxies in turn, as a load balancer would,
 two seconds apart (its tool takes that long), with obsmask told a
-lifetime of four seconds (``cold_after_seconds = 4``: two seconds of slack
-for a slow machine): through the pair the conversation is never paused
-that long, through either proxy alone it is every time.
+lifetime of six seconds (``cold_after_seconds = 6``: four seconds of slack
+for a slow or busy machine): through the pair the conversation is never
+paused that long, through either proxy alone it is every time.
 
 Checked:
 - with Redis up, no request is taken for cold but the one after a real
-  pause of eight seconds, whichever proxy serves it;
+  pause of twelve seconds, whichever proxy serves it;
 - with Redis stopped, no request is taken for cold at all (each proxy
   knows only the requests it saw, and a request whose previous one it did
   not see begins a conversation it knows nothing of): losing the table
@@ -43,12 +43,12 @@ PROMPT_MARKER = "OBSMASK-E2E-COLD-TWO-PROXIES"
 PROMPT = f"{PROMPT_MARKER}: run the steps you are given. " + "Keep every log line. " * 1900
 FINAL = "Scripted run done."
 STEP_SECONDS = 2
-PAUSE_SECONDS = 8
+PAUSE_SECONDS = 12
 PAUSED_TURN = 5  # the request after 5 tool turns comes after the real pause
 TURNS = 8
 OPTIONS = ("--set", "obsmask_price_model=anthropic", "--set", "obsmask_allowance_percent=2",
            "--set", "obsmask_window_turns=1", "--set", "obsmask_min_free_percent=80",
-           "--set", "obsmask_cold_after_seconds=4")
+           "--set", "obsmask_cold_after_seconds=6")
 
 
 def _commands(pause: bool) -> list[str]:
