@@ -112,10 +112,11 @@ class BreakpointBilling:
         blocks = self._blocks_before
         return entry <= mark and (lookback is None or blocks[mark] - blocks[entry] < lookback)
 
-    def _considered(self, write: int) -> bool:
-        """Is the entry of write number ``write`` among those still read?"""
+    def _oldest_unread_write(self) -> int:
+        """Entries of this write number and earlier are no longer read: only
+        the latest ``entries`` written are considered (-1: all are)."""
         kept = self._reach.entries
-        return kept is None or self._writes - write < kept
+        return -1 if kept is None else self._writes - kept
 
     def _floor(self) -> int:
         """What every request after the first reads at least: the system."""
@@ -163,13 +164,27 @@ class BreakpointBilling:
         entry read ends (0: the tools and system; None: nothing read)."""
         floor = self._floor()
         read, at = floor, (0 if floor else None)
+        if not marks:
+            return read, at
+        # ``_reaches`` unrolled: this loop runs for
+        # every entry kept, for every request the ledger replays.
         changed = forwarded.changed_at
+        latest = max(mark for mark, _ in marks)
+        limit = latest if changed is None else min(latest, changed)
+        oldest = self._oldest_unread_write()
         lookback = self._reach.forwarded_blocks
+        blocks = self._blocks_before
+        # Per breakpoint: the entries it reaches begin after this many
+        # blocks (none when there is no lookback).
+        reach = None if lookback is None else [
+            (mark, blocks[mark] - lookback) for mark, _ in marks]
         for entry, tokens, write in self._entries:
-            if tokens > read and (changed is None or entry <= changed) \
-                    and self._considered(write) \
-                    and any(self._reaches(entry, mark, lookback) for mark, _ in marks):
-                read, at = tokens, entry
+            if tokens <= read or entry > limit or write <= oldest:
+                continue
+            if reach is not None and not any(
+                    entry <= mark and blocks[entry] > first for mark, first in reach):
+                continue
+            read, at = tokens, entry
         return read, at
 
     def masked_cost(self, forwarded: Forwarded) -> int:
@@ -187,8 +202,9 @@ class BreakpointBilling:
         written_to = written[-1][0] if written else (0 if self._system_entry else None)
         self._points = (read_at, written_to if last > read else read_at)
         changed = forwarded.changed_at
-        entries = [kept for kept in self._entries
-                   if (changed is None or kept[0] <= changed) and self._considered(kept[2])]
+        limit = changed if changed is not None else float("inf")
+        oldest = self._oldest_unread_write()
+        entries = [kept for kept in self._entries if kept[0] <= limit and kept[2] > oldest]
         for mark, tokens in written:
             # Written again, an entry lives on as the latest.
             entries = [kept for kept in entries if kept[0] != mark]
