@@ -88,7 +88,10 @@ STEPS = [
 ]
 FAILING_TURN = next(n for n, step in enumerate(STEPS) if step.command == FAILING_COMMAND)
 REQUESTS = len(STEPS)
-AGENT_BOUND = 60.0  # seconds, for each run of the agent
+# Seconds, for each run of the agent: on a busy 2-core machine (CI runs a
+# worker more than it has cores) its start alone, importing litellm, has
+# taken over 40 s.
+AGENT_BOUND = 180.0
 MASKED_LINE = re.compile(r"obsmask: POST /v1/chat/completions: masked (\d+) of (\d+) tool results")
 
 
