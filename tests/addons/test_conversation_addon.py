@@ -411,7 +411,7 @@ def test_a_failing_check_forwards_the_original(addon_context, monkeypatch, caplo
     tctx.configure(addon, obsmask_window_turns=1)
 
     monkeypatch.setattr(
-        verify, "check_only_planned_changes", lambda before, after, plan, fmt: ["broken"]
+        verify, "check_only_planned_changes", lambda before, after, plan, fmt, also: ["broken"]
     )
     original = body(conversation(turns=3))
     flow = chat_flow(original)

@@ -90,13 +90,15 @@ def test_with_a_holdout_a_grown_request_is_placed_from_what_it_adds_alone():
     assert_goes_out_as_read_exactly(requests[2], outcome, policy)
 
 
-def test_a_grown_request_with_a_new_replacement_is_read_whole_and_checked(masker):
-    """A new tool turn moves the window: one more result is masked, which
-    must be spliced and checked, so the body is read whole."""
-    first, second = conversation(turns=3), conversation(turns=3) + ANSWER
+def test_a_grown_request_with_a_replacement_no_parse_proved_is_read_whole_and_checked(masker):
+    """A new tool turn moves the window: one more result is masked, one that
+    came in the first request, which had nothing to mask (so nothing
+    checked it and proved its place): it must be spliced and checked, so
+    the body is read whole."""
+    first, second = conversation(turns=1), conversation(turns=1) + ANSWER
     third = [*second, tool_turn("call_new"), tool_result("call_new")]
     for request in (first, second):
-        masker.mask(body(request), CHAT)
+        assert not isinstance(masker.mask(body(request), CHAT), Masked)
     outcome, parsed = parsed_while(lambda: masker.mask(body(third), CHAT))
     assert isinstance(outcome, Masked) and not outcome.reused
     assert len(body(third)) in parsed

@@ -96,22 +96,21 @@ def bytes_parsed_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_from_its_third_request_on_a_conversation_is_masked_without_parsing_a_whole_body(
+def test_from_its_second_request_on_a_conversation_is_masked_without_parsing_a_whole_body(
         masker):
     """Each request adds a tool turn and masks one result more, so none goes
-    out as its predecessor's masked body again. The second is spliced and
-    checked (the result it masks came in the first, whose body was read
-    whole); from the third on, the result masked came in an earlier
-    request's added items, where its place was proven
-    (``proven_spans``): the body is read from its added bytes alone, its
-    index resumed, and its masked body is a splice that needs no check.
-    Only the added bytes are parsed (read, then the proof of their
-    results' places), never a whole body, and what goes out is what the
-    exact reader makes of the body alone."""
+    out as its predecessor's masked body again. The first is read whole,
+    spliced and checked, and its check proves where each of its results
+    sits (``checked_splice``); each later one is read from its added bytes
+    alone, its index resumed, and where its added results sit is proven on
+    the way (``proven_spans``): the result it masks sits where a parse
+    proved, so its masked body is a splice that needs no check. Only the
+    added bytes are parsed (read, then the proof of their results'
+    places), never a whole body, and what goes out is what the exact
+    reader makes of the body alone."""
     requests = [body(conversation(turns=3 + n)) for n in range(5)]
-    for request in requests[:2]:
-        assert isinstance(masker.mask(request, CHAT), Masked)
-    for previous, request in itertools.pairwise(requests[1:]):
+    assert isinstance(masker.mask(requests[0], CHAT), Masked)
+    for previous, request in itertools.pairwise(requests):
         with mock.patch.object(tool_turns, "_resumed", wraps=tool_turns._resumed) as resumed:
             outcome, parsed = bytes_parsed_while(lambda r=request: masker.mask(r, CHAT))
         assert isinstance(outcome, Masked) and not outcome.reused

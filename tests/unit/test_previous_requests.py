@@ -12,7 +12,7 @@ import pytest
 
 from obsmask_core.conversation.body.quick_body import QuickBody, loads_marking_end
 from obsmask_core.conversation.body.request_body import ExactBody
-from obsmask_core.conversation.masking import rewrite
+from obsmask_core.conversation.masking import checked_splice, rewrite
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.masking.rewrite import mask_read_body
@@ -50,7 +50,7 @@ def masked_anew(request: bytes) -> bytes:
 
 
 def checks_while(action):
-    with mock.patch.object(rewrite, "verify", wraps=rewrite.verify) as verify:
+    with mock.patch.object(checked_splice, "verify", wraps=checked_splice.verify) as verify:
         outcome = action()
     return outcome, verify.call_count
 
@@ -101,10 +101,27 @@ def test_the_same_bytes_under_another_policy_are_planned_anew(masker):
     assert len(outcome.plan.decisions) == 2
 
 
-def test_a_request_whose_plan_changed_is_spliced_and_checked_anew(masker):
-    """A new tool turn moves the window: one more result is masked."""
+def test_a_request_whose_plan_changed_is_spliced_where_the_last_check_proved_without_a_check(
+        masker):
+    """A new tool turn moves the window: one more result is masked, one the
+    first request went out with whole, whose place that request's check
+    proved (``checked_splice``): spliced there, with no check, as masking
+    anew makes it."""
     masker.mask(body(conversation(turns=3)), CHAT)
     grown = body(conversation(turns=4))
+    outcome, checks = checks_while(lambda: masker.mask(grown, CHAT))
+    assert isinstance(outcome, Masked) and not outcome.reused
+    assert checks == 0
+    assert outcome.body == masked_anew(grown)
+
+
+def test_a_result_whose_place_no_parse_proved_is_spliced_and_checked_when_first_masked(
+        masker):
+    """The first request had nothing to mask, so nothing checked it: the
+    result the next one masks sits where only a search found it, and the
+    masked body is checked."""
+    assert not isinstance(masker.mask(body(conversation(turns=1)), CHAT), Masked)
+    grown = body(conversation(turns=2))
     outcome, checks = checks_while(lambda: masker.mask(grown, CHAT))
     assert isinstance(outcome, Masked)
     assert checks == 1

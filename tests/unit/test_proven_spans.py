@@ -44,7 +44,7 @@ def chat_turn(call_id: str, output: str) -> list[object]:
 def proven_chat(added: list[object], write=orjson.dumps) -> tuple[bytes, dict]:
     body, start, end = grown(added, write)
     items = [*KEPT, *added]
-    wanted = candidates(added, len(KEPT), CHAT.index(items).results, CHAT)
+    wanted = candidates(added, len(KEPT), CHAT.index(items), CHAT)
     return body, prove_added(body, start, end, added, len(KEPT), wanted)
 
 
@@ -59,14 +59,16 @@ def test_each_added_result_is_proven_where_its_text_is():
 
 
 def test_a_value_found_in_the_wrong_place_is_not_proven():
-    """The last member of a closing block has no call id to search after:
-    an equal text earlier in the item is found first, the sentinel reads in
-    the wrong block, and nothing of those bytes is proven."""
-    item = {"role": "user", "content": [{"type": "text", "text": "same"},
-                                        {"type": "text", "text": "same"}]}
+    """The last member of the block that closes a turn's calls has no call id
+    to search after: an equal input earlier in the item is found first, the
+    sentinel reads in the wrong block, and nothing of those bytes is
+    proven."""
+    item = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "bash", "input": {"c": 1}},
+        {"type": "tool_use", "id": "t2", "name": "bash", "input": {"c": 1}}]}
     body, start, end = grown([item])
-    wanted = candidates([item], 1, [], ANTHROPIC)
-    assert [place for place, _, _ in wanted] == [(1, ("content", 1, "text"))]
+    wanted = candidates([item], 1, ANTHROPIC.index([*KEPT, item]), ANTHROPIC)
+    assert [place for place, _, _ in wanted] == [(1, ("content", 1, "input"))]
     assert prove_added(body, start, end, [item], 1, wanted) == {}
 
 
@@ -92,13 +94,15 @@ def test_an_edit_whose_span_is_not_proven_is_left_to_the_search_and_the_check():
 
 
 def test_a_member_is_added_before_the_brace_after_the_blocks_proven_last_member():
-    item = {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": "out"},
-        {"type": "text", "text": "<system-reminder>x</system-reminder>"}]}
+    """Where the frontier breakpoint goes: the block that closes a turn's
+    calls, after its last member (its input), proven when it came."""
+    item = {"role": "assistant", "content": [
+        {"type": "text", "text": "Running it."},
+        {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}]}
     body, start, end = grown([item])
-    wanted = candidates([item], 1, ANTHROPIC.index([*KEPT, item]).results, ANTHROPIC)
+    wanted = candidates([item], 1, ANTHROPIC.index([*KEPT, item]), ANTHROPIC)
     proven = prove_added(body, start, end, [item], 1, wanted)
-    assert (1, ("content", 1, "text")) in proven
+    assert set(proven) == {(1, ("content", 1, "input"))}
     edit = MemberAdded(1, ("content", 1), item["content"][1], "cache_control",
                        {"type": "ephemeral"})
     made = constructed(body, [edit], proven, end)

@@ -12,22 +12,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, AddedBreakpoint
+from obsmask_core.conversation.body.request_text import PathStep
 from obsmask_core.conversation.planning.plan import MaskPlan
-from obsmask_core.conversation.turns.turn_model import Location
 from obsmask_core.conversation.turns.wire_formats import WireFormat, set_at, value_at
 
 
 def check_only_planned_changes(
-    before: Sequence[object], after: list[object], plan: MaskPlan, fmt: WireFormat
+    before: Sequence[object], after: list[object], plan: MaskPlan, fmt: WireFormat,
+    also: Sequence[tuple[int, tuple[PathStep, ...]]] = (),
 ) -> list[str]:
     """The rules of masking for any format: the same number of items
     in the same order, and nothing changed but the planned results' values
-    (so no id, call, block or other field). One line per violation."""
+    (so no id, call, block or other field). One line per violation.
+    ``also``: more places whose values may differ (each item and path),
+    checked by the caller."""
     if len(before) != len(after):
         return [f"item count changed from {len(before)} to {len(after)}"]
-    planned: dict[int, list[Location]] = {}
+    planned: dict[int, list[tuple[PathStep, ...]]] = {}
     for decision in plan.decisions:
-        planned.setdefault(decision.location[0], []).append(decision.location)
+        planned.setdefault(decision.location[0], []).append(fmt.value_path(decision.location))
+    for index, path in also:
+        planned.setdefault(index, []).append(path)
     problems = []
     added = plan.breakpoint
     for position, (old, new) in enumerate(zip(before, after, strict=True)):
@@ -43,9 +48,9 @@ def check_only_planned_changes(
         # Blank the planned values on both sides: what remains must be equal.
         old_rest, new_rest = [old], [new]
         try:
-            for location in planned[position]:
-                set_at(old_rest, 0, fmt.value_path(location), None)
-                set_at(new_rest, 0, fmt.value_path(location), None)
+            for path in planned[position]:
+                set_at(old_rest, 0, path, None)
+                set_at(new_rest, 0, path, None)
         except (TypeError, KeyError, IndexError):
             problems.append(f"item {position} changed shape")
             continue

@@ -39,6 +39,7 @@ from obsmask_core.conversation.body.request_body import (
     Replacement,
 )
 from obsmask_core.conversation.body.request_text import UnsupportedBody
+from obsmask_core.conversation.masking.checked_splice import splice_and_check
 from obsmask_core.conversation.masking.keep import keep_request
 from obsmask_core.conversation.masking.outcomes import (
     Masked,
@@ -48,7 +49,7 @@ from obsmask_core.conversation.masking.outcomes import (
     Unreadable,
 )
 from obsmask_core.conversation.masking.recall import Recall, find_recalls, with_recalls
-from obsmask_core.conversation.masking.verify import ReadBody, verify
+from obsmask_core.conversation.masking.verify import ReadBody
 from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.plan import RECALLED, MaskDecision, MaskPlan
@@ -62,9 +63,15 @@ from obsmask_core.conversation.reuse.hint import (
     signature_of,
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
-from obsmask_core.conversation.reuse.proven_spans import Place, constructed, proven_by_check
+from obsmask_core.conversation.reuse.proven_spans import (
+    Place,
+    candidates,
+    constructed,
+    unproven,
+)
 from obsmask_core.conversation.reuse.records import Grown
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat, value_at
 from obsmask_core.shared.json_text import Span
 
@@ -132,7 +139,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         # Recalled texts change the items the plan sees: nothing is kept.
         quick, reuse = None, None
     # The values whose place a parse proved: splicing them needs no check.
-    proven = reuse.proven_spans(quick.body, index.results, fmt) \
+    proven = reuse.proven_spans(quick.body, index, fmt) \
         if reuse is not None and quick is not None else {}
     # Plan.
     price = _price(request, policy, fmt)
@@ -154,7 +161,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         outcome: RewriteOutcome = Unchanged(HELD_OUT, plan)
     else:
         outcome, masked_end = _masked(request, plan, fmt, recalls, indexed.text_chars,
-                                      reuse, end, proven)
+                                      reuse, end, proven, index,
+                                      prove=quick is not None and end is not None)
     if quick is not None and previous is not None and end is not None:
         keep_request(previous, quick, fmt, recall=recall, end=end, plan=plan,
                      outcome=outcome, masked_end=masked_end, items=items, indexed=indexed,
@@ -216,12 +224,15 @@ def _from_last_seen(request: ReadBody, answer_starts: Sequence[int],
 
 def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
             chars: int, reuse: Reuse | None, end: int | None, proven: dict[Place, Span],
+            index: ToolTurnIndex, prove: bool,
             ) -> tuple[RewriteOutcome, int | None]:
     """The outcome of ``plan``: the body with its replacements, made anew
     or (``reuse``) from the kept request's masked body; and where the
     masked body's list closes, when that is proven (the list closing at
     ``end`` in the body, every replacement before it). ``proven``: the
-    spans a parse proved, the ones the check of a new body proves added."""
+    spans a parse proved, the ones the check of a new body proves added
+    (with ``prove``, those of every value ``index`` says masking may
+    replace later too)."""
     chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)
     _add_recalls(plan, recalls)
     if not plan.decisions:
@@ -244,24 +255,15 @@ def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Re
             and (made := constructed(request.body, replacements, proven, end)) is not None:
         # Every value's place proven by a parse: the splice is the check.
         return Masked(made[0], plan, chars, chars_after), end + made[1]
-    found = QuickBody.replace_found(request.body, replacements) \
-        if isinstance(request, QuickRead) else None
-    new_body = request.replaced(replacements) if isinstance(request, ExactBody) \
-        else found[0] if found is not None else None
-    if new_body is None:
-        return Refused("a planned value could not be located", plan), None
-    # Every replacement before the list's end: the rest of the body is the
-    # client's, and the check proves where the masked list closes.
-    masked_end = None
-    if end is not None and isinstance(request, QuickRead) \
-            and new_body.endswith(request.body[end:]):
-        masked_end = end + len(new_body) - len(request.body)
-    violation, checked_end = verify(request, new_body, replacements, plan, fmt, masked_end)
-    if violation is not None:
-        return Refused(violation, plan), None
-    if found is not None:
-        proven.update(proven_by_check(found[1]))
-    return Masked(new_body, plan, chars, chars_after), masked_end if checked_end else None
+    # The places of the values masking may replace later are proven on the
+    # way when the masker keeps this request for the next one.
+    probes = unproven(candidates(request.items, 0, index, fmt), replacements, proven) \
+        if prove else []
+    checked = splice_and_check(request, replacements, plan, fmt, end, probes)
+    if isinstance(checked, str):
+        return Refused(checked, plan), None
+    proven.update(checked.proven)
+    return Masked(checked.body, plan, chars, chars_after), checked.masked_end
 
 
 def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:

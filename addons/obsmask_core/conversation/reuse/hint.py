@@ -46,7 +46,7 @@ from obsmask_core.conversation.reuse.grown_body import GrownBody
 from obsmask_core.conversation.reuse.proven_spans import Place, candidates, prove_added
 from obsmask_core.conversation.reuse.records import Grown, PreviousRequest, Signature
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
-from obsmask_core.conversation.turns.turn_model import ToolResult
+from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.shared.json_text import Span
 
@@ -102,7 +102,7 @@ class Reuse:
              memoryview(body)[grown.start:]))
         return masked, previous.masked_end + grown.end - grown.start
 
-    def proven_spans(self, body: bytes, results: Sequence[ToolResult],
+    def proven_spans(self, body: bytes, index: ToolTurnIndex,
                      fmt: WireFormat) -> dict[Place, Span]:
         """The spans proven in the kept request (they hold in ``body``, which
         begins with its bytes up to where its list closes), and those of
@@ -111,7 +111,7 @@ class Reuse:
         first = self.previous.items
         if self.added:
             proven.update(prove_added(body, self.grown.start, self.grown.end, self.added, first,
-                                      candidates(self.added, first, results, fmt)))
+                                      candidates(self.added, first, index, fmt)))
         return proven
 
     def _written_open(self) -> bytes | None:

@@ -40,7 +40,7 @@ from obsmask_core.conversation.body.quick_body import added_items
 from obsmask_core.conversation.body.request_body import Edit, MemberAdded, placed_edit
 from obsmask_core.conversation.body.request_text import PathStep
 from obsmask_core.conversation.body.value_search import find_values
-from obsmask_core.conversation.turns.turn_model import ToolResult
+from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat, set_at, value_at
 from obsmask_core.shared.json_text import Span, splice
 
@@ -54,15 +54,16 @@ Candidate = tuple[Place, object, str | None]
 _WHITESPACE = b" \t\r\n"
 
 
-def candidates(added: Sequence[object], first: int, results: Sequence[ToolResult],
+def candidates(added: Sequence[object], first: int, index: ToolTurnIndex,
                fmt: WireFormat) -> list[Candidate]:
     """What masking may replace in the ``added`` items (numbered from
     ``first``), in the order the bytes hold them: each tool result's value,
-    and (Anthropic) the last member of each item's closing block that has
-    no breakpoint."""
+    and (Anthropic) the last member of the closing block, without a
+    breakpoint, of each item that closes a tool turn's calls (where the
+    frontier breakpoint goes)."""
     found: dict[Place, Candidate] = {}
     order: dict[Place, tuple[int, int, int]] = {}
-    for result in results:
+    for result in index.results:
         item = result.location[0]
         if item < first:
             continue
@@ -75,11 +76,12 @@ def candidates(added: Sequence[object], first: int, results: Sequence[ToolResult
         found[place] = (place, value, result.call_id)
         order[place] = (item, result.location[1] if len(result.location) > 1 else 0, 0)
     if fmt is ANTHROPIC:
-        for number, item_value in enumerate(added):
-            closing = _closing_member(item_value, first + number)
-            if closing is not None and closing[0] not in found:
-                found[closing[0]] = (closing[0], closing[1], None)
-                order[closing[0]] = (first + number, closing[2], 1)
+        for item in sorted({turn.last for turn in index.turns}):
+            if first <= item < first + len(added):
+                closing = _closing_member(added[item - first], item)
+                if closing is not None and closing[0] not in found:
+                    found[closing[0]] = (closing[0], closing[1], None)
+                    order[closing[0]] = (item, closing[2], 1)
     return [found[place] for place in sorted(found, key=order.__getitem__)]
 
 
@@ -110,7 +112,7 @@ def prove_added(body: bytes, start: int, end: int, added: Sequence[object], firs
                                  for place, value, anchor in wanted])
     if spans is None:
         return {}
-    probe = [(span, orjson.dumps(_sentinel(number)))
+    probe = [(span, orjson.dumps(sentinel(number)))
              for number, span in enumerate(spans)]
     try:
         read = added_items(splice(region, probe))
@@ -118,15 +120,37 @@ def prove_added(body: bytes, start: int, end: int, added: Sequence[object], firs
         return {}
     expected = list(added)
     for number, (place, _, _) in enumerate(wanted):
-        set_at(expected, place[0] - first, place[1], _sentinel(number))
+        set_at(expected, place[0] - first, place[1], sentinel(number))
     if read != expected:
         return {}
     return {place: (start + span[0], start + span[1])
             for (place, _, _), span in zip(wanted, spans, strict=True)}
 
 
-def _sentinel(number: int) -> str:
+def sentinel(number: int) -> str:
+    """A string no value is expected to be, written where value ``number``
+    was to find out where it is read."""
     return f"\x00obsmask-proof-{number}"
+
+
+def unproven(wanted: Sequence[Candidate], edits: Sequence[Edit],
+             proven: ProvenSpans) -> list[Candidate]:
+    """The ``wanted`` values a check of ``edits`` can prove: not proven yet,
+    not inside an edited value or holding one, and not in the item that
+    gains a member (its check allows that member alone)."""
+    gaining = {edit.index for edit in edits if isinstance(edit, MemberAdded)}
+    edited: dict[int, list[tuple[PathStep, ...]]] = {}
+    for edit in edits:
+        edited.setdefault(edit.index, []).append(edit.path)
+    kept = []
+    for candidate in wanted:
+        (index, path), _, _ = candidate
+        if (index, path) in proven or index in gaining or any(
+                path[:len(other)] == other or other[:len(path)] == path
+                for other in edited.get(index, ())):
+            continue
+        kept.append(candidate)
+    return kept
 
 
 def proven_by_check(found: Sequence[tuple[Edit, Span]]) -> dict[Place, Span]:

@@ -1,0 +1,106 @@
+"""A masked body spliced and checked, proving on the way where the body's
+other values sit.
+
+The planned values are found by their bytes and replaced, and the result
+is parsed again and checked (``verify``). When the masker keeps requests,
+the values masking may replace later (``proven_spans.candidates``) are
+found too, and in the body that is checked each is replaced by a sentinel
+string of its own: the one parse then proves every place, and the body
+that goes out is the client's with the planned values alone replaced, at
+the places the check proved (the bytes a sentinel stood for are the
+value's own, and the check read that sentinel exactly at its value's
+place). If the search or the check fails with the sentinels, the planned
+values are spliced and checked alone, as before: proving never refuses a
+body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from obsmask_core.conversation.body.quick_body import QuickBody
+from obsmask_core.conversation.body.request_body import (
+    Edit,
+    ExactBody,
+    Replacement,
+    placed_edit,
+)
+from obsmask_core.conversation.masking.verify import ReadBody, verify
+from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.reuse.proven_spans import (
+    Candidate,
+    Place,
+    proven_by_check,
+    sentinel,
+)
+from obsmask_core.conversation.turns.wire_formats import WireFormat
+from obsmask_core.shared.json_text import Span, splice
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A masked body that passed the check; where its list closes, when the
+    check proved it; and the places the check proved (in the client's
+    body)."""
+
+    body: bytes
+    masked_end: int | None
+    proven: dict[Place, Span]
+
+
+def splice_and_check(request: ReadBody, edits: list[Edit], plan: MaskPlan, fmt: WireFormat,
+                     end: int | None, probes: Sequence[Candidate]) -> Checked | str:
+    """``request`` with ``edits`` made and checked, proving the places of
+    ``probes`` on the way; or why it cannot go out."""
+    if probes and not isinstance(request, ExactBody):
+        checked = _with_probes(request.body, request, edits, plan, fmt, end, probes)
+        if checked is not None:
+            return checked
+    found = QuickBody.replace_found(request.body, edits) \
+        if not isinstance(request, ExactBody) else None
+    new_body = request.replaced(edits) if isinstance(request, ExactBody) \
+        else found[0] if found is not None else None
+    if new_body is None:
+        return "a planned value could not be located"
+    masked_end = _masked_end(request, new_body, end)
+    violation, proven_end = verify(request, new_body, edits, plan, fmt, masked_end)
+    if violation is not None:
+        return violation
+    return Checked(new_body, masked_end if proven_end else None,
+                   proven_by_check(found[1]) if found is not None else {})
+
+
+def _with_probes(body: bytes, request: ReadBody, edits: list[Edit], plan: MaskPlan,
+                 fmt: WireFormat, end: int | None,
+                 probes: Sequence[Candidate]) -> Checked | None:
+    sentinels = [Replacement(place[0], place[1], value, sentinel(number), anchor=anchor)
+                 for number, (place, value, anchor) in enumerate(probes)]
+    found = QuickBody.replace_found(body, [*edits, *sentinels])
+    if found is None:
+        return None
+    probe_end = _masked_end(request, found[0], end)
+    violation, proven_end = verify(request, found[0], [*edits, *sentinels], plan, fmt,
+                                   probe_end, also=[place for place, _, _ in probes])
+    if violation is not None:
+        return None
+    probe_ids = {id(edit) for edit in sentinels}
+    placed: list[tuple[Span, bytes]] = []
+    for edit, span in found[1]:
+        if id(edit) not in probe_ids:
+            made = placed_edit(span, edit, body[span[1] - 1])
+            assert made is not None  # it was placed in the body checked
+            placed.append((made[0], made[1].encode("utf-8")))
+    new_body = splice(body, placed)
+    masked_end = end + len(new_body) - len(body) \
+        if proven_end and end is not None else None
+    return Checked(new_body, masked_end, proven_by_check(found[1]))
+
+
+def _masked_end(request: ReadBody, new_body: bytes, end: int | None) -> int | None:
+    """Where the masked list closes if every edit was made before ``end``:
+    the rest of the body is the client's (the check proves it)."""
+    if end is None or isinstance(request, ExactBody) \
+            or not new_body.endswith(request.body[end:]):
+        return None
+    return end + len(new_body) - len(request.body)
