@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.billing.history_key import HistoryKey, history_key
+from obsmask_core.conversation.billing.history_key import HistoryKey, history_key, history_of
 from support.chat import system
 from support.formats import (
     CLAUDE_CODE_SYSTEM,
@@ -299,3 +299,33 @@ def test_any_item_changed_changes_the_key(items, data):
     other = data.draw(scalars.filter(lambda value: value != plain_items[at]))
     other_items = [*plain_items[:at], other, *plain_items[at + 1:]]
     assert history_key({}, other_items, []).own != history_key({}, plain_items, []).own
+
+
+# Going on from the previous request's digest ------------------------------------------
+
+@given(st.lists(marked_pairs(), min_size=1, max_size=8), marked_pairs(), st.data())
+def test_a_key_gone_on_from_a_kept_digest_is_the_key_written_whole(items, head, data):
+    """The next request writes only the items after the ones its previous
+    request's digest went through (whatever breakpoints either carries;
+    and its other members are not read, unless its own previous request
+    ended before them): the keys, and the digest it keeps in turn, are
+    the ones writing it whole gives."""
+    plain_items, marked_items = [p for p, _ in items], [m for _, m in items]
+    kept_count = data.draw(st.integers(0, len(items)))
+    starts = sorted(set(data.draw(st.lists(st.integers(0, len(items)), max_size=4))))
+    members = {"model": "m", "tools": head[0]}
+    _, kept = history_of(lambda: members, plain_items[:kept_count],
+                         [s for s in starts if s < kept_count])
+    whole, whole_digest = history_of(lambda: members, marked_items, starts)
+    latest = max([s for s in starts if s < len(items)], default=0)
+    read: list[bool] = []
+
+    def head() -> dict[str, object]:
+        read.append(True)
+        return members
+
+    gone_on, digest = history_of(head, marked_items, starts, kept)
+    assert bool(read) == (kept_count > latest)
+    assert gone_on == whole
+    assert digest.items == whole_digest.items == len(items)
+    assert digest.state.hexdigest() == whole_digest.state.hexdigest()

@@ -22,10 +22,14 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from obsmask_core.conversation.billing.unmarked import unmarked, unmarked_json
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
 
 # What comes before the items in the provider's cache order.
 HEAD_MEMBERS = ("model", "tools", "system", "instructions")
@@ -52,14 +56,39 @@ def _written(value: object) -> bytes:
         "utf-8", "surrogatepass"))
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryDigest:
+    """The digest of a request's history as far as its ``items`` items go
+    (the head and every item), to go on from for the next request of the
+    conversation, which begins with them. ``state`` is never updated: it
+    is copied."""
+
+    state: _Hash
+    items: int
+
+
 def history_key(members: Mapping[str, object], items: Sequence[object],
                 answer_starts: Sequence[int]) -> HistoryKey:
     """The key of the request of ``items`` whose other members are
     ``members``; ``answer_starts``: where the model's answers begin among
     the items, in order (the previous request ended before the latest)."""
-    digest = hashlib.sha256(_written([members.get(name) for name in HEAD_MEMBERS]))
+    return history_of(lambda: members, items, answer_starts)[0]
+
+
+def history_of(members: Callable[[], Mapping[str, object]], items: Sequence[object],
+               answer_starts: Sequence[int], kept: HistoryDigest | None = None,
+               ) -> tuple[HistoryKey, HistoryDigest]:
+    """``history_key``, and the digest to go on from; ``members`` gives the
+    request's other members. With ``kept`` (the digest of a request whose
+    items and other members this one begins with), only the items after
+    them are written: the members and the kept items are not read, unless
+    the previous request ended among them."""
     at = bisect.bisect_left(answer_starts, len(items)) - 1
     start = answer_starts[at] if at >= 0 else 0
+    if kept is not None and kept.items <= start and kept.items <= len(items):
+        return _went_on(kept, items, start)
+    head = members()
+    digest = hashlib.sha256(_written([head.get(name) for name in HEAD_MEMBERS]))
     previous: str | None = None
     # The items' writing without the list's brackets, in two parts: the
     # history up to the previous request's end, then the rest. Hashed one
@@ -67,9 +96,31 @@ def history_key(members: Mapping[str, object], items: Sequence[object],
     # request's own key is the first part's), whatever request ends it.
     if start > 0:
         digest.update(b"\n" + _written(list(items[:start]))[1:-1])
-        previous = "h-" + digest.hexdigest()[:2 * DIGEST_BYTES]
+        previous = _key(digest)
         digest.update(b",")
     else:
         digest.update(b"\n")
     digest.update(_written(list(items[start:]))[1:-1])
-    return HistoryKey("h-" + digest.hexdigest()[:2 * DIGEST_BYTES], previous)
+    return HistoryKey(_key(digest), previous), HistoryDigest(digest.copy(), len(items))
+
+
+def _went_on(kept: HistoryDigest, items: Sequence[object],
+             start: int) -> tuple[HistoryKey, HistoryDigest]:
+    """The key of a request that begins with ``kept``'s items, and its
+    previous request's (which ends at ``start``, not before them)."""
+    digest = kept.state.copy()
+    # Each part after the first is written after a comma, as one list's
+    # items are.
+    written = bool(kept.items)
+    previous: str | None = None
+    for part in (items[kept.items:start], items[start:]):
+        if part:
+            digest.update((b"," if written else b"") + _written(list(part))[1:-1])
+            written = True
+        if previous is None and start > 0:
+            previous = _key(digest)
+    return HistoryKey(_key(digest), previous), HistoryDigest(digest.copy(), len(items))
+
+
+def _key(digest: _Hash) -> str:
+    return "h-" + digest.hexdigest()[:2 * DIGEST_BYTES]

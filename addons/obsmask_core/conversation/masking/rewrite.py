@@ -27,7 +27,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     read_layout,
 )
 from obsmask_core.conversation.billing.cache_lifetime import NEVER_COLD, cache_lifetime
-from obsmask_core.conversation.billing.history_key import HistoryKey, history_key
+from obsmask_core.conversation.billing.history_key import HistoryDigest, HistoryKey, history_of
 from obsmask_core.conversation.billing.last_seen import Arrival, Sighting
 from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice, price_for_request
@@ -69,7 +69,7 @@ from obsmask_core.conversation.reuse.proven_spans import (
     constructed,
     unproven,
 )
-from obsmask_core.conversation.reuse.records import Grown
+from obsmask_core.conversation.reuse.records import Grown, Kept
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat, value_at
@@ -142,10 +142,11 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     proven = reuse.proven_spans(quick.body, index, fmt) \
         if reuse is not None and quick is not None else {}
     # Plan.
-    price = _price(request, policy, fmt)
+    price = _price(request, policy, fmt, reuse)
     layout = _layout(request, items, policy, fmt, price, reuse)
     name = reuse.previous.conversation if reuse is not None else None
-    found, key = _from_last_seen(request, index.answer_starts, policy, fmt, layout, price, visit)
+    found, key, history = _from_last_seen(request, index.answer_starts, policy, fmt, layout,
+                                          price, visit, reuse)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         layout=layout, cold_ends=found.cold_ends, memory=memory, price=price,
@@ -167,14 +168,20 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         keep_request(previous, quick, fmt, recall=recall, end=end, plan=plan,
                      outcome=outcome, masked_end=masked_end, items=items, indexed=indexed,
                      grew_from=grown.record if grown is not None else None, reuse=reuse,
-                     layout=layout, proven=proven)
+                     layout=layout, proven=proven,
+                     kept=Kept(price=price, priced_by=policy, history=history))
     return outcome
 
 
-def _price(request: ReadBody, policy: MaskPolicy, fmt: WireFormat) -> RequestPrice | None:
-    """The request's prices, from its ``model`` (None: no cache)."""
+def _price(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
+           reuse: Reuse | None) -> RequestPrice | None:
+    """The request's prices, from its ``model`` (None: no cache): the kept
+    request's, under the same policy, when the body grew from it (its
+    other members are that request's)."""
     if not has_cache(policy.price_model):
         return None
+    if reuse is not None and reuse.previous.kept.priced_by is policy:
+        return reuse.previous.kept.price
     return price_for_request(policy.price_model, policy.models, anthropic=fmt is ANTHROPIC,
                              model=request.members.get("model"), members=request.members)
 
@@ -198,28 +205,35 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
 
 def _from_last_seen(request: ReadBody, answer_starts: Sequence[int],
                     policy: MaskPolicy, fmt: WireFormat, layout: CacheLayout | None,
-                    price: RequestPrice | None, visit: Arrival | None,
-                    ) -> tuple[Sighting, HistoryKey | None]:
+                    price: RequestPrice | None, visit: Arrival | None, reuse: Reuse | None,
+                    ) -> tuple[Sighting, HistoryKey | None, HistoryDigest | None]:
     """What the table of when conversations were last seen (``last_seen``)
     says of the request's conversation, visiting it: the request ends at
     which it came back after the provider's cache expired, when cold turns
     are on (``cold_turns``), and the request end from which the provider's
     brake holds its frontier (``provider_brake``); and the request's key
-    there (None: the table was not visited). The client's items, not the
-    ones recall filled in: every request of the conversation keys alike."""
+    there (None: the table was not visited), with the digest to go on from
+    (a body grown from a kept request goes on from that one's). The
+    client's items, not the ones recall filled in: every request of the
+    conversation keys alike."""
     items, (cold, braking) = request.items, (policy.cold_turns_on, policy.provider_brake)
     if visit is None or not (cold or braking) or not has_cache(policy.price_model) \
             or not items:
-        return Sighting(), None
-    key = history_key(request.members, items, answer_starts)
+        return Sighting(), None, None
+    key, history = history_of(lambda: request.members, items, answer_starts,
+                              reuse.previous.kept.history if reuse is not None else None)
+    # Only OpenAI's rule reads the other members (a grown body reads them
+    # by reading itself whole).
     lifetime = cache_lifetime(
         policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
-        long_lived=layout is not None and layout.outlives_five_minutes, members=request.members,
+        long_lived=layout is not None and layout.outlives_five_minutes,
+        members=request.members if fmt is not ANTHROPIC and not policy.cold_after_seconds
+        else {},
         ttl_option=price is not None and price.cache == "openai_prefix") \
         if cold else NEVER_COLD
     found = visit.of(key, len(items), lifetime)
     return Sighting(found.cold_ends if cold else frozenset(),
-                    found.braked_from if braking else None), key
+                    found.braked_from if braking else None), key, history
 
 
 def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],

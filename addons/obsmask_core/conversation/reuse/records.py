@@ -8,10 +8,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
+from obsmask_core.conversation.billing.history_key import HistoryDigest
+from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.body.closing_mark import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
 from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, shifted
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.turn_model import Location
 
@@ -30,6 +33,18 @@ START_BYTES = 256
 # The requests a body may have grown from: same format, recall on or off,
 # and the same first START_BYTES bytes (None: a list that closes before).
 StartKey = tuple[str, bool, bytes | None]
+
+@dataclass(frozen=True)
+class Kept:
+    """What a request's other members gave, which a body grown from it
+    shares (its other members are the same bytes): its prices, under the
+    policy they were read under, and the digest of its history
+    (``history_key``; None when the table was not visited)."""
+
+    price: RequestPrice | None = None
+    priced_by: MaskPolicy | None = None
+    history: HistoryDigest | None = None
+
 
 # (place, new text, kind) of each replacement of a plan, in order.
 Signature = tuple[tuple[Location, str, str], ...]
@@ -70,6 +85,7 @@ class PreviousRequest:
     layout: CacheLayout | None = None
     # The values whose span in ``body`` a parse proved (``proven_spans``).
     proven: ProvenSpans = field(default_factory=dict)
+    kept: Kept = Kept()
 
     @property
     def tail(self) -> bytes:
