@@ -60,11 +60,12 @@ def _written(value: object) -> bytes:
 class HistoryDigest:
     """The digest of a request's history as far as its ``items`` items go
     (the head and every item), to go on from for the next request of the
-    conversation, which begins with them. ``state`` is never updated: it
-    is copied."""
+    conversation, which begins with them, and that request's ``key`` (a
+    retry's). ``state`` is never updated: it is copied."""
 
     state: _Hash
     items: int
+    key: HistoryKey
 
 
 def history_key(members: Mapping[str, object], items: Sequence[object],
@@ -82,10 +83,13 @@ def history_of(members: Callable[[], Mapping[str, object]], items: Sequence[obje
     request's other members. With ``kept`` (the digest of a request whose
     items and other members this one begins with), only the items after
     them are written: the members and the kept items are not read, unless
-    the previous request ended among them."""
+    the previous request ended among them; the same request again (a
+    retry) is the kept key."""
+    if kept is not None and kept.items == len(items):
+        return kept.key, kept  # the same request again
     at = bisect.bisect_left(answer_starts, len(items)) - 1
     start = answer_starts[at] if at >= 0 else 0
-    if kept is not None and kept.items <= start and kept.items <= len(items):
+    if kept is not None and kept.items <= start:
         return _went_on(kept, items, start)
     head = members()
     digest = hashlib.sha256(_written([head.get(name) for name in HEAD_MEMBERS]))
@@ -101,7 +105,8 @@ def history_of(members: Callable[[], Mapping[str, object]], items: Sequence[obje
     else:
         digest.update(b"\n")
     digest.update(_written(list(items[start:]))[1:-1])
-    return HistoryKey(_key(digest), previous), HistoryDigest(digest.copy(), len(items))
+    key = HistoryKey(_key(digest), previous)
+    return key, HistoryDigest(digest.copy(), len(items), key)
 
 
 def _went_on(kept: HistoryDigest, items: Sequence[object],
@@ -119,7 +124,8 @@ def _went_on(kept: HistoryDigest, items: Sequence[object],
             written = True
         if previous is None and start > 0:
             previous = _key(digest)
-    return HistoryKey(_key(digest), previous), HistoryDigest(digest.copy(), len(items))
+    key = HistoryKey(_key(digest), previous)
+    return key, HistoryDigest(digest.copy(), len(items), key)
 
 
 def _key(digest: _Hash) -> str:
