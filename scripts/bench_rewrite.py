@@ -18,7 +18,9 @@ the last block of every request (``ClientRequests``): the previous request
 is the one Claude Code sent, its breakpoint on *its* last block, not the
 last body cut. 40 bodies. For each session's last request, masked with the
 settings of ``--config`` (default: the shipped mitm.toml), the script
-times, the actions taking turns so that the machine's load falls on all:
+times, the actions taking turns so that the machine's load falls on all
+(each request visiting a table of when conversations were last seen, as
+the proxy's does with the shipped settings, 20 s after the one before):
 
 - ``mask_next_ms``: a masker's ``mask`` right after the conversation's
   previous request was masked: the frontier resumes from that request's
@@ -93,6 +95,7 @@ from benchlib.load.bodies import chat_body  # noqa: E402
 from benchlib.load.mix import numbered_body  # noqa: E402
 from benchlib.one_request.rewrite_report import BodyFigures, per_shape, ratios  # noqa: E402
 from benchlib.one_request.shapes import SHAPES, ShapedSession, shaped_sessions  # noqa: E402
+from benchlib.one_request.sightings import Sightings  # noqa: E402
 from benchlib.timing import medians_ms, time_once  # noqa: E402
 from obsmask_core.conversation.body.request_text import parse_request  # noqa: E402
 from obsmask_core.conversation.masking.masker import Masker  # noqa: E402
@@ -164,12 +167,14 @@ def session_ms(requests: list[bytes], fmt: WireFormat, masker: Masker,
     previous request's masked body."""
     masked, floor = [], []
     outcomes: list[RewriteOutcome] = []
+    sightings = Sightings()
     for replay in range(repeat):
         masker.forget()
+        sightings.forget()
         mask_total = orjson_total = 0.0
         for request in requests:
             started = time.perf_counter()
-            outcome = masker.mask(request, fmt)
+            outcome = masker.mask(request, fmt, visit=sightings.visit())
             mask_total += time.perf_counter() - started
             orjson_total += time_once(functools.partial(_round_trip, request))
             if replay == 0:
@@ -187,27 +192,31 @@ def measure(session: ShapedSession, policy: MaskPolicy, repeat: int | None) -> B
     masker = Masker(policy)
     replays = session_ms(session.requests, fmt, masker,
                          5 if repeat is None else max(1, repeat // 10))
-    outcome = masker.mask(body, fmt)
+    sightings = Sightings()
+    outcome = masker.mask(body, fmt, visit=sightings.visit())
     next_runs: list[float] = []
     next_reused: list[bool] = []
 
     def cold() -> None:
         masker.forget()
-        masker.mask(body, fmt)
+        sightings.forget()
+        masker.mask(body, fmt, visit=sightings.visit())
 
     def after_previous() -> None:
         # Only the body is timed: the previous request is masked first,
         # with no checkpoint of this body's own left from the last run.
         masker.forget_requests()
+        sightings.forget()
         if previous is not None:
-            masker.mask(previous, fmt)
+            masker.mask(previous, fmt, visit=sightings.visit())
+        visit = sightings.visit()
         started = time.perf_counter()
-        next_outcome = masker.mask(body, fmt)
+        next_outcome = masker.mask(body, fmt, visit=visit)
         next_runs.append((time.perf_counter() - started) * 1000)
         next_reused.append(_reused(next_outcome))
 
     times, runs = medians_ms({
-        "mask_warm_ms": lambda: masker.mask(body, fmt),
+        "mask_warm_ms": lambda: masker.mask(body, fmt, visit=sightings.visit()),
         "mask_cold_ms": cold,
         "orjson_ms": lambda: orjson.dumps(orjson.loads(body)),
         "json_ms": lambda: json.dumps(json.loads(body)),
