@@ -4,6 +4,10 @@ The pipeline is parse -> index -> plan -> splice -> verify. Only the values
 chosen by the plan are replaced in the original body; every other byte
 stays as the client sent it. The new body is then parsed again and checked
 against the rules of masking (``verify``): a body that fails is never sent.
+Where every value the plan replaces sits at a place a parse proved
+(``reuse.proven_spans``: the check of an earlier body, or a second read of
+the items a body added), the splice needs no check: it keeps the rules by
+construction.
 The body is read quickly first and exactly when that does not do
 (``body.request_body``).
 
