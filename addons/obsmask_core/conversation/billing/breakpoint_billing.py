@@ -166,8 +166,8 @@ class BreakpointBilling:
         read, at = floor, (0 if floor else None)
         if not marks:
             return read, at
-        # ``_reaches`` unrolled: this loop runs for
-        # every entry kept, for every request the ledger replays.
+        # ``_reaches`` unrolled: this loop runs for every entry kept, for
+        # every request the ledger replays.
         changed = forwarded.changed_at
         latest = max(mark for mark, _ in marks)
         limit = latest if changed is None else min(latest, changed)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from obsmask_core.conversation.body.request_body import Edit, Replacement, placed_edit
+from obsmask_core.conversation.body.request_body import Edit, Replacement, edits_made
 from obsmask_core.conversation.body.value_search import byte_before, find_values
-from obsmask_core.shared.json_text import Span, splice
+from obsmask_core.shared.json_text import Span
 
 # Where a body's list closes is proven by the parse itself: a marker
 # inserted just before the ``]`` comes out as the list's last element only
@@ -205,13 +205,9 @@ class QuickBody:
                                    for r in ordered])
         if spans is None:
             return None
-        edits: list[tuple[Span, bytes]] = []
-        for span, replacement in zip(spans, ordered, strict=True):
-            placed = placed_edit(span, replacement, body[span[1] - 1])
-            if placed is None:
-                return None
-            edits.append((placed[0], placed[1].encode("utf-8")))
-        return splice(body, edits), list(zip(ordered, spans, strict=True))
+        found = list(zip(ordered, spans, strict=True))
+        new_body = edits_made(body, found)
+        return (new_body, found) if new_body is not None else None
 
     @staticmethod
     def parse_again(body: bytes, list_member: str, end: int | None = None) -> tuple[object, bool]:

@@ -100,6 +100,21 @@ def placed_edit(span: Span, edit: Edit, closing: int | str) -> tuple[Span, str] 
         return None  # a value JSON cannot write (NaN): the body goes unchanged
 
 
+def edits_made(body: bytes, found: Sequence[tuple[Edit, Span]]) -> bytes | None:
+    """``body`` with each edit made where its value spans (``placed_edit``);
+    None if one cannot be placed there, or two overlap."""
+    placed: list[tuple[Span, bytes]] = []
+    for edit, span in found:
+        made = placed_edit(span, edit, body[span[1] - 1])
+        if made is None:
+            return None
+        placed.append((made[0], made[1].encode("utf-8")))
+    try:
+        return splice(body, placed)
+    except ValueError:
+        return None  # two edits in one place
+
+
 @dataclass(frozen=True)
 class ExactBody:
     request: RequestText

@@ -24,10 +24,11 @@ from obsmask_core.conversation.body.request_body import (
     Edit,
     ExactBody,
     Replacement,
-    placed_edit,
+    edits_made,
 )
 from obsmask_core.conversation.masking.verify import ReadBody, verify
 from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.reuse.hint import QuickRead
 from obsmask_core.conversation.reuse.proven_spans import (
     Candidate,
     Place,
@@ -35,7 +36,7 @@ from obsmask_core.conversation.reuse.proven_spans import (
     sentinel,
 )
 from obsmask_core.conversation.turns.wire_formats import WireFormat
-from obsmask_core.shared.json_text import Span, splice
+from obsmask_core.shared.json_text import Span
 
 
 @dataclass(frozen=True)
@@ -53,14 +54,14 @@ def splice_and_check(request: ReadBody, edits: list[Edit], plan: MaskPlan, fmt: 
                      end: int | None, probes: Sequence[Candidate]) -> Checked | str:
     """``request`` with ``edits`` made and checked, proving the places of
     ``probes`` on the way; or why it cannot go out."""
-    if probes and not isinstance(request, ExactBody):
-        checked = _with_probes(request.body, request, edits, plan, fmt, end, probes)
-        if checked is not None:
+    found: tuple[bytes, list[tuple[Edit, Span]]] | None = None
+    if isinstance(request, ExactBody):
+        new_body = request.replaced(edits)
+    else:
+        if probes and (checked := _with_probes(request, edits, plan, fmt, end, probes)):
             return checked
-    found = QuickBody.replace_found(request.body, edits) \
-        if not isinstance(request, ExactBody) else None
-    new_body = request.replaced(edits) if isinstance(request, ExactBody) \
-        else found[0] if found is not None else None
+        found = QuickBody.replace_found(request.body, edits)
+        new_body = found[0] if found is not None else None
     if new_body is None:
         return "a planned value could not be located"
     masked_end = _masked_end(request, new_body, end)
@@ -71,9 +72,9 @@ def splice_and_check(request: ReadBody, edits: list[Edit], plan: MaskPlan, fmt: 
                    proven_by_check(found[1]) if found is not None else {})
 
 
-def _with_probes(body: bytes, request: ReadBody, edits: list[Edit], plan: MaskPlan,
-                 fmt: WireFormat, end: int | None,
-                 probes: Sequence[Candidate]) -> Checked | None:
+def _with_probes(request: QuickRead, edits: list[Edit], plan: MaskPlan, fmt: WireFormat,
+                 end: int | None, probes: Sequence[Candidate]) -> Checked | None:
+    body = request.body
     sentinels = [Replacement(place[0], place[1], value, sentinel(number), anchor=anchor)
                  for number, (place, value, anchor) in enumerate(probes)]
     found = QuickBody.replace_found(body, [*edits, *sentinels])
@@ -85,13 +86,9 @@ def _with_probes(body: bytes, request: ReadBody, edits: list[Edit], plan: MaskPl
     if violation is not None:
         return None
     probe_ids = {id(edit) for edit in sentinels}
-    placed: list[tuple[Span, bytes]] = []
-    for edit, span in found[1]:
-        if id(edit) not in probe_ids:
-            made = placed_edit(span, edit, body[span[1] - 1])
-            assert made is not None  # it was placed in the body checked
-            placed.append((made[0], made[1].encode("utf-8")))
-    new_body = splice(body, placed)
+    new_body = edits_made(body, [(edit, span) for edit, span in found[1]
+                                 if id(edit) not in probe_ids])
+    assert new_body is not None  # each was placed in the body checked
     masked_end = end + len(new_body) - len(body) \
         if proven_end and end is not None else None
     return Checked(new_body, masked_end, proven_by_check(found[1]))

@@ -11,8 +11,9 @@ the text of the value at its place:
   replaced (it read back as the plan, each value at its place);
 - a body grown from a kept request adds items read by themselves
   (``added_items``): the values masking may replace there later (each tool
-  result's, and the last member of each item's closing block, before which
-  the frontier breakpoint goes) are found by their bytes, each replaced by
+  result's, and the last member of the closing block of each item that
+  closes a tool turn's calls, before which the frontier breakpoint goes)
+  are found by their bytes, each replaced by
   a sentinel string of its own, and the added bytes read again: the spans
   are proven when every sentinel reads exactly at its value's place and
   everything else reads as before;
@@ -37,7 +38,7 @@ import orjson
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, closing_block
 from obsmask_core.conversation.body.quick_body import added_items
-from obsmask_core.conversation.body.request_body import Edit, MemberAdded, placed_edit
+from obsmask_core.conversation.body.request_body import Edit, MemberAdded, edits_made
 from obsmask_core.conversation.body.request_text import PathStep
 from obsmask_core.conversation.body.value_search import find_values
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
@@ -173,20 +174,15 @@ def constructed(body: bytes, edits: Sequence[Edit], proven: ProvenSpans,
     """``body`` with ``edits`` made at their proven spans, and how many bytes
     longer it got; None unless every edit's span is proven and before
     ``end`` (where the list closes)."""
-    placed: list[tuple[Span, bytes]] = []
+    found: list[tuple[Edit, Span]] = []
     for edit in edits:
         span = _edit_span(body, edit, proven)
         if span is None or span[1] > end:
             return None
-        made = placed_edit(span, edit, body[span[1] - 1])
-        if made is None:
-            return None
-        placed.append((made[0], made[1].encode("utf-8")))
-    try:
-        new_body = splice(body, placed)
-    except ValueError:
-        return None  # two edits in one place: the search and the check decide
-    return new_body, len(new_body) - len(body)
+        found.append((edit, span))
+    # None (two edits in one place): the search and the check decide.
+    new_body = edits_made(body, found)
+    return (new_body, len(new_body) - len(body)) if new_body is not None else None
 
 
 def _edit_span(body: bytes, edit: Edit, proven: ProvenSpans) -> Span | None:
