@@ -52,15 +52,26 @@ def venv_bin(name: str, program: str) -> Path:
     return venv_dir(name) / "bin" / program
 
 
+def _installed(name: str) -> set[str]:
+    stamp = venv_dir(name) / _STAMP
+    return set(stamp.read_text().splitlines()) if stamp.exists() else set()
+
+
+def venv_ready(name: str, *groups: str) -> bool:
+    """Is the venv ``name`` there with ``groups`` installed?"""
+    return (venv_dir(name) / "bin" / "python").exists() \
+        and set(requirements(*groups)) <= _installed(name)
+
+
 def ensure_venv(name: str, *groups: str) -> Path:
     """The venv ``name`` with ``groups`` installed; returns its python."""
     home = venv_dir(name)
     python = home / "bin" / "python"
+    if venv_ready(name, *groups):
+        return python
     wanted = requirements(*groups)
     stamp = home / _STAMP
-    installed = set(stamp.read_text().splitlines()) if stamp.exists() else set()
-    if python.exists() and set(wanted) <= installed:
-        return python
+    installed = _installed(name)
     uv = ensure_uv()
     if not python.exists():
         print(f"obsmask: creating {home.relative_to(REPO)}", file=sys.stderr, flush=True)

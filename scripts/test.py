@@ -26,24 +26,26 @@ if sys.version_info < (3, 11):  # noqa: UP036 - the check must run on older Pyth
 
 from concurrent.futures import ThreadPoolExecutor
 
-from _bootstrap import REPO, ensure_npm_agents, ensure_uv, ensure_venv
+from _bootstrap import REPO, ensure_npm_agents, ensure_uv, ensure_venv, venv_ready
 
+venvs: dict[str, tuple[str, ...]] = {"main": ("base", "test")}
+if not os.environ.get("OBSMASK_CLIENTS_PYTHON"):
+    venvs["clients"] = ("e2e-clients",)
+if not os.environ.get("OBSMASK_MINI_PYTHON"):
+    venvs["agent-mini"] = ("agent-mini",)
 # The environments are made side by side: each install mostly waits on
 # downloads and on its own bytecode compilation, in processes of its own.
-# uv is installed first, once, for all of them.
-ensure_uv()
-with ThreadPoolExecutor(4) as pool:
-    main_venv = pool.submit(ensure_venv, "main", "base", "test")
-    clients = None if os.environ.get("OBSMASK_CLIENTS_PYTHON") \
-        else pool.submit(ensure_venv, "clients", "e2e-clients")
-    mini = None if os.environ.get("OBSMASK_MINI_PYTHON") \
-        else pool.submit(ensure_venv, "agent-mini", "agent-mini")
+# uv is installed first, once for all of them, when one is to be made.
+if not all(venv_ready(name, *groups) for name, groups in venvs.items()):
+    ensure_uv()
+with ThreadPoolExecutor(len(venvs) + 1) as pool:
+    made = {name: pool.submit(ensure_venv, name, *groups) for name, groups in venvs.items()}
     npm = pool.submit(ensure_npm_agents)
-    python = main_venv.result()
-    if clients is not None:
-        os.environ["OBSMASK_CLIENTS_PYTHON"] = str(clients.result())
-    if mini is not None:
-        os.environ["OBSMASK_MINI_PYTHON"] = str(mini.result())
+    python = made["main"].result()
+    if "clients" in made:
+        os.environ["OBSMASK_CLIENTS_PYTHON"] = str(made["clients"].result())
+    if "agent-mini" in made:
+        os.environ["OBSMASK_MINI_PYTHON"] = str(made["agent-mini"].result())
     npm_bin, npm_problem = npm.result()
 if npm_bin is not None:
     os.environ["OBSMASK_NPM_AGENTS_BIN"] = str(npm_bin)

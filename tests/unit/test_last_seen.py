@@ -221,7 +221,7 @@ def test_two_runs_of_one_task_are_two_conversations_and_a_pause_of_one_leaves_th
                    ["3 failed", "KeyError: 'a'", "ok"])
     second = run_of("Fix the bug.", ["Read the source.", "Grep for it.", "Run it."],
                     ["parser.py", "2 matches", "Traceback"])
-    lifetime = cache_lifetime(0, anthropic=True, long_lived=False, members=members)
+    lifetime = cache_lifetime(0, anthropic=True, long_lived=False, members=lambda: members)
     # Request n holds the first 2n items; the first run pauses after two.
     schedule = [(first, 1, 0.0), (second, 1, 1.0), (first, 2, 10.0), (second, 2, 11.0),
                 (second, 3, 200.0), (first, 3, 500.0), (second, 4, 510.0)]
@@ -311,13 +311,13 @@ def test_a_lifetime_set_by_the_user_is_the_lifetime_whatever_the_provider(
     do not describe: shorter or longer than the provider's, it is used as is."""
     for setting in (120, 360, 2 * A_DAY):
         assert cache_lifetime(setting, anthropic=anthropic, long_lived=long_lived,
-                              members=members, ttl_option=True) == setting
+                              members=lambda: members, ttl_option=True) == setting
 
 
 def test_anthropic_entries_live_five_minutes_or_an_hour_and_the_clock_margin():
-    assert cache_lifetime(0, anthropic=True, long_lived=False, members={}) == (
+    assert cache_lifetime(0, anthropic=True, long_lived=False, members=dict) == (
         FIVE_MINUTES + CLOCK_MARGIN_SECONDS) == 360
-    assert cache_lifetime(0, anthropic=True, long_lived=True, members={}) == (
+    assert cache_lifetime(0, anthropic=True, long_lived=True, members=dict) == (
         AN_HOUR + CLOCK_MARGIN_SECONDS)
 
 
@@ -325,7 +325,7 @@ def test_openai_caches_are_cold_no_sooner_than_they_are_gone_for_certain():
     """Its in-memory cache is cleared within an hour at the latest, its
     extended retention keeps a prefix up to a day."""
     def lifetime(members: dict[str, object], ttl_option: bool = False) -> int:
-        return cache_lifetime(0, anthropic=False, long_lived=False, members=members,
+        return cache_lifetime(0, anthropic=False, long_lived=False, members=lambda: members,
                               ttl_option=ttl_option)
 
     assert lifetime({}) == AN_HOUR + CLOCK_MARGIN_SECONDS
@@ -347,7 +347,7 @@ def test_openai_caches_are_cold_no_sooner_than_they_are_gone_for_certain():
 def test_an_openai_ttl_option_longer_than_an_hour_is_the_lifetime_for_models_that_read_it(
         options, ttl_option, expected):
     assert cache_lifetime(0, anthropic=False, long_lived=False,
-                          members={"prompt_cache_options": options},
+                          members=lambda: {"prompt_cache_options": options},
                           ttl_option=ttl_option) == expected + CLOCK_MARGIN_SECONDS
 
 

@@ -5,7 +5,7 @@ request: after that long unseen, the conversation's next request is cold
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 # How long the providers keep a prefix nobody read (each read starts it
 # again): Anthropic's entries 5 minutes, or an hour for those written with
@@ -42,23 +42,26 @@ def ttl_seconds(ttl: object) -> int | None:
 
 
 def cache_lifetime(cold_after_seconds: int, *, anthropic: bool, long_lived: bool,
-                   members: Mapping[str, object], ttl_option: bool = False) -> int:
+                   members: Callable[[], Mapping[str, object]],
+                   ttl_option: bool = False) -> int:
     """How long a conversation must have been unseen for its request to be
     taken as cold: ``cold_after_seconds`` when set (the user's word for a
     provider or gateway the rules below do not describe), else the
     provider's lifetime for the request and ``CLOCK_MARGIN_SECONDS``.
     ``long_lived``: an Anthropic request whose breakpoints live an hour;
     ``ttl_option``: the request's model reads ``prompt_cache_options``'
-    ttl (OpenAI, GPT-5.6 and later); ``members``: the request's others
-    (``prompt_cache_retention``, ``prompt_cache_options``)."""
+    ttl (OpenAI, GPT-5.6 and later); ``members`` gives the request's others
+    (``prompt_cache_retention``, ``prompt_cache_options``), asked for only
+    under OpenAI's rule (a grown body reads itself whole for them)."""
     if cold_after_seconds:
         return cold_after_seconds
     if anthropic:
-        lifetime = AN_HOUR if long_lived else FIVE_MINUTES
-    elif members.get("prompt_cache_retention") == "24h":
+        return (AN_HOUR if long_lived else FIVE_MINUTES) + CLOCK_MARGIN_SECONDS
+    others = members()
+    if others.get("prompt_cache_retention") == "24h":
         lifetime = A_DAY
     else:
-        options = members.get("prompt_cache_options")
+        options = others.get("prompt_cache_options")
         ttl = ttl_seconds(options.get("ttl")) if ttl_option and isinstance(options, dict) \
             else None
         lifetime = max(ttl or 0, AN_HOUR)

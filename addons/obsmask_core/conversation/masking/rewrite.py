@@ -226,13 +226,10 @@ def _from_last_seen(request: ReadBody, answer_starts: Sequence[int],
         return Sighting(), None, None
     key, history = history_of(lambda: request.members, items, answer_starts,
                               reuse.previous.kept.history if reuse is not None else None)
-    # Only OpenAI's rule reads the other members (a grown body reads them
-    # by reading itself whole).
     lifetime = cache_lifetime(
         policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
         long_lived=layout is not None and layout.outlives_five_minutes,
-        members=request.members if fmt is not ANTHROPIC and not policy.cold_after_seconds
-        else {},
+        members=lambda: request.members,
         ttl_option=price is not None and price.cache == "openai_prefix") \
         if cold else NEVER_COLD
     found = visit.of(key, len(items), lifetime)
