@@ -264,3 +264,17 @@ class Recorded:
 
 
 Arrival = Visit | Recorded
+
+
+@dataclass(frozen=True, slots=True)
+class TableVisit:
+    """How a request visits the table: under its history's ``key``, as a
+    request of ``items`` items, a pause longer than ``lifetime`` seconds
+    being cold. The same bytes under the same policy visit alike."""
+
+    key: HistoryKey
+    items: int
+    lifetime: float
+
+    def at(self, arrival: Arrival) -> Sighting:
+        return arrival.of(self.key, self.items, self.lifetime)

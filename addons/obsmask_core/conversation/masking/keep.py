@@ -17,7 +17,7 @@ from obsmask_core.conversation.reuse.hint import (
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
 from obsmask_core.conversation.reuse.proven_spans import ProvenSpans
-from obsmask_core.conversation.reuse.records import Kept, PreviousRequest
+from obsmask_core.conversation.reuse.records import Kept, KeptAnswer, PreviousRequest
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 
@@ -27,13 +27,14 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
                  masked_end: int | None, items: Sequence[object], indexed: IndexedItems,
                  grew_from: PreviousRequest | None, reuse: Reuse | None,
                  layout: CacheLayout | None = None, proven: ProvenSpans | None = None,
-                 kept: Kept | None = None) -> None:
+                 kept: Kept | None = None, answer: KeptAnswer | None = None) -> None:
     """Keep ``request`` in ``previous`` for the next request, in place of
     the one it grew from (``grew_from``: it is this one's past, even when
     this one was masked anew), when it went out masked or unchanged and the
     frontier's checkpoint wrote its items (``plan.items_written``).
     ``proven``: the spans of its values a parse proved (``proven_spans``);
-    ``kept``: what its other members gave (``records.Kept``)."""
+    ``kept``: what its other members gave (``records.Kept``); ``answer``:
+    what a retry of it is answered (``records.KeptAnswer``)."""
     if plan.items_written is None or not isinstance(outcome, Masked | Unchanged):
         return
     masked = isinstance(outcome, Masked)
@@ -51,6 +52,6 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
             # and the same bytes after it.
             end_proven=request.list_end is not None or masked_end is not None,
             conversation=settled_name(plan, reuse, items), layout=layout,
-            proven=proven or {}, kept=kept or Kept()),
+            proven=proven or {}, kept=kept or Kept(), answer=answer),
         replaces=grew_from, document=document_of(request), indexed=indexed,
         judgements=plan.judgements if not recall else ())

@@ -30,9 +30,8 @@ from obsmask_core.conversation.billing.breakpoints import (
     grown_layout,
     read_layout,
 )
-from obsmask_core.conversation.billing.cache_lifetime import NEVER_COLD, cache_lifetime
-from obsmask_core.conversation.billing.history_key import HistoryDigest, HistoryKey, history_of
-from obsmask_core.conversation.billing.last_seen import Arrival, Sighting
+from obsmask_core.conversation.billing.history_key import HistoryDigest
+from obsmask_core.conversation.billing.last_seen import Arrival, Sighting, TableVisit
 from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice, price_for_request
 from obsmask_core.conversation.body.quick_body import QuickBody
@@ -53,6 +52,8 @@ from obsmask_core.conversation.masking.outcomes import (
     Unreadable,
 )
 from obsmask_core.conversation.masking.recall import Recall, find_recalls, with_recalls
+from obsmask_core.conversation.masking.retry import answer_again
+from obsmask_core.conversation.masking.sighting import sighting_of, table_visit
 from obsmask_core.conversation.masking.verify import ReadBody
 from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.memory import PlanMemory
@@ -73,7 +74,7 @@ from obsmask_core.conversation.reuse.proven_spans import (
     constructed,
     unproven,
 )
-from obsmask_core.conversation.reuse.records import Grown, Kept
+from obsmask_core.conversation.reuse.records import Grown, Kept, KeptAnswer
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat, value_at
@@ -99,6 +100,8 @@ def mask_request_body(
         return Unchanged(DISABLED)
     grown = previous.grown_from(body, fmt.name, recall, fmt.list_member) \
         if previous is not None else None
+    if grown is not None and (again := answer_again(grown, policy, visit)) is not None:
+        return again
     try:
         quick = read_grown(body, fmt, grown) if grown is not None else None
         if quick is None:
@@ -149,16 +152,18 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     price = _price(request, policy, fmt, reuse)
     layout = _layout(request, items, policy, fmt, price, reuse)
     name = reuse.previous.conversation if reuse is not None else None
-    found, key, history = _from_last_seen(request, index.answer_starts, policy, fmt, layout,
-                                          price, visit, reuse)
+    planned = table_visit(request, index.answer_starts, policy, fmt, layout, price, visit,
+                          reuse.previous.kept.history if reuse is not None else None)
+    found = sighting_of(visit, planned[0], policy) \
+        if planned is not None and visit is not None else Sighting()
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls),
                         layout=layout, cold_ends=found.cold_ends, memory=memory, price=price,
                         braked_from=found.braked_from,
                         hint=reuse.plan_hint(recall, name) if reuse is not None
                         else PlanHint(name=name))
-    if key is not None and plan.bill is not None:
-        plan.bill = replace(plan.bill, history=key.own)
+    if planned is not None and plan.bill is not None:
+        plan.bill = replace(plan.bill, history=planned[0].key.own)
     # Splice and verify.
     end = list_end(quick, fmt) if quick is not None else None
     masked_end: int | None = None
@@ -173,7 +178,10 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                      outcome=outcome, masked_end=masked_end, items=items, indexed=indexed,
                      grew_from=grown.record if grown is not None else None, reuse=reuse,
                      layout=layout, proven=proven,
-                     kept=Kept(price=price, priced_by=policy, history=history))
+                     kept=Kept(price=price, priced_by=policy,
+                               history=planned[1] if planned is not None else None),
+                     answer=_answer(outcome, policy, visit, planned, found) if not recall
+                     else None)
     return outcome
 
 
@@ -207,34 +215,21 @@ def _layout(request: ReadBody, items: Sequence[object], policy: MaskPolicy,
     return read_layout(request.members, items, minimum_tokens=minimum)
 
 
-def _from_last_seen(request: ReadBody, answer_starts: Sequence[int],
-                    policy: MaskPolicy, fmt: WireFormat, layout: CacheLayout | None,
-                    price: RequestPrice | None, visit: Arrival | None, reuse: Reuse | None,
-                    ) -> tuple[Sighting, HistoryKey | None, HistoryDigest | None]:
-    """What the table of when conversations were last seen (``last_seen``)
-    says of the request's conversation, visiting it: the request ends at
-    which it came back after the provider's cache expired, when cold turns
-    are on (``cold_turns``), and the request end from which the provider's
-    brake holds its frontier (``provider_brake``); and the request's key
-    there (None: the table was not visited), with the digest to go on from
-    (a body grown from a kept request goes on from that one's). The
-    client's items, not the ones recall filled in: every request of the
-    conversation keys alike."""
-    items, (cold, braking) = request.items, (policy.cold_turns_on, policy.provider_brake)
-    if visit is None or not (cold or braking) or not has_cache(policy.price_model) \
-            or not items:
-        return Sighting(), None, None
-    key, history = history_of(lambda: request.members, items, answer_starts,
-                              reuse.previous.kept.history if reuse is not None else None)
-    lifetime = cache_lifetime(
-        policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
-        long_lived=layout is not None and layout.outlives_five_minutes,
-        members=lambda: request.members,
-        ttl_option=price is not None and price.cache == "openai_prefix") \
-        if cold else NEVER_COLD
-    found = visit.of(key, len(items), lifetime)
-    return Sighting(found.cold_ends if cold else frozenset(),
-                    found.braked_from if braking else None), key, history
+def _answer(outcome: RewriteOutcome, policy: MaskPolicy, visit: Arrival | None,
+            planned: tuple[TableVisit, HistoryDigest] | None,
+            found: Sighting) -> KeptAnswer | None:
+    """What a retry of the request is answered (``retry``), when it went
+    out masked or unchanged."""
+    plan: MaskPlan | None = None
+    if isinstance(outcome, Masked):
+        plan, masked, unchanged = outcome.plan, outcome.body, ""
+        chars = (outcome.tool_chars_before, outcome.tool_chars_after)
+    elif isinstance(outcome, Unchanged):
+        plan, masked, unchanged, chars = outcome.plan, None, outcome.reason, (0, 0)
+    if plan is None:
+        return None
+    return KeptAnswer(policy, visit is not None, planned[0] if planned is not None else None,
+                      found, plan, masked, unchanged, chars)
 
 
 def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],

@@ -9,10 +9,12 @@ from functools import cached_property
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.billing.history_key import HistoryDigest
+from obsmask_core.conversation.billing.last_seen import Sighting, TableVisit
 from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.body.closing_mark import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
+from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, shifted
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
@@ -44,6 +46,34 @@ class Kept:
     price: RequestPrice | None = None
     priced_by: MaskPolicy | None = None
     history: HistoryDigest | None = None
+
+
+@dataclass(frozen=True)
+class KeptAnswer:
+    """What masking answered for a request, and what the answer came from
+    besides the request's bytes: the policy, whether a table of when
+    conversations were last seen was given (``with_table``), how the
+    request visited it (None: it did not) and what planning took from that
+    (``sighting``). Planning is a function of these and the bytes alone, so
+    the same bytes again (a retry) with the same get the same answer
+    without a plan made again. ``masked``: the body that went out (None:
+    the client's, ``unchanged`` saying why); ``tool_chars``: the
+    characters of the tool results before and after."""
+
+    policy: MaskPolicy
+    with_table: bool
+    visit: TableVisit | None
+    sighting: Sighting
+    plan: MaskPlan
+    masked: bytes | None
+    unchanged: str
+    tool_chars: tuple[int, int]
+
+    @cached_property
+    def weight(self) -> int:
+        """The bytes the plan holds besides the bodies: the rewritten
+        results' texts, before and after."""
+        return sum(len(d.original) + len(d.new_text) for d in self.plan.decisions)
 
 
 # (place, new text, kind) of each replacement of a plan, in order.
@@ -86,6 +116,8 @@ class PreviousRequest:
     # The values whose span in ``body`` a parse proved (``proven_spans``).
     proven: ProvenSpans = field(default_factory=dict)
     kept: Kept = Kept()
+    # What masking answered for it (None: not kept, as with recall).
+    answer: KeptAnswer | None = None
 
     @property
     def tail(self) -> bytes:
@@ -119,7 +151,7 @@ class PreviousRequest:
             masked_end -= len(mark)
         return replace(self, body=self.body[:span[0]] + self.body[span[1]:],
                        end=self.end - len(mark), masked=masked, masked_end=masked_end,
-                       proven=shifted(self.proven, span))
+                       proven=shifted(self.proven, span), answer=None)
 
     @cached_property
     def fingerprint(self) -> bytes:
@@ -131,8 +163,12 @@ class PreviousRequest:
         # ``written`` is the checkpoint's, weighed with the checkpoints while
         # they keep it; once they let it go, this keeps it alive (no more
         # bytes than the body it was written from).
+        answer = self.answer
         return (len(self.body) + REQUEST_BYTES
-                + (len(self.masked) if self.masked is not None else 0))
+                + (len(self.masked) if self.masked is not None else 0)
+                + (answer.weight if answer is not None else 0)
+                + (len(answer.masked) if answer is not None and answer.masked is not None
+                   and answer.masked is not self.masked else 0))
 
 
 def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
