@@ -10,6 +10,7 @@ from pathlib import Path
 from unittest import mock
 
 import orjson
+import pytest
 
 from obsmask_core.conversation.billing.history_key import HistoryKey, history_key
 from obsmask_core.conversation.billing.last_seen import LastSeen, Sighting, Visit
@@ -51,13 +52,15 @@ def parses_while(action):
     return outcome, [len(call.args[0]) for call in loads.call_args_list]
 
 
-def test_every_request_of_a_claude_code_session_keys_as_its_history_written_whole():
-    """Claude Code's moving breakpoint included: each request's key, made
-    from the kept request's digest and its added items, is the one its
-    whole history gives; and visiting the table makes no request parse
-    more than masking it without the table does (the key and the prices
-    do not read a grown body's other members)."""
-    [session] = [s for s in load_real_sessions(REPO / "fixtures" / "sessions", ("anthropic",))
+@pytest.mark.parametrize("fmt", ["anthropic", "chat"])
+def test_every_request_of_a_session_keys_as_its_history_written_whole(fmt):
+    """Claude Code's moving breakpoint included (Anthropic): each request's
+    key, made from the kept request's digest and its added items, is the
+    one its whole history gives; and visiting the table makes no request
+    parse more than masking it without the table does (the key, the prices
+    and, under OpenAI's rule, the cache's lifetime do not read a grown
+    body's other members)."""
+    [session] = [s for s in load_real_sessions(REPO / "fixtures" / "sessions", (fmt,))
                  if len(s.request_ends) > 20][:1]
     client, table = ClientRequests(session), KeysSeen()
     visiting, alone = Masker(shipped()), Masker(shipped())

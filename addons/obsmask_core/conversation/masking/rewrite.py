@@ -153,7 +153,7 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     layout = _layout(request, items, policy, fmt, price, reuse)
     name = reuse.previous.conversation if reuse is not None else None
     planned = table_visit(request, index.answer_starts, policy, fmt, layout, price, visit,
-                          reuse.previous.kept.history if reuse is not None else None)
+                          reuse.previous.kept if reuse is not None else None)
     found = sighting_of(visit, planned[0], policy) \
         if planned is not None and visit is not None else Sighting()
     plan = plan_masking(index, policy, items, recall=recall,
@@ -179,7 +179,9 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                      grew_from=grown.record if grown is not None else None, reuse=reuse,
                      layout=layout, proven=proven,
                      kept=Kept(price=price, priced_by=policy,
-                               history=planned[1] if planned is not None else None),
+                               history=planned[1] if planned is not None else None,
+                               lifetime=planned[0].lifetime
+                               if planned is not None and fmt is not ANTHROPIC else None),
                      answer=_answer(outcome, policy, visit, planned, found) if not recall
                      else None)
     return outcome

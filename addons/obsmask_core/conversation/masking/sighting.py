@@ -13,30 +13,40 @@ from obsmask_core.conversation.billing.last_seen import Arrival, Sighting, Table
 from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.masking.verify import ReadBody
+from obsmask_core.conversation.reuse.records import Kept
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat
 
 
 def table_visit(request: ReadBody, answer_starts: Sequence[int], policy: MaskPolicy,
                 fmt: WireFormat, layout: CacheLayout | None, price: RequestPrice | None,
-                visit: Arrival | None, kept: HistoryDigest | None,
+                visit: Arrival | None, kept: Kept | None,
                 ) -> tuple[TableVisit, HistoryDigest] | None:
     """How the request visits the table (None: it does not: no table, or
     neither cold turns nor the provider's brake on, or no cache), with the
-    digest of its history to go on from (``kept``: the digest of a request
-    it begins with). The client's items, not the ones recall filled in:
-    every request of the conversation keys alike."""
+    digest of its history to go on from. ``kept``: what the other members
+    of a request this one begins with gave (its digest, and under OpenAI's
+    rule its lifetime, which only those members decide). The client's
+    items, not the ones recall filled in: every request of the
+    conversation keys alike."""
     items = request.items
     if visit is None or not (policy.cold_turns_on or policy.provider_brake) \
             or not has_cache(policy.price_model) or not items:
         return None
-    key, history = history_of(lambda: request.members, items, answer_starts, kept)
-    lifetime = cache_lifetime(
-        policy.cold_after_seconds, anthropic=fmt is ANTHROPIC,
-        long_lived=layout is not None and layout.outlives_five_minutes,
-        members=lambda: request.members,
-        ttl_option=price is not None and price.cache == "openai_prefix") \
-        if policy.cold_turns_on else NEVER_COLD
+    key, history = history_of(lambda: request.members, items, answer_starts,
+                              kept.history if kept is not None else None)
+    anthropic = fmt is ANTHROPIC
+    if not policy.cold_turns_on:
+        lifetime: float = NEVER_COLD
+    elif not anthropic and kept is not None and kept.priced_by is policy \
+            and kept.lifetime is not None:
+        lifetime = kept.lifetime
+    else:
+        lifetime = cache_lifetime(
+            policy.cold_after_seconds, anthropic=anthropic,
+            long_lived=layout is not None and layout.outlives_five_minutes,
+            members=lambda: request.members,
+            ttl_option=price is not None and price.cache == "openai_prefix")
     return TableVisit(key, len(items), lifetime), history
 
 

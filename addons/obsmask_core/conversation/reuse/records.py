@@ -39,13 +39,16 @@ StartKey = tuple[str, bool, bytes | None]
 @dataclass(frozen=True)
 class Kept:
     """What a request's other members gave, which a body grown from it
-    shares (its other members are the same bytes): its prices, under the
-    policy they were read under, and the digest of its history
-    (``history_key``; None when the table was not visited)."""
+    shares (its other members are the same bytes): its prices and its
+    cache's lifetime, under the policy they were read under (``priced_by``),
+    and the digest of its history (``history_key``; None when the table was
+    not visited). ``lifetime`` is kept under OpenAI's rule only (None
+    otherwise), where the other members alone decide it."""
 
     price: RequestPrice | None = None
     priced_by: MaskPolicy | None = None
     history: HistoryDigest | None = None
+    lifetime: float | None = None
 
 
 @dataclass(frozen=True)
