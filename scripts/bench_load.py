@@ -113,6 +113,7 @@ sys.path.insert(0, str(REPO / "addons"))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from benchlib.current_models import shape_models  # noqa: E402
 from benchlib.load.bodies import Bodies, build_bodies  # noqa: E402
 from benchlib.load.cases import (  # noqa: E402
     GATEWAY_SERVERS,
@@ -171,6 +172,9 @@ def parse_arguments() -> argparse.Namespace:
                              f"({', '.join(SHAPE_KINDS)}), per proxy (default 1; 0: none)")
     parser.add_argument("--shape-per-client", type=int, default=60,
                         help="requests per client in each shape's load phase (default 60)")
+    parser.add_argument("--recorded-models", action="store_true",
+                        help="keep the sessions' own model ids (DeepSeek's, which the model "
+                             "table does not know) instead of a current one per shape")
     parser.add_argument("--no-reuse-replay", action="store_true",
                         help="do not mask each shape's traffic in process afterwards to count "
                              "the requests made from the previous masked body")
@@ -377,13 +381,14 @@ def shape_phases(variants: dict[str, Variant], args: argparse.Namespace) -> None
 def main() -> None:
     args = parse_arguments()
     started = time.perf_counter()
-    bodies = build_bodies(SESSIONS)
+    bodies = build_bodies(SESSIONS, shape_models(args.recorded_models))
     report: dict[str, object] = {
         "quick": args.quick, "clients": args.clients, "per_client": args.per_client,
         "rounds": args.rounds, "fault_repeat": args.fault_repeat, "streams": args.streams,
         "keep_alive_requests": KEEP_ALIVE_REQUESTS, "mix": MIX,
         "bodies": args.bodies, "shape_rounds": args.shape_rounds,
         "shape_per_client": args.shape_per_client,
+        "models": shape_models(args.recorded_models),
         "sessions": bodies.sessions,
     }
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:

@@ -16,7 +16,11 @@ Anthropic sessions as Claude Code sends them: its twelve tool definitions
 the history), its two marked system blocks, and its moving breakpoint on
 the last block of every request (``ClientRequests``): the previous request
 is the one Claude Code sent, its breakpoint on *its* last block, not the
-last body cut. 40 bodies. For each session's last request, masked with the
+last body cut. 40 bodies, each naming a model people run today
+(``benchlib.current_models``: GPT-5.6 for Chat and Responses, Claude Sonnet
+5 for Anthropic, Claude Opus 5.5 for Claude Code; ``--recorded-models``
+keeps the sessions' DeepSeek ids, which the model table does not know, the
+costliest case). For each session's last request, masked with the
 settings of ``--config`` (default: the shipped mitm.toml), the script
 times, the actions taking turns so that the machine's load falls on all
 (each request visiting a table of when conversations were last seen, as
@@ -91,6 +95,7 @@ sys.path.insert(0, str(REPO / "addons"))
 
 import orjson  # noqa: E402
 
+from benchlib.current_models import shape_models  # noqa: E402
 from benchlib.load.bodies import chat_body  # noqa: E402
 from benchlib.load.mix import numbered_body  # noqa: E402
 from benchlib.one_request.rewrite_report import BodyFigures, per_shape, ratios  # noqa: E402
@@ -125,6 +130,9 @@ def parse_arguments() -> argparse.Namespace:
                              "mitm.toml)")
     parser.add_argument("--off-loop", action="store_true",
                         help="measure inline against the worker thread by body size instead")
+    parser.add_argument("--recorded-models", action="store_true",
+                        help="keep the sessions' own model ids (DeepSeek's, which the model "
+                             "table does not know) instead of a current one per shape")
     args = parser.parse_args()
     args.shapes = [shape for shape in args.shapes.split(",") if shape]
     unknown = set(args.shapes) - set(SHAPES)
@@ -133,8 +141,9 @@ def parse_arguments() -> argparse.Namespace:
     return args
 
 
-def sessions(paths: list[Path], shapes: list[str]) -> list[ShapedSession]:
-    return shaped_sessions(paths or sorted(SESSIONS.glob("*/*.json")), shapes)
+def sessions(paths: list[Path], shapes: list[str], recorded: bool) -> list[ShapedSession]:
+    return shaped_sessions(paths or sorted(SESSIONS.glob("*/*.json")), shapes,
+                           shape_models(recorded))
 
 
 def previous_request(body: bytes, fmt: WireFormat) -> bytes | None:
@@ -320,13 +329,15 @@ def main() -> None:
     started = time.perf_counter()
     rows: dict[str, BodyFigures] = {}
     policy = settings_in_force([], config=str(args.config)).policy
-    for session in sessions(args.bodies, args.shapes):
+    models = shape_models(args.recorded_models)
+    for session in sessions(args.bodies, args.shapes, args.recorded_models):
         row = rows[session.name] = measure(session, policy, args.repeat)
         print(f"bench_rewrite: {session.name}: {row['mask_over_orjson']}x"
               f"{' (reused)' if row['next_reused'] else ''}", file=sys.stderr, flush=True)
     print(json.dumps({
         "bodies": len(rows),
         "shapes": args.shapes,
+        "models": {shape: models[shape] or "recorded" for shape in args.shapes},
         "elapsed_s": round(time.perf_counter() - started, 1),
         "summary": {
             "policy_from": str(args.config),

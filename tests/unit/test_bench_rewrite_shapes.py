@@ -12,6 +12,7 @@ import json
 import pytest
 
 from benchlib.cache.claude_code import claude_code_tools
+from benchlib.current_models import SHAPE_MODELS, named
 from benchlib.one_request.rewrite_report import BodyFigures, per_shape, ratios
 from benchlib.one_request.shapes import CLAUDE_CODE, SHAPES, cut_requests, shaped_sessions
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT
@@ -144,3 +145,29 @@ def test_a_shape_without_a_large_body_has_no_first_request_figure_and_misses_tha
     shape = per_shape([_row("chat", 50_000, 1.0, 0.5, 10.0, 1.0)])["chat"]
     assert shape["mask_cold_over_orjson_100kb"] is None
     assert shape["targets"]["mask_cold_over_orjson_100kb"]["met"] is False
+
+
+def test_each_shape_names_a_current_model_and_keeps_every_other_byte():
+    """The fixtures were recorded with DeepSeek's ids, which the model
+    table does not know; the benchmark's traffic names a model people run
+    today, the request otherwise byte for byte the recorded one."""
+    paths = [SESSIONS / fmt / SMALLEST for fmt in ("chat", "anthropic", "responses")]
+    recorded = {s.name: s for s in shaped_sessions(paths, models={})}
+    for session in shaped_sessions(paths):
+        assert json.loads(session.body)["model"] == SHAPE_MODELS[session.shape]
+        before = recorded[session.name].body
+        old = json.loads(before)["model"]
+        assert old.startswith("deepseek-")
+        if session.shape != CLAUDE_CODE:
+            new = f'"{SHAPE_MODELS[session.shape]}"'.encode()
+            assert session.body.replace(new, f'"{old}"'.encode()) == before
+
+
+def test_a_model_is_named_at_the_top_level_never_inside_the_list():
+    body = (b'{"messages": [{"role": "user", "content": "x", "model": "inner"}], '
+            b'"model":"outer", "stream": true}')
+    renamed = named(body, "gpt-5.6")
+    assert renamed == body.replace(b'"outer"', b'"gpt-5.6"')
+    assert named(body, None) is body
+    with pytest.raises(ValueError):
+        named(b'{"messages": []}', "gpt-5.6")

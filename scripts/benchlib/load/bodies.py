@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchlib.current_models import SHAPE_MODELS, named
 from benchlib.load.claude_code import claude_code_of, last_request
 from obsmask_core.offline.cache.sessions import Session
 
@@ -119,15 +121,18 @@ class Bodies:
     sessions: dict[str, int]  # how many of each format (and of claude_code)
 
 
-def _sessions(folder: Path) -> list[bytes]:
-    return [path.read_bytes() for path in sorted(folder.glob("*.json"))]
+def _sessions(folder: Path, model: str | None) -> list[bytes]:
+    return [named(path.read_bytes(), model) for path in sorted(folder.glob("*.json"))]
 
 
-def build_bodies(sessions_folder: Path) -> Bodies:
-    """The bodies, from fixtures/sessions/ (``sessions_folder``)."""
-    chat = _sessions(sessions_folder / "chat")
-    anthropic = _sessions(sessions_folder / "anthropic")
-    responses = _sessions(sessions_folder / "responses")
+def build_bodies(sessions_folder: Path,
+                 models: Mapping[str, str | None] = SHAPE_MODELS) -> Bodies:
+    """The bodies, from fixtures/sessions/ (``sessions_folder``), each shape
+    to its model of ``models`` (``current_models``; None or missing: the
+    session's own)."""
+    chat = _sessions(sessions_folder / "chat", models.get("chat"))
+    anthropic = _sessions(sessions_folder / "anthropic", models.get("anthropic"))
+    responses = _sessions(sessions_folder / "responses", models.get("responses"))
     if not (chat and anthropic and responses):
         raise ValueError(f"no sessions in {sessions_folder}/{{chat,anthropic,responses}}")
     mixed: list[bytes] = []
@@ -141,7 +146,7 @@ def build_bodies(sessions_folder: Path) -> Bodies:
         "10 MB": chat_body(largest, 10 * MB),
     }
     chat_large = [chat_body(session, 1500 * KB) for session in chat]
-    claude_code = claude_code_of(sessions_folder)
+    claude_code = claude_code_of(sessions_folder, models.get("claude_code"))
     return Bodies(
         chat=mixed, chat_whole=chat, chat_sized=sized, chat_large=chat_large, anthropic=anthropic,
         responses=responses,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from benchlib.cache.claude_code import claude_code_sessions
@@ -24,10 +25,15 @@ from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions
 
 
-def claude_code_of(sessions_folder: Path) -> list[Session]:
+def claude_code_of(sessions_folder: Path, model: str | None = None) -> list[Session]:
     """The Anthropic sessions of ``sessions_folder`` (fixtures/sessions/) as
-    Claude Code sends them, numbered as bench_cache numbers them."""
-    return claude_code_sessions(load_real_sessions(sessions_folder, ("anthropic",)))
+    Claude Code sends them, numbered as bench_cache numbers them, to
+    ``model`` (None: the session's own)."""
+    sessions = claude_code_sessions(load_real_sessions(sessions_folder, ("anthropic",)))
+    if model is None:
+        return sessions
+    return [replace(session, members={**session.members, "model": model})
+            for session in sessions]
 
 
 def last_request(session: Session) -> bytes:

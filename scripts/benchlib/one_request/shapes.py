@@ -17,11 +17,12 @@ a conversation, in order, byte for byte as its client sends it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchlib.cache.claude_code import claude_code_session
+from benchlib.current_models import SHAPE_MODELS, named
 from obsmask_core.conversation.body.request_text import parse_request
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, FORMATS, WireFormat
 from obsmask_core.offline.cache.clients import ClientRequests
@@ -63,10 +64,11 @@ def cut_requests(body: bytes, fmt: WireFormat) -> list[bytes]:
             for cut in cuts] + [body]
 
 
-def claude_code_requests(session: Session) -> list[bytes]:
+def claude_code_requests(session: Session, model: str | None = None) -> list[bytes]:
     """Every request of a Claude Code-shaped session, as Claude Code sends
-    each (``ClientRequests``: its breakpoint on that request's last block)."""
-    client = ClientRequests(session)
+    each (``ClientRequests``: its breakpoint on that request's last block),
+    to ``model`` (None: the session's own)."""
+    client = ClientRequests(session, model)
     return [client.request(end).body for end in session.request_ends]
 
 
@@ -87,10 +89,12 @@ def file_format(path: Path) -> WireFormat:
 
 
 def shaped_sessions(paths: Sequence[Path], shapes: Sequence[str] = SHAPES,
+                    models: Mapping[str, str | None] = SHAPE_MODELS,
                     ) -> list[ShapedSession]:
     """The sessions of ``paths`` in each of ``shapes``: a body in the shape
     of its format, and each Anthropic body also as Claude Code sends it
-    (after all of them)."""
+    (after all of them); each shape's requests to its model of ``models``
+    (``current_models``; None or missing: the session's own)."""
     unknown = set(shapes) - set(SHAPES)
     if unknown:
         raise ValueError(f"shapes are {', '.join(SHAPES)}, not {', '.join(sorted(unknown))}")
@@ -98,11 +102,13 @@ def shaped_sessions(paths: Sequence[Path], shapes: Sequence[str] = SHAPES,
     for path in paths:
         fmt = file_format(path)
         if fmt.name in shapes:
+            body = named(path.read_bytes(), models.get(fmt.name))
             sessions.append(ShapedSession(fmt.name, f"{fmt.name}/{path.name}", fmt,
-                                          cut_requests(path.read_bytes(), fmt)))
+                                          cut_requests(body, fmt)))
     if CLAUDE_CODE in shapes:
         anthropic = [path for path in paths if file_format(path) is ANTHROPIC]
         for number, path in enumerate(anthropic):
             sessions.append(ShapedSession(CLAUDE_CODE, f"{CLAUDE_CODE}/{path.name}", ANTHROPIC,
-                                          claude_code_requests(claude_code_of(path, number))))
+                                          claude_code_requests(claude_code_of(path, number),
+                                                               models.get(CLAUDE_CODE))))
     return sessions
