@@ -150,8 +150,8 @@ VARIANTS = ("plain", "obsmask")
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="2 rounds of 8 clients x 15 requests, faults twice, one stream "
-                             "(a minute or so)")
+                        help="2 rounds of 8 clients x 15 requests, faults twice, one stream, "
+                             "15 requests per client in each shape's phase (a minute or so)")
     parser.add_argument("--clients", type=int, default=None, help="default 50 (8 with --quick)")
     parser.add_argument("--per-client", type=int, default=None,
                         help="requests per client and round (default 60, 15 with --quick)")
@@ -170,8 +170,9 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--shape-rounds", type=int, default=1,
                         help="load phases of each shape of conversation traffic alone "
                              f"({', '.join(SHAPE_KINDS)}), per proxy (default 1; 0: none)")
-    parser.add_argument("--shape-per-client", type=int, default=60,
-                        help="requests per client in each shape's load phase (default 60)")
+    parser.add_argument("--shape-per-client", type=int, default=None,
+                        help="requests per client in each shape's load phase (default 60, 15 "
+                             "with --quick)")
     parser.add_argument("--recorded-models", action="store_true",
                         help="keep the sessions' own model ids (DeepSeek's, which the model "
                              "table does not know) instead of a current one per shape")
@@ -179,11 +180,12 @@ def parse_arguments() -> argparse.Namespace:
                         help="do not mask each shape's traffic in process afterwards to count "
                              "the requests made from the previous masked body")
     args = parser.parse_args()
-    if args.shape_rounds < 0 or args.shape_per_client < 1:
-        parser.error("--shape-rounds must be at least 0, --shape-per-client at least 1")
+    if args.shape_rounds < 0:
+        parser.error("--shape-rounds must be at least 0")
     quick: bool = args.quick
     for name, full, short in (("clients", 50, 8), ("per_client", 60, 15), ("rounds", 4, 2),
-                              ("fault_repeat", 5, 2), ("streams", 3, 1)):
+                              ("fault_repeat", 5, 2), ("streams", 3, 1),
+                              ("shape_per_client", 60, 15)):
         if getattr(args, name) is None:
             setattr(args, name, short if quick else full)
         if getattr(args, name) < 1:
