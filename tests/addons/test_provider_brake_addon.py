@@ -150,3 +150,39 @@ def test_with_provider_brake_off_nothing_is_weighed(addons):
                                 "cache_creation_input_tokens": 40_000})
     assert "brake" not in flow.metadata["obsmask"]
     assert addons[0].last_seen.braked_from(flow.metadata["obsmask"]["conversation"]) is None
+
+
+def _anthropic_events(usage: dict[str, int]) -> bytes:
+    start = {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+        "model": "claude-sonnet-5", "usage": {**usage, "output_tokens": 1}}}
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 5}}
+    return (f"event: message_start\ndata: {json.dumps(start)}\n\n"
+            f"event: message_delta\ndata: {json.dumps(delta)}\n\n").encode()
+
+
+def test_a_streamed_answer_is_weighed_before_its_end_reaches_the_client(addons):
+    """The client sends the conversation's next request as soon as it has
+    the whole answer: the answer's figures are weighed while its last
+    events pass, so that next request, planned before the stream's
+    ``response`` hook has run, already finds the brake."""
+    masking, _ = addons
+    answered(addons, 1)
+    answered(addons, 2)
+    flow = flow_after(3)
+    masking.request(flow)
+    flow.response = tutils.tresp(content=b"", headers=[(b"content-type", b"text/event-stream")])
+    masking.responseheaders(flow)
+    tap = flow.response.stream
+    assert callable(tap)
+    events = _anthropic_events({"input_tokens": 0, "cache_read_input_tokens": 500,
+                                "cache_creation_input_tokens": 39_500})
+    assert tap(events) == events  # every byte goes on, the last events with it
+    brake = flow.metadata["obsmask"]["brake"]
+    items = flow.metadata["obsmask"]["bill"]["request_items"]
+    assert brake["tripped"] is True and brake["braked_from"] == items + 1
+    # The next request, before the stream ended or any response hook ran.
+    following = flow_after(4)
+    masking.request(following)
+    assert following.metadata["obsmask"]["bill"]["braked_from"] == items + 1

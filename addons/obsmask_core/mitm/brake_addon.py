@@ -8,9 +8,13 @@ same table). Said in one log line, the flow's comment and its metadata
 (``brake``), which the totals and the metrics read.
 
 Runs after the conversation addon, whose ``response`` records a buffered
-answer's usage (a streamed one's is recorded as it passes); an answer cut
-after its usage report (``error``) counts too, once. An answer whose
-figures cannot be read changes nothing, and nothing escapes into mitmproxy.
+answer's usage, before any of it goes on to the client. A streamed answer's
+usage is recorded as it passes, and weighed there too, before the chunk
+that completes the report goes on: the client, which sends the
+conversation's next request once it has the whole answer, never gets it
+planned before the answer was weighed. An answer cut after its usage
+report (``error``) counts too, once. An answer whose figures cannot be
+read changes nothing, and nothing escapes into mitmproxy.
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ class ProviderBrake:
 
     def __init__(self, masking: ConversationMasking) -> None:
         self.masking = masking
+        masking.usage_read.append(self._streamed)
+
+    def _streamed(self, flow: http.HTTPFlow) -> None:
+        with guarded(flow, "streamed on, its cache figures not weighed"):
+            self._weigh(flow)
 
     def response(self, flow: http.HTTPFlow) -> None:
         with guarded(flow, "answered unchanged, its cache figures not weighed"):

@@ -116,6 +116,9 @@ class ConversationMasking:
         # The worker thread for big bodies, shared with the MCP addon.
         self.off_loop = OffLoop()
         self.unknown_models = UnknownModels()
+        # Told of each streamed answer once its usage report has been read,
+        # before that chunk goes on to the client (the provider's brake).
+        self.usage_read: list[Callable[[http.HTTPFlow], None]] = []
 
     def load(self, loader: Loader) -> None:
         self._options.update(add_options(loader, MaskPolicy, PREFIX))
@@ -274,7 +277,11 @@ class ConversationMasking:
             or self._format_of(flow) is None
         ):
             return
-        stream_with_usage(response, flow)
+        stream_with_usage(response, flow, self._usage_read if self.usage_read else None)
+
+    def _usage_read(self, flow: http.HTTPFlow) -> None:
+        for listener in self.usage_read:
+            listener(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A streamed answer that never ended: say whether its usage was read."""

@@ -4,6 +4,7 @@ read as the answer passes and put next to obsmask's own figures."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from mitmproxy import http
 
@@ -27,11 +28,15 @@ class UsageTap:
     The usage is recorded as soon as the event that completes the provider's
     report has been read, before the chunk goes on: a client that hangs up
     right after reading that event (Codex does) takes nothing from the flow.
+    ``read``, when given, is told each time the usage is recorded, before
+    that chunk goes on too.
     """
 
-    def __init__(self, flow: http.HTTPFlow, reader: SseUsageReader) -> None:
+    def __init__(self, flow: http.HTTPFlow, reader: SseUsageReader,
+                 read: Callable[[http.HTTPFlow], None] | None = None) -> None:
         self.flow = flow
         self.reader = reader
+        self.read = read
         self.recorded: ProviderUsage | None = None
 
     def __call__(self, chunk: bytes) -> bytes:
@@ -64,12 +69,16 @@ class UsageTap:
         usage = self.reader.usage
         record_usage(self.flow, usage, self.reader.problem, log=self.recorded is None)
         self.recorded = usage
+        if self.read is not None:
+            self.read(self.flow)
 
 
-def stream_with_usage(response: http.Response, flow: http.HTTPFlow) -> None:
+def stream_with_usage(response: http.Response, flow: http.HTTPFlow,
+                      read: Callable[[http.HTTPFlow], None] | None = None) -> None:
     """Stream the answer through as it comes; the tap reads the provider's
-    usage report (its last events) on the way."""
-    response.stream = UsageTap(flow, SseUsageReader(response.headers.get("content-encoding")))
+    usage report (its last events) on the way, and tells ``read``."""
+    response.stream = UsageTap(flow, SseUsageReader(response.headers.get("content-encoding")),
+                               read)
 
 
 def record_buffered_usage(flow: http.HTTPFlow, response: http.Response) -> None:
