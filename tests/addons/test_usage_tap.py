@@ -5,6 +5,7 @@ read, whatever the connection does afterwards."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -12,7 +13,7 @@ from mitmproxy.test import tflow
 
 from obsmask_core.conversation.usage.usage_stream import SseUsageReader
 from obsmask_core.mitm.usage_tap import UsageTap
-from support.usage import ANTHROPIC_STREAM, STREAM_IDS, STREAMS
+from support.usage import ANTHROPIC_STREAM, STREAM_IDS, STREAMS, chat_chunk
 
 # The end of each stream: where a client that has what it needs hangs up.
 FINAL_EVENTS = {
@@ -75,3 +76,24 @@ def test_a_stream_cut_after_the_usage_event_has_no_problem():
     tap.cut_short("Client disconnected.")
     assert "provider_usage_problem" not in flow.metadata["obsmask"]
     assert flow.metadata["obsmask"]["provider_usage"]["output_tokens"] == 15
+
+
+def test_a_chat_stream_with_usage_on_every_chunk_is_complete_only_at_its_last_one():
+    """Some servers (vLLM's continuous usage stats) put a usage object on
+    every chunk; OpenAI's last one, before [DONE], has no choices. The
+    figures recorded, and weighed by the provider's brake as they pass, are
+    that last chunk's."""
+
+    def usage(output: int) -> dict[str, object]:
+        return {"prompt_tokens": 2000, "completion_tokens": output, "total_tokens": 2000 + output,
+                "prompt_tokens_details": {"cached_tokens": 1920}}
+
+    chunks = [chat_chunk({"content": "x"}, usage=usage(n)) for n in (1, 2, 3)]
+    final = chat_chunk({}, usage=usage(300), choices=False)
+    flow, tap = tapped()
+    for chunk in chunks:
+        tap(f"data: {json.dumps(chunk)}\n\n".encode())
+    assert not tap.reader.complete and "provider_usage" not in flow.metadata.get("obsmask", {})
+    tap(f"data: {json.dumps(final)}\n\n".encode())
+    assert tap.reader.complete
+    assert flow.metadata["obsmask"]["provider_usage"]["output_tokens"] == 300

@@ -147,7 +147,8 @@ def usage_from_json(body: bytes) -> ProviderUsage | None:
 # Stream events after which a provider reports no more usage: the Responses
 # API's last event, and Anthropic's message_delta (the final output count;
 # message_stop carries none). A Chat Completions chunk has no "type": the
-# one with a usage object is the last before [DONE].
+# last before [DONE] carries a usage object and no choices (some servers,
+# vLLM's continuous usage stats, put a usage object on every chunk too).
 FINAL_USAGE_EVENTS = frozenset({
     "response.completed", "response.incomplete", "response.failed", "message_delta",
 })
@@ -160,7 +161,7 @@ def ends_usage_report(event: object) -> bool:
         return False
     kind = event.get("type")
     if kind is None:
-        return isinstance(event.get("usage"), dict)
+        return isinstance(event.get("usage"), dict) and not event.get("choices")
     return kind in FINAL_USAGE_EVENTS
 
 
