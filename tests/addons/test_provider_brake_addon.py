@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from unittest import mock
 
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
@@ -186,3 +187,13 @@ def test_a_streamed_answer_is_weighed_before_its_end_reaches_the_client(addons):
     following = flow_after(4)
     masking.request(following)
     assert following.metadata["obsmask"]["bill"]["braked_from"] == items + 1
+    # The stream's end and its hooks weigh the answer no second time.
+    _, braking = addons
+    with mock.patch.object(masking.last_seen, "add_surprise",
+                           wraps=masking.last_seen.add_surprise) as added:
+        assert tap(b"") == b""
+        masking.response(flow)
+        braking.response(flow)
+        braking.error(flow)
+    assert added.call_count == 0
+    assert flow.metadata["obsmask"]["brake"] == brake

@@ -16,7 +16,7 @@ from obsmask_core.conversation.billing.history_key import HistoryKey
 from obsmask_core.conversation.billing.last_seen import LastSeen, Visit
 from obsmask_core.conversation.masking import rewrite
 from obsmask_core.conversation.masking.masker import Masker
-from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome
+from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
 from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions
@@ -126,3 +126,35 @@ def test_a_retry_given_a_table_when_the_first_was_given_none_is_planned_anew(ses
 
 def _key(own: str) -> HistoryKey:
     return HistoryKey(own, None)
+
+
+def test_the_same_bytes_under_another_policy_sharing_the_kept_requests_are_planned_anew(session):
+    masker, table = Masker(shipped()), LastSeen()
+    request, first, now = sent_up_to_the_retried_one(session, masker, table)
+    wider = build(MaskPolicy, {**policy_values(load_config(str(REPO / "mitm.toml")), ""),
+                               "price_model": "none", "min_free_percent": 0})
+    again, plans = planned_while(lambda: rewrite.mask_request_body(
+        bytes(request), wider, session.fmt, visit=Visit(table, now + 5.0),
+        previous=masker.previous))
+    assert plans >= 1
+    assert isinstance(again, Masked) and again.plan is not first.plan
+    assert again.plan.decisions != first.plan.decisions
+
+
+def test_a_request_sent_unchanged_is_sent_unchanged_again_without_a_plan(session):
+    masker = Masker(shipped())
+    request = ClientRequests(session).request(session.request_ends[0]).body
+    first = masker.mask(request, session.fmt)
+    again, plans = planned_while(lambda: masker.mask(bytes(request), session.fmt))
+    assert isinstance(first, Unchanged) and isinstance(again, Unchanged)
+    assert plans == 0
+    assert again.reason == first.reason and again.plan is first.plan
+
+
+def test_with_recall_a_retry_is_planned_anew(session):
+    """The recall store may have changed between the two: nothing is kept."""
+    masker = Masker(shipped())
+    request = ClientRequests(session).request(session.request_ends[RETRIED]).body
+    masker.mask(request, session.fmt, recall=True)
+    _, plans = planned_while(lambda: masker.mask(bytes(request), session.fmt, recall=True))
+    assert plans >= 1

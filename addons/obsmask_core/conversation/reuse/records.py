@@ -26,6 +26,9 @@ from obsmask_core.conversation.turns.turn_model import Location
 FINGERPRINT_BYTES = 64
 # What a kept request weighs besides its bytes.
 REQUEST_BYTES = 1000
+# What a kept plan's entry (a result's reason kept, its judgement) weighs:
+# a tuple or a dict slot and the small objects it holds.
+PLAN_ENTRY_BYTES = 150
 # A body is looked for only among the kept requests that begin with its
 # first bytes (and the few whose list closes before that many bytes): with
 # many conversations going on, looking at every kept request cost more than
@@ -75,8 +78,13 @@ class KeptAnswer:
     @cached_property
     def weight(self) -> int:
         """The bytes the plan holds besides the bodies: the rewritten
-        results' texts, before and after."""
-        return sum(len(d.original) + len(d.new_text) for d in self.plan.decisions)
+        results' texts, before and after (the original twice when its value
+        is a list of blocks, which holds the text again), and
+        ``PLAN_ENTRY_BYTES`` for each reason kept and each judgement."""
+        plan = self.plan
+        texts = sum(len(d.original) * (1 if isinstance(d.original_value, str) else 2)
+                    + len(d.new_text) for d in plan.decisions)
+        return texts + PLAN_ENTRY_BYTES * (len(plan.kept_at) + len(plan.judgements))
 
 
 # (place, new text, kind) of each replacement of a plan, in order.
