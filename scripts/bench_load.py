@@ -383,14 +383,15 @@ def shape_phases(variants: dict[str, Variant], args: argparse.Namespace) -> None
 def main() -> None:
     args = parse_arguments()
     started = time.perf_counter()
-    bodies = build_bodies(SESSIONS, shape_models(args.recorded_models))
+    models = shape_models(args.recorded_models)
+    bodies = build_bodies(SESSIONS, models)
     report: dict[str, object] = {
         "quick": args.quick, "clients": args.clients, "per_client": args.per_client,
         "rounds": args.rounds, "fault_repeat": args.fault_repeat, "streams": args.streams,
         "keep_alive_requests": KEEP_ALIVE_REQUESTS, "mix": MIX,
         "bodies": args.bodies, "shape_rounds": args.shape_rounds,
         "shape_per_client": args.shape_per_client,
-        "models": shape_models(args.recorded_models),
+        "models": models,
         "sessions": bodies.sessions,
     }
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:

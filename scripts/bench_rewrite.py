@@ -84,7 +84,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -141,9 +141,9 @@ def parse_arguments() -> argparse.Namespace:
     return args
 
 
-def sessions(paths: list[Path], shapes: list[str], recorded: bool) -> list[ShapedSession]:
-    return shaped_sessions(paths or sorted(SESSIONS.glob("*/*.json")), shapes,
-                           shape_models(recorded))
+def sessions(paths: list[Path], shapes: list[str],
+             models: Mapping[str, str | None]) -> list[ShapedSession]:
+    return shaped_sessions(paths or sorted(SESSIONS.glob("*/*.json")), shapes, models)
 
 
 def previous_request(body: bytes, fmt: WireFormat) -> bytes | None:
@@ -330,7 +330,7 @@ def main() -> None:
     rows: dict[str, BodyFigures] = {}
     policy = settings_in_force([], config=str(args.config)).policy
     models = shape_models(args.recorded_models)
-    for session in sessions(args.bodies, args.shapes, args.recorded_models):
+    for session in sessions(args.bodies, args.shapes, models):
         row = rows[session.name] = measure(session, policy, args.repeat)
         print(f"bench_rewrite: {session.name}: {row['mask_over_orjson']}x"
               f"{' (reused)' if row['next_reused'] else ''}", file=sys.stderr, flush=True)
