@@ -29,8 +29,9 @@ LONG_PAUSE = 400.0  # past Anthropic's five minutes and the margin
 RETRIED = 30  # the request sent twice
 
 
-def shipped() -> MaskPolicy:
-    return build(MaskPolicy, policy_values(load_config(str(REPO / "mitm.toml")), ""))
+def shipped(**changes: object) -> MaskPolicy:
+    values = policy_values(load_config(str(REPO / "mitm.toml")), "")
+    return build(MaskPolicy, {**values, **changes})
 
 
 @pytest.fixture(scope="module")
@@ -121,18 +122,13 @@ def test_a_retry_given_a_table_when_the_first_was_given_none_is_planned_anew(ses
     assert first.plan.bill is not None and first.plan.bill.history is None
     assert again.plan.bill is not None and again.plan.bill.history is not None
     # The visit it made is in the table now.
-    assert table.sighting(_key(again.plan.bill.history)) is not None
-
-
-def _key(own: str) -> HistoryKey:
-    return HistoryKey(own, None)
+    assert table.sighting(HistoryKey(again.plan.bill.history, None)) is not None
 
 
 def test_the_same_bytes_under_another_policy_sharing_the_kept_requests_are_planned_anew(session):
     masker, table = Masker(shipped()), LastSeen()
     request, first, now = sent_up_to_the_retried_one(session, masker, table)
-    wider = build(MaskPolicy, {**policy_values(load_config(str(REPO / "mitm.toml")), ""),
-                               "price_model": "none", "min_free_percent": 0})
+    wider = shipped(price_model="none", min_free_percent=0)
     again, plans = planned_while(lambda: rewrite.mask_request_body(
         bytes(request), wider, session.fmt, visit=Visit(table, now + 5.0),
         previous=masker.previous))
