@@ -231,10 +231,15 @@ class Ledger:
             other.restore(kept)
         self.billing.restore(state.billing)
 
-    def so_far(self) -> BillSoFar:
+    def so_far(self, *, price_row: Mapping[str, object] | None = None,
+               cold_ends: tuple[int, ...] = (), request_items: int = 0,
+               braked_from: int | None = None) -> BillSoFar:
+        """The bill so far, with what the request adds to it (as
+        ``BillSoFar``'s fields): made once, as every request makes one."""
         read, written, total = self.billing.predicted()
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
                          self.without_masking / PRICE_UNIT, self.allowance_percent,
-                         self.billing.name, read, written, total, moved=self.moved,
-                         request_with_masking=self.last_with / PRICE_UNIT,
+                         self.billing.name, read, written, total, cold_ends=cold_ends,
+                         price_row=price_row, moved=self.moved, request_items=request_items,
+                         braked_from=braked_from, request_with_masking=self.last_with / PRICE_UNIT,
                          request_without_masking=self.last_without / PRICE_UNIT)

@@ -5,9 +5,7 @@ they all forward what the request that tripped it forwarded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from obsmask_core.conversation.billing.ledger import BillSoFar
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +23,3 @@ class Brake:
         """The brake as a replay of the first ``items`` items meets it: a
         checkpoint's key, like its cold ends."""
         return self.braked_from if self.holds(items) else None
-
-    def on(self, bill: BillSoFar | None, items: int) -> BillSoFar | None:
-        """The bill of a request of ``items`` items, saying where the brake
-        stopped its frontier, and its items (the end an answer's figures
-        brake from)."""
-        if bill is None:
-            return None
-        return replace(bill, request_items=items, braked_from=self.up_to(items))

@@ -98,17 +98,18 @@ class ForwardedRequests:
         """The cold ends a replay of the first ``items`` items bills at."""
         return frozenset(end for end in self.cold_ends if end <= items)
 
-    def bill(self) -> BillSoFar | None:
-        """The ledger at this request (None without a price model with a cache)."""
+    def bill(self, braked_from: int | None) -> BillSoFar | None:
+        """The ledger at this request (None without a price model with a
+        cache), its frontier stopped by the provider's brake from
+        ``braked_from`` (``braking``)."""
         if self.ledger is None:
             return None
-        bill = self.ledger.so_far()
-        if self._price is not None:
-            bill = replace(bill, price_row=self._price.as_metadata())
-        if not self.cold_ends:
-            return bill
-        ends = set(self._index.request_ends(len(self._item_list)))
-        return replace(bill, cold_ends=tuple(sorted(self.cold_ends & ends)))
+        items = len(self._item_list)
+        cold_ends = tuple(sorted(self.cold_ends & set(self._index.request_ends(items)))) \
+            if self.cold_ends else ()
+        return self.ledger.so_far(
+            price_row=self._price.as_metadata() if self._price is not None else None,
+            cold_ends=cold_ends, request_items=items, braked_from=braked_from)
 
     def prediction_points(self) -> tuple[int | None, int | None] | None:
         """Where the provider should read this request up to, and write it

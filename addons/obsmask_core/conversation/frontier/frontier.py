@@ -183,7 +183,7 @@ class Frontier:
 
     def bill(self) -> BillSoFar | None:
         """The ledger at this request (None without a price model with a cache)."""
-        return self._brake.on(self._requests.bill(), self._items)
+        return self._requests.bill(self._brake.up_to(self._items))
 
     @property
     def watch(self) -> RefetchWatch:
