@@ -21,31 +21,8 @@ from obsmask_core.conversation.reuse.proven_spans import (
     proven_by_check,
     shifted,
 )
-from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT
-
-KEPT = [{"role": "user", "content": "go"}]
-
-
-def grown(added: list[object], write=orjson.dumps) -> tuple[bytes, int, int]:
-    """A Chat body of KEPT then ``added``, and where the added bytes lie."""
-    kept = write({"messages": KEPT, "model": "m"})
-    end = kept.index(b"]", kept.index(b'"messages"'))
-    inserted = b"".join(b"," + write(item) for item in added)
-    return kept[:end] + inserted + kept[end:], end, end + len(inserted)
-
-
-def chat_turn(call_id: str, output: str) -> list[object]:
-    return [{"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": "bash", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": call_id, "content": output}]
-
-
-def proven_chat(added: list[object], write=orjson.dumps) -> tuple[bytes, dict]:
-    body, start, end = grown(added, write)
-    items = [*KEPT, *added]
-    wanted = candidates(added, len(KEPT), CHAT.index(items), CHAT)
-    return body, prove_added(body, start, end, added, len(KEPT), wanted)
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
+from support.grown_bodies import KEPT, chat_turn, grown, proven_chat
 
 
 def test_each_added_result_is_proven_where_its_text_is():

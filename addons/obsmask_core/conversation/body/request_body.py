@@ -100,15 +100,30 @@ def placed_edit(span: Span, edit: Edit, closing: int | str) -> tuple[Span, str] 
         return None  # a value JSON cannot write (NaN): the body goes unchanged
 
 
-def edits_made(body: bytes, found: Sequence[tuple[Edit, Span]]) -> bytes | None:
-    """``body`` with each edit made where its value spans (``placed_edit``);
-    None if one cannot be placed there, or two overlap."""
+def edits_placed(body: bytes, found: Sequence[tuple[Edit, Span]]
+                 ) -> list[tuple[Span, bytes]] | None:
+    """Where each edit goes in ``body``, its value spanning there, and the
+    bytes written there (``placed_edit``), in the order of ``found``; None
+    if one cannot be placed there."""
     placed: list[tuple[Span, bytes]] = []
     for edit, span in found:
         made = placed_edit(span, edit, body[span[1] - 1])
         if made is None:
             return None
         placed.append((made[0], made[1].encode("utf-8")))
+    return placed
+
+
+def edits_made(body: bytes, found: Sequence[tuple[Edit, Span]]) -> bytes | None:
+    """``body`` with each edit made where its value spans (``placed_edit``);
+    None if one cannot be placed there, or two overlap."""
+    placed = edits_placed(body, found)
+    return spliced(body, placed) if placed is not None else None
+
+
+def spliced(body: bytes, placed: list[tuple[Span, bytes]]) -> bytes | None:
+    """``body`` with the ``placed`` bytes written over their spans; None if
+    two overlap."""
     try:
         return splice(body, placed)
     except ValueError:

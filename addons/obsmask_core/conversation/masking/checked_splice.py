@@ -25,6 +25,7 @@ from obsmask_core.conversation.body.request_body import (
     ExactBody,
     Replacement,
     edits_made,
+    edits_placed,
 )
 from obsmask_core.conversation.masking.verify import ReadBody, verify
 from obsmask_core.conversation.planning.plan import MaskPlan
@@ -48,6 +49,10 @@ class Checked:
     body: bytes
     masked_end: int | None
     proven: dict[Place, Span]
+    # Where each edit was made and what it wrote, in the order of the
+    # edits (``edits_placed``), when the check told every edit's place
+    # (no two with the same value and text); None otherwise.
+    placed: list[tuple[Span, bytes]] | None = None
 
 
 def splice_and_check(request: ReadBody, edits: list[Edit], plan: MaskPlan, fmt: WireFormat,
@@ -55,12 +60,14 @@ def splice_and_check(request: ReadBody, edits: list[Edit], plan: MaskPlan, fmt: 
     """``request`` with ``edits`` made and checked, proving the places of
     ``probes`` on the way; or why it cannot go out."""
     found: tuple[bytes, list[tuple[Edit, Span]]] | None = None
+    body = b""
     if isinstance(request, ExactBody):
         new_body = request.replaced(edits)
     else:
         if probes and (checked := _with_probes(request, edits, plan, fmt, end, probes)):
             return checked
-        found = QuickBody.replace_found(request.body, edits)
+        body = request.body
+        found = QuickBody.replace_found(body, edits)
         new_body = found[0] if found is not None else None
     if new_body is None:
         return "a planned value could not be located"
@@ -68,8 +75,11 @@ def splice_and_check(request: ReadBody, edits: list[Edit], plan: MaskPlan, fmt: 
     violation, proven_end = verify(request, new_body, edits, plan, fmt, masked_end)
     if violation is not None:
         return violation
-    return Checked(new_body, masked_end if proven_end else None,
-                   proven_by_check(found[1]) if found is not None else {})
+    if found is None:
+        return Checked(new_body, masked_end if proven_end else None, {})
+    proven = proven_by_check(found[1])
+    return Checked(new_body, masked_end if proven_end else None, proven,
+                   _placed(body, edits, found[1], proven))
 
 
 def _with_probes(request: QuickRead, edits: list[Edit], plan: MaskPlan, fmt: WireFormat,
@@ -86,12 +96,24 @@ def _with_probes(request: QuickRead, edits: list[Edit], plan: MaskPlan, fmt: Wir
     if violation is not None:
         return None
     probe_ids = {id(edit) for edit in sentinels}
-    new_body = edits_made(body, [(edit, span) for edit, span in found[1]
-                                 if id(edit) not in probe_ids])
+    made = [(edit, span) for edit, span in found[1] if id(edit) not in probe_ids]
+    new_body = edits_made(body, made)
     assert new_body is not None  # each was placed in the body checked
     masked_end = end + len(new_body) - len(body) \
         if proven_end and end is not None else None
-    return Checked(new_body, masked_end, proven_by_check(found[1]))
+    proven = proven_by_check(found[1])
+    return Checked(new_body, masked_end, proven, _placed(body, edits, made, proven))
+
+
+def _placed(body: bytes, edits: Sequence[Edit], made: Sequence[tuple[Edit, Span]],
+            proven: dict[Place, Span]) -> list[tuple[Span, bytes]] | None:
+    """Where ``edits`` were made, in their order, when the check proved
+    each one's place."""
+    if len(made) != len(edits) or any((edit.index, edit.path) not in proven
+                                       for edit in edits):
+        return None
+    order = {id(edit): number for number, edit in enumerate(edits)}
+    return edits_placed(body, sorted(made, key=lambda found: order[id(found[0])]))
 
 
 def _masked_end(request: ReadBody, new_body: bytes, end: int | None) -> int | None:

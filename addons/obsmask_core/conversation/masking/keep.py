@@ -17,14 +17,19 @@ from obsmask_core.conversation.reuse.hint import (
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
 from obsmask_core.conversation.reuse.proven_spans import ProvenSpans
-from obsmask_core.conversation.reuse.records import Kept, KeptAnswer, PreviousRequest
+from obsmask_core.conversation.reuse.records import (
+    Kept,
+    KeptAnswer,
+    MaskedEnd,
+    PreviousRequest,
+)
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 
 
 def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat, *,
                  recall: bool, end: int, plan: MaskPlan, outcome: RewriteOutcome,
-                 masked_end: int | None, items: Sequence[object], indexed: IndexedItems,
+                 masked_end: MaskedEnd | None, items: Sequence[object], indexed: IndexedItems,
                  grew_from: PreviousRequest | None, reuse: Reuse | None,
                  layout: CacheLayout | None = None, proven: ProvenSpans | None = None,
                  kept: Kept | None = None, answer: KeptAnswer | None = None) -> None:
@@ -44,7 +49,8 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
             written=plan.items_written,
             signature=signature_of(plan) if masked else (),
             masked=outcome.body if masked and masked_end is not None else None,
-            masked_end=masked_end or 0,
+            masked_end=masked_end.end if masked_end is not None else 0,
+            placed=masked_end.placed if masked and masked_end is not None else None,
             in_a_row=grew_from.in_a_row + 1 if grew_from is not None else 1,
             # Proven by its own read, or by the check of its masked body:
             # that parse proved where the masked list closes, and the masked

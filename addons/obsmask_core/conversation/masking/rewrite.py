@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from obsmask_core.conversation.billing.breakpoints import (
-    CACHE_CONTROL,
     DEFAULT_MINIMUM_TOKENS,
     CacheLayout,
     grown_layout,
@@ -36,14 +35,11 @@ from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice, price_for_request
 from obsmask_core.conversation.body.quick_body import QuickBody
 from obsmask_core.conversation.body.request_body import (
-    Edit,
     ExactBody,
-    MemberAdded,
-    Replacement,
 )
 from obsmask_core.conversation.body.request_text import UnsupportedBody
-from obsmask_core.conversation.masking.checked_splice import splice_and_check
 from obsmask_core.conversation.masking.keep import keep_request
+from obsmask_core.conversation.masking.masked_body import masked_outcome
 from obsmask_core.conversation.masking.outcomes import (
     Masked,
     Refused,
@@ -51,13 +47,13 @@ from obsmask_core.conversation.masking.outcomes import (
     Unchanged,
     Unreadable,
 )
-from obsmask_core.conversation.masking.recall import Recall, find_recalls, with_recalls
+from obsmask_core.conversation.masking.recall import find_recalls, with_recalls
 from obsmask_core.conversation.masking.retry import answer_again
 from obsmask_core.conversation.masking.sighting import sighting_of, table_visit
 from obsmask_core.conversation.masking.verify import ReadBody
 from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.memory import PlanMemory
-from obsmask_core.conversation.planning.plan import RECALLED, MaskDecision, MaskPlan
+from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.reuse.hint import (
     QuickRead,
@@ -65,20 +61,16 @@ from obsmask_core.conversation.reuse.hint import (
     list_end,
     read_grown,
     reuse_of,
-    signature_of,
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
-from obsmask_core.conversation.reuse.proven_spans import (
-    Place,
-    candidates,
-    constructed,
-    unproven,
+from obsmask_core.conversation.reuse.records import (
+    Grown,
+    Kept,
+    KeptAnswer,
+    MaskedEnd,
 )
-from obsmask_core.conversation.reuse.records import Grown, Kept, KeptAnswer
 from obsmask_core.conversation.settings.policy import MaskPolicy
-from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
-from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat, value_at
-from obsmask_core.shared.json_text import Span
+from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 
 DISABLED = "masking is disabled"
 HELD_OUT = "the conversation is in the holdout group (holdout_percent)"
@@ -166,11 +158,11 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
         plan.bill = replace(plan.bill, history=planned[0].key.own)
     # Splice and verify.
     end = list_end(quick, fmt) if quick is not None else None
-    masked_end: int | None = None
+    masked_end: MaskedEnd | None = None
     if plan.held_out and not recalls:
         outcome: RewriteOutcome = Unchanged(HELD_OUT, plan)
     else:
-        outcome, masked_end = _masked(request, plan, fmt, recalls, indexed.text_chars,
+        outcome, masked_end = masked_outcome(request, plan, fmt, recalls, indexed.text_chars,
                                       reuse, end, proven, index,
                                       prove=quick is not None and end is not None)
     if quick is not None and previous is not None and end is not None:
@@ -232,58 +224,3 @@ def _answer(outcome: RewriteOutcome, policy: MaskPolicy, visit: Arrival | None,
         return None
     return KeptAnswer(policy, visit is not None, planned[0] if planned is not None else None,
                       found, plan, masked, unchanged, chars)
-
-
-def _masked(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
-            chars: int, reuse: Reuse | None, end: int | None, proven: dict[Place, Span],
-            index: ToolTurnIndex, prove: bool,
-            ) -> tuple[RewriteOutcome, int | None]:
-    """The outcome of ``plan``: the body with its replacements, made anew
-    or (``reuse``) from the kept request's masked body; and where the
-    masked body's list closes, when that is proven (the list closing at
-    ``end`` in the body, every replacement before it). ``proven``: the
-    spans a parse proved, the ones the check of a new body proves added
-    (with ``prove``, those of every value ``index`` says masking may
-    replace later too)."""
-    chars_after = chars - sum(len(d.original) - len(d.new_text) for d in plan.decisions)
-    _add_recalls(plan, recalls)
-    if not plan.decisions:
-        return Unchanged("nothing to mask", plan), None
-    chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
-    if reuse is not None and isinstance(request, QuickRead) \
-            and (made := reuse.masked_body(request.body, signature_of(plan))) is not None:
-        # The kept request's replacements, all in the items both share.
-        return Masked(made[0], plan, chars, chars_after, reused=True), made[1]
-    replacements: list[Edit] = [
-        Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
-                    fmt.replacement(d.original_value, d.new_text), anchor=d.call_id)
-        for d in plan.decisions]
-    if (added := plan.breakpoint) is not None:
-        replacements.append(MemberAdded(
-            added.item, ("content", added.block),
-            value_at([request.items[added.item]], 0, ("content", added.block)),
-            CACHE_CONTROL, dict(added.control)))
-    if reuse is not None and end is not None and isinstance(request, QuickRead) \
-            and (made := constructed(request.body, replacements, proven, end)) is not None:
-        # Every value's place proven by a parse: the splice is the check.
-        return Masked(made[0], plan, chars, chars_after), end + made[1]
-    # The places of the values masking may replace later are proven on the
-    # way when the masker keeps this request for the next one.
-    probes = unproven(candidates(request.items, 0, index, fmt), replacements, proven) \
-        if prove else []
-    checked = splice_and_check(request, replacements, plan, fmt, end, probes)
-    if isinstance(checked, str):
-        return Refused(checked, plan), None
-    proven.update(checked.proven)
-    return Masked(checked.body, plan, chars, chars_after), checked.masked_end
-
-
-def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
-    """A decision for each recalled result that masking leaves whole (one it
-    masks goes out as its placeholder: the plan's decision says so)."""
-    planned = {d.location for d in plan.decisions}
-    plan.decisions.extend(
-        MaskDecision(location=r.location, call_id=r.call_id, tool_name=r.tool_name,
-                     original=r.stub, original_value=r.stub_value, new_text=r.text,
-                     kind=RECALLED)
-        for r in recalls if r.location not in planned)

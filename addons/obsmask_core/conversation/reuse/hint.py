@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from obsmask_core.conversation.billing.breakpoints import AddedBreakpoint
 from obsmask_core.conversation.body.quick_body import QuickBody, added_items
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.planning.hint import PlanHint
@@ -44,7 +45,12 @@ from obsmask_core.conversation.planning.holdout import ConversationName, named_b
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.reuse.grown_body import GrownBody
 from obsmask_core.conversation.reuse.proven_spans import Place, candidates, prove_added
-from obsmask_core.conversation.reuse.records import Grown, PreviousRequest, Signature
+from obsmask_core.conversation.reuse.records import (
+    Grown,
+    PreviousRequest,
+    Signature,
+    SignatureEntry,
+)
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import WireFormat
@@ -150,9 +156,13 @@ def signature_of(plan: MaskPlan) -> Signature:
     """The plan's replacements, in order: (place, new text, kind)."""
     signature: Signature = tuple((d.location, d.new_text, d.kind) for d in plan.decisions)
     if (added := plan.breakpoint) is not None:
-        signature += (((added.item, added.block), repr(sorted(added.control.items())),
-                       "breakpoint"),)
+        signature += (breakpoint_entry(added),)
     return signature
+
+
+def breakpoint_entry(added: AddedBreakpoint) -> SignatureEntry:
+    """The frontier breakpoint's entry in a plan's signature."""
+    return (added.item, added.block), repr(sorted(added.control.items())), "breakpoint"
 
 
 def settled_name(plan: MaskPlan, reuse: Reuse | None,

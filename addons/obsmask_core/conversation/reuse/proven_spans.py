@@ -32,13 +32,19 @@ check stays the test oracle (tests/unit/test_proven_spans.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 import orjson
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, closing_block
 from obsmask_core.conversation.body.quick_body import added_items
-from obsmask_core.conversation.body.request_body import Edit, MemberAdded, edits_made
+from obsmask_core.conversation.body.request_body import (
+    Edit,
+    MemberAdded,
+    edits_placed,
+    spliced,
+)
 from obsmask_core.conversation.body.request_text import PathStep
 from obsmask_core.conversation.body.value_search import find_values
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
@@ -53,6 +59,7 @@ ProvenSpans = Mapping[Place, Span]
 Candidate = tuple[Place, object, str | None]
 
 _WHITESPACE = b" \t\r\n"
+T = TypeVar("T")
 
 
 def candidates(added: Sequence[object], first: int, index: ToolTurnIndex,
@@ -64,10 +71,10 @@ def candidates(added: Sequence[object], first: int, index: ToolTurnIndex,
     frontier breakpoint goes)."""
     found: dict[Place, Candidate] = {}
     order: dict[Place, tuple[int, int, int]] = {}
-    for result in index.results:
+    # The index lists results, and turns, in the order of their items: the
+    # added items' come last, so the older ones are not walked.
+    for result in _from_item(index.results, first, lambda result: result.location[0]):
         item = result.location[0]
-        if item < first:
-            continue
         path = fmt.value_path(result.location)
         try:
             value = value_at([added[item - first]], 0, path)
@@ -77,13 +84,23 @@ def candidates(added: Sequence[object], first: int, index: ToolTurnIndex,
         found[place] = (place, value, result.call_id)
         order[place] = (item, result.location[1] if len(result.location) > 1 else 0, 0)
     if fmt is ANTHROPIC:
-        for item in sorted({turn.last for turn in index.turns}):
-            if first <= item < first + len(added):
+        for item in sorted({turn.last for turn in
+                            _from_item(index.turns, first, lambda turn: turn.last)}):
+            if item < first + len(added):
                 closing = _closing_member(added[item - first], item)
                 if closing is not None and closing[0] not in found:
                     found[closing[0]] = (closing[0], closing[1], None)
                     order[closing[0]] = (item, closing[2], 1)
     return [found[place] for place in sorted(found, key=order.__getitem__)]
+
+
+def _from_item(listed: Sequence[T], first: int, item_of: Callable[[T], int]) -> list[T]:
+    """The entries of ``listed`` (in the order of their items) from the
+    first whose item is ``first`` or later."""
+    at = len(listed)
+    while at and item_of(listed[at - 1]) >= first:
+        at -= 1
+    return list(listed[at:])
 
 
 def _closing_member(item: object, index: int) -> tuple[Place, object, int] | None:
@@ -169,23 +186,35 @@ def proven_by_check(found: Sequence[tuple[Edit, Span]]) -> dict[Place, Span]:
             for number, (edit, span) in enumerate(found) if number not in twins}
 
 
+class Constructed(NamedTuple):
+    """A body with edits made at their proven spans: how many bytes longer
+    it got, and where each edit went and what it wrote (``placed``, in the
+    order of the edits)."""
+
+    body: bytes
+    grew: int
+    placed: list[tuple[Span, bytes]]
+
+
 def constructed(body: bytes, edits: Sequence[Edit], proven: ProvenSpans,
-                end: int) -> tuple[bytes, int] | None:
-    """``body`` with ``edits`` made at their proven spans, and how many bytes
-    longer it got; None unless every edit's span is proven and before
-    ``end`` (where the list closes)."""
+                end: int) -> Constructed | None:
+    """``body`` with ``edits`` made at their proven spans; None unless every
+    edit's span is proven and before ``end`` (where the list closes)."""
     found: list[tuple[Edit, Span]] = []
     for edit in edits:
-        span = _edit_span(body, edit, proven)
+        span = edit_span(body, edit, proven)
         if span is None or span[1] > end:
             return None
         found.append((edit, span))
+    placed = edits_placed(body, found)
     # None (two edits in one place): the search and the check decide.
-    new_body = edits_made(body, found)
-    return (new_body, len(new_body) - len(body)) if new_body is not None else None
+    new_body = spliced(body, placed) if placed is not None else None
+    if new_body is None or placed is None:
+        return None
+    return Constructed(new_body, len(new_body) - len(body), placed)
 
 
-def _edit_span(body: bytes, edit: Edit, proven: ProvenSpans) -> Span | None:
+def edit_span(body: bytes, edit: Edit, proven: ProvenSpans) -> Span | None:
     """The span an edit is placed by: its value's, or for an added member
     its object's, or else up to the ``}`` after the object's last member."""
     span = proven.get((edit.index, edit.path))

@@ -19,6 +19,7 @@ from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, shifted
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.turn_model import Location
+from obsmask_core.shared.json_text import Span
 
 # A body is compared with a kept request first by the bytes just before
 # where the kept list closes (where the conversations of one agent, which
@@ -88,7 +89,22 @@ class KeptAnswer:
 
 
 # (place, new text, kind) of each replacement of a plan, in order.
-Signature = tuple[tuple[Location, str, str], ...]
+SignatureEntry = tuple[Location, str, str]
+Signature = tuple[SignatureEntry, ...]
+# An edit as a masked body holds it: its entry in the plan's signature, the
+# span of the body it was written over (empty for an added member) and the
+# bytes written there. A masked body's are kept in the order of their spans.
+PlacedEdit = tuple[SignatureEntry, Span, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedEnd:
+    """Where a masked body's list closes (proven by its check or its
+    construction), and the edits it was made with when their spans were
+    proven (``PreviousRequest.placed``)."""
+
+    end: int
+    placed: tuple[PlacedEdit, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,9 @@ class PreviousRequest:
     kept: Kept = Kept()
     # What masking answered for it (None: not kept, as with recall).
     answer: KeptAnswer | None = None
+    # The edits its masked body was made with, when its spans were proven
+    # (``masked_again``; None: not known, the masked body was checked).
+    placed: tuple[PlacedEdit, ...] | None = None
 
     @property
     def tail(self) -> bytes:
@@ -162,7 +181,8 @@ class PreviousRequest:
             masked_end -= len(mark)
         return replace(self, body=self.body[:span[0]] + self.body[span[1]:],
                        end=self.end - len(mark), masked=masked, masked_end=masked_end,
-                       proven=shifted(self.proven, span), answer=None)
+                       proven=shifted(self.proven, span), answer=None,
+                       placed=_placed_shifted(self.placed, span))
 
     @cached_property
     def fingerprint(self) -> bytes:
@@ -177,9 +197,28 @@ class PreviousRequest:
         answer = self.answer
         return (len(self.body) + REQUEST_BYTES
                 + (len(self.masked) if self.masked is not None else 0)
+                + (PLAN_ENTRY_BYTES * len(self.placed) if self.placed is not None else 0)
                 + (answer.weight if answer is not None else 0)
                 + (len(answer.masked) if answer is not None and answer.masked is not None
                    and answer.masked is not self.masked else 0))
+
+
+def _placed_shifted(placed: tuple[PlacedEdit, ...] | None,
+                    cut: Span) -> tuple[PlacedEdit, ...] | None:
+    """The placed edits once the bytes of ``cut`` are taken out of the body
+    (``unmarked``); None when one of them holds any of those bytes."""
+    if placed is None:
+        return None
+    removed = cut[1] - cut[0]
+    kept: list[PlacedEdit] = []
+    for entry, (start, end), written in placed:
+        if end <= cut[0] and start < cut[0]:
+            kept.append((entry, (start, end), written))
+        elif start >= cut[1]:
+            kept.append((entry, (start - removed, end - removed), written))
+        else:
+            return None
+    return tuple(kept)
 
 
 def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
