@@ -9,6 +9,8 @@ clipped to head + marker + tail. No item is ever added, removed or moved.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -192,12 +194,16 @@ def _with_prediction(bill: BillSoFar, frontier: Frontier, plan: MaskPlan) -> Bil
     if points is None or not isinstance(billing, BreakpointBilling):
         return bill
     chars = frontier.chars_before
+    # The change in characters before each item boundary: summed once, in
+    # the order of the items, for the three boundaries asked.
     changes = sorted((d.location[0], len(d.new_text) - len(d.original)) for d in plan.decisions)
+    items = [item for item, _ in changes]
+    changed_before = list(itertools.accumulate((change for _, change in changes), initial=0))
 
     def tokens(boundary: int | None) -> int:
         if boundary is None:
             return 0
-        changed = sum(change for item, change in changes if item < boundary)
+        changed = changed_before[bisect.bisect_left(items, boundary)]
         return billing.preamble_tokens + prefix_tokens(chars[boundary] + changed, boundary)
 
     # An entry exists only where its prefix reached the minimum when it was
