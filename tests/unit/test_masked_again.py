@@ -52,11 +52,11 @@ def test_the_body_made_again_is_the_splice_of_every_edit(outputs, kept_count, da
     previous, start = _kept(outputs[:kept_count], before)
     body, _, end = grown(_results(outputs))
     _, proven = proven_chat(_results(outputs))
-    pairs = dict(_edit(number, outputs) for number in now)
-    signature = tuple(pairs)
-    whole = constructed(body, list(pairs.values()), proven, end)
+    pairs = [_edit(number, outputs) for number in now]
+    signature = tuple(entry for entry, _ in pairs)
+    whole = constructed(body, [edit for _, edit in pairs], proven, end)
     again = masked_again(previous, body, start, signature,
-                         lambda entries: [pairs[entry] for entry in entries], proven, end)
+                         lambda positions: [pairs[at][1] for at in positions], proven, end)
     assert whole is not None and again is not None
     assert again.body == whole.body
     assert again.end == end + whole.grew

@@ -5,6 +5,8 @@ that changed), spliced at places a parse proved, or searched for and checked
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL
 from obsmask_core.conversation.body.request_body import Edit, MemberAdded, Replacement
 from obsmask_core.conversation.masking.checked_splice import splice_and_check
@@ -12,10 +14,10 @@ from obsmask_core.conversation.masking.outcomes import Masked, Refused, RewriteO
 from obsmask_core.conversation.masking.recall import Recall
 from obsmask_core.conversation.masking.verify import ReadBody
 from obsmask_core.conversation.planning.plan import RECALLED, MaskDecision, MaskPlan
-from obsmask_core.conversation.reuse.hint import QuickRead, Reuse, breakpoint_entry, signature_of
+from obsmask_core.conversation.reuse.hint import QuickRead, Reuse, signature_of
 from obsmask_core.conversation.reuse.masked_again import masked_again, placed_in_order
 from obsmask_core.conversation.reuse.proven_spans import Place, candidates, constructed, unproven
-from obsmask_core.conversation.reuse.records import MaskedEnd, SignatureEntry
+from obsmask_core.conversation.reuse.records import MaskedEnd
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.conversation.turns.wire_formats import WireFormat, value_at
 from obsmask_core.shared.json_text import Span
@@ -46,7 +48,7 @@ def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: 
                     MaskedEnd(made[1], reuse.previous.placed))
         if end is not None and (again := masked_again(
                 reuse.previous, request.body, reuse.grown.start, signature,
-                lambda entries: _edits(request, plan, fmt, set(entries)), proven,
+                lambda positions: _edits(request, plan, fmt, positions), proven,
                 end)) is not None:
             # The kept request's masked body up to the first edit that changed.
             return Masked(again.body, plan, chars, chars_after), MaskedEnd(again.end,
@@ -73,21 +75,25 @@ def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: 
 
 
 def _edits(request: ReadBody, plan: MaskPlan, fmt: WireFormat,
-           only: set[SignatureEntry] | None = None) -> list[Edit]:
-    """The plan's edits (of the entries of its signature in ``only``), in
-    the order of its signature: each decision's replacement, then the
+           positions: Sequence[int] | None = None) -> list[Edit]:
+    """The plan's edits, in the order of its signature (of its entries at
+    ``positions`` only, when given): each decision's replacement, then the
     frontier breakpoint it adds."""
-    edits: list[Edit] = [
-        Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
-                    fmt.replacement(d.original_value, d.new_text), anchor=d.call_id)
-        for d in plan.decisions
-        if only is None or (d.location, d.new_text, d.kind) in only]
-    if (added := plan.breakpoint) is not None \
-            and (only is None or breakpoint_entry(added) in only):
-        edits.append(MemberAdded(
-            added.item, ("content", added.block),
-            value_at([request.items[added.item]], 0, ("content", added.block)),
-            CACHE_CONTROL, dict(added.control)))
+    decisions, added = plan.decisions, plan.breakpoint
+    if positions is None:
+        positions = range(len(decisions) + (added is not None))
+    edits: list[Edit] = []
+    for at in positions:
+        if at < len(decisions):
+            d = decisions[at]
+            edits.append(Replacement(d.location[0], fmt.value_path(d.location), d.original_value,
+                                     fmt.replacement(d.original_value, d.new_text),
+                                     anchor=d.call_id))
+        elif added is not None:
+            edits.append(MemberAdded(
+                added.item, ("content", added.block),
+                value_at([request.items[added.item]], 0, ("content", added.block)),
+                CACHE_CONTROL, dict(added.control)))
     return edits
 
 

@@ -22,7 +22,7 @@ the whole gives there. tests/unit/test_masked_again.py holds it against
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 
 from obsmask_core.conversation.body.request_body import Edit, edits_placed, spliced
 from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, edit_span
@@ -34,9 +34,9 @@ from obsmask_core.conversation.reuse.records import (
 )
 from obsmask_core.shared.json_text import Span
 
-# The edits of the signature's entries that a kept masked body does not
-# hold, in the order asked for.
-EditsOf = Callable[[Iterable[SignatureEntry]], list[Edit]]
+# The edits of the entries at these positions of the plan's signature, in
+# that order (the ones a kept masked body does not hold).
+EditsAt = Callable[[Sequence[int]], list[Edit]]
 
 
 class MaskedAgain:
@@ -49,7 +49,7 @@ class MaskedAgain:
 
 
 def masked_again(previous: PreviousRequest, body: bytes, start: int, signature: Signature,
-                 edits_of: EditsOf, proven: ProvenSpans, end: int) -> MaskedAgain | None:
+                 edits_at: EditsAt, proven: ProvenSpans, end: int) -> MaskedAgain | None:
     """``body`` (the kept request ``previous`` with items added from
     ``start``, its list closing at ``end``) with the edits of ``signature``,
     made from the kept masked body; None when that body or its edits'
@@ -58,23 +58,27 @@ def masked_again(previous: PreviousRequest, body: bytes, start: int, signature: 
     kept, masked = previous.placed, previous.masked
     if kept is None or masked is None or start > previous.end:
         return None
-    wanted = set(signature)
-    kept_entries = {entry for entry, _, _ in kept}
-    added = [entry for entry in signature if entry not in kept_entries]
-    made = _placed(body, added, edits_of(added), proven, end)
+    # The kept placed edits are those of the kept signature (the sets are
+    # made in C; the few entries that changed are then looked for from the
+    # end, where a moving frontier changes them).
+    wanted, kept_entries = set(signature), set(previous.signature)
+    positions = _positions(signature, wanted - kept_entries)
+    made = _placed(body, [signature[at] for at in positions], edits_at(positions),
+                   proven, end)
     if made is None:
         return None
+    gone = kept_entries - wanted
     # The first place that changed: an edit added or taken away, or the
     # added items.
     first = min([start, *(span[0] for _, span, _ in made),
-                 *(span[0] for entry, span, _ in kept if entry not in wanted)])
+                 *(span[0] for entry, span, _ in _found(kept, gone))])
     # The kept edits before it stay as written; none may run across it.
     before = len(kept)
     while before and kept[before - 1][1][0] >= first:
         before -= 1
     if before and kept[before - 1][1][1] > first:
         return None
-    after = [placed for placed in kept[before:] if placed[0] in wanted]
+    after = [placed for placed in kept[before:] if placed[0] not in gone]
     grew_before = len(masked) - len(previous.body) - sum(
         len(written) - (span[1] - span[0]) for _, span, written in kept[before:])
     tail = sorted(after + made, key=_by_span)
@@ -84,6 +88,28 @@ def masked_again(previous: PreviousRequest, body: bytes, start: int, signature: 
         return None
     new_body = b"".join((memoryview(masked)[:first + grew_before], spliced_tail))
     return MaskedAgain(new_body, end + len(new_body) - len(body), (*kept[:before], *tail))
+
+
+def _positions(signature: Signature, entries: set[SignatureEntry]) -> list[int]:
+    """Where ``entries`` are in ``signature``, in its order."""
+    found: list[int] = []
+    for at in range(len(signature) - 1, -1, -1):
+        if len(found) == len(entries):
+            break
+        if signature[at] in entries:
+            found.append(at)
+    return found[::-1]
+
+
+def _found(placed: tuple[PlacedEdit, ...], entries: set[SignatureEntry]) -> list[PlacedEdit]:
+    """The placed edits of ``entries``, looked for from the end."""
+    found: list[PlacedEdit] = []
+    for edit in reversed(placed):
+        if len(found) == len(entries):
+            break
+        if edit[0] in entries:
+            found.append(edit)
+    return found
 
 
 def placed_in_order(signature: Signature, placed: list[tuple[Span, bytes]]

@@ -233,10 +233,12 @@ def edit_span(body: bytes, edit: Edit, proven: ProvenSpans) -> Span | None:
     return last[0], close + 1
 
 
-def shifted(proven: ProvenSpans, cut: Span) -> dict[Place, Span]:
+def shifted(proven: ProvenSpans, cut: Span) -> ProvenSpans:
     """The proven spans once the bytes of ``cut`` are taken out of the body:
     the ones before it as they are, the ones after it moved back; one that
     holds any of those bytes is no longer proven."""
+    if not proven or max(proven.values(), key=_span_end)[1] <= cut[0]:
+        return proven  # all before it (a moved breakpoint is cut at the list's end)
     removed = cut[1] - cut[0]
     kept: dict[Place, Span] = {}
     for place, (start, end) in proven.items():
@@ -245,3 +247,7 @@ def shifted(proven: ProvenSpans, cut: Span) -> dict[Place, Span]:
         elif start >= cut[1]:
             kept[place] = (start - removed, end - removed)
     return kept
+
+
+def _span_end(span: Span) -> int:
+    return span[1]

@@ -215,6 +215,9 @@ def _placed_shifted(placed: tuple[PlacedEdit, ...] | None,
     (``unmarked``); None when one of them holds any of those bytes."""
     if placed is None:
         return None
+    # In the order of their spans, which do not overlap: the last ends last.
+    if not placed or (placed[-1][1][1] <= cut[0] and placed[-1][1][0] < cut[0]):
+        return placed
     removed = cut[1] - cut[0]
     kept: list[PlacedEdit] = []
     for entry, (start, end), written in placed:
