@@ -20,7 +20,7 @@ from obsmask_core.conversation.billing.breakpoints import grown_layout, read_lay
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import RewriteOutcome
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
-from obsmask_core.conversation.reuse.records import Grown
+from obsmask_core.conversation.reuse.records import Grown, PreviousRequest
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from support.formats import Call, Event, Result, Say, Turn, claude_code_body, convert
@@ -125,3 +125,40 @@ def test_an_hour_long_breakpoint_anywhere_among_the_messages_outlives_a_short_pa
     assert layout.outlives_five_minutes and layout.control == {"type": "ephemeral"}
     del early["content"][-1]["cache_control"]
     assert not read_layout(members, members["messages"]).outlives_five_minutes
+
+
+def test_a_kept_request_of_another_conversation_with_the_same_start_is_not_copied(
+        monkeypatch: pytest.MonkeyPatch, grown: list[Grown | None]) -> None:
+    """Two Claude Code conversations share their first bytes (the same
+    tools and system): each request grows from its own conversation's kept
+    request, and the other's is never copied without its breakpoint (its
+    bytes before the breakpoint are not the body's)."""
+    def conversation(letter: str) -> list[bytes]:
+        out = []
+        for turn in range(1, 7):
+            items = convert(ANTHROPIC, [Say("user", letter * 6000), *events(turn)[1:]])
+            out.append(json.dumps(claude_code_body(items, model="claude-opus-5-5")).encode())
+        return out
+
+    views: list[PreviousRequest] = []
+    original = PreviousRequest.unmarked
+
+    def spy(self: PreviousRequest, *body: bytes) -> PreviousRequest | None:
+        view = original(self, *body)
+        if view is not None:
+            views.append(self)
+        return view
+
+    monkeypatch.setattr(PreviousRequest, "unmarked", spy)
+    masker = Masker(POLICY)
+    first, second = conversation("u"), conversation("v")
+    assert first[0][:256] == second[0][:256]
+    for mine, theirs in zip(first, second, strict=True):
+        for body in (mine, theirs):
+            made = len(views)
+            masker.mask(body, ANTHROPIC)
+            found = grown[-1]
+            assert len(views) - made == (found is not None)
+            if found is not None:
+                assert views[-1] is found.kept
+                assert body.startswith(found.previous.body[:found.previous.end])

@@ -116,7 +116,7 @@ class PreviousRequests:
         kept: PreviousRequest | None = None
         if found is None:
             for candidate in candidates:
-                view = candidate.unmarked()
+                view = candidate.unmarked(body)
                 if view is not None and (found := _grown(body, [view])) is not None:
                     kept = candidate
                     break

@@ -161,15 +161,20 @@ class PreviousRequest:
         start = self.body[:START_BYTES] if self.end >= START_BYTES else None
         return self.fmt, self.recall, start
 
-    def unmarked(self) -> PreviousRequest | None:
+    def unmarked(self, body: bytes | None = None) -> PreviousRequest | None:
         """This request as its client's next request holds it when the
         client moves its breakpoint on (Claude Code): without the
         ``cache_control`` member that ends its latest item, in its body and
         its masked body alike (``closing_mark``); None when it has
-        none there. Made when asked, not kept: a copy of both bodies that
-        the bound on kept bytes does not count."""
+        none there, or (given the next ``body``) when that body does not
+        begin with its bytes before the member. Made when asked, not kept:
+        a copy of both bodies that the bound on kept bytes does not count,
+        which the check on ``body`` spares for the requests of the other
+        conversations that share its start."""
         span = closing_mark(self.body, self.end)
         if span is None:
+            return None
+        if body is not None and not body.startswith(memoryview(self.body)[:span[0]]):
             return None
         mark = self.body[span[0]:span[1]]
         masked, masked_end = self.masked, self.masked_end
