@@ -24,9 +24,9 @@ from obsmask_core.shared.json_text import Span
 
 
 def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
-            chars: int, reuse: Reuse | None, end: int | None, proven: dict[Place, Span],
-            index: ToolTurnIndex, prove: bool,
-            ) -> tuple[RewriteOutcome, MaskedEnd | None]:
+                   chars: int, reuse: Reuse | None, end: int | None,
+                   proven: dict[Place, Span], index: ToolTurnIndex, prove: bool,
+                   ) -> tuple[RewriteOutcome, MaskedEnd | None]:
     """The outcome of ``plan``: the body with its replacements, made anew
     or (``reuse``) from the kept request's masked body; and where the
     masked body's list closes, when that is proven (the list closing at
@@ -39,8 +39,7 @@ def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: 
     if not plan.decisions:
         return Unchanged("nothing to mask", plan), None
     chars_after += sum(len(r.text) - len(r.stub) for r in recalls)
-    grown = reuse is not None and isinstance(request, QuickRead)
-    signature = signature_of(plan) if grown else ()
+    signature = signature_of(plan)
     if reuse is not None and isinstance(request, QuickRead):
         if (made := reuse.masked_body(request.body, signature)) is not None:
             # The kept request's replacements, all in the items both share.
@@ -69,8 +68,7 @@ def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: 
     proven.update(checked.proven)
     if checked.masked_end is None:
         return Masked(checked.body, plan, chars, chars_after), None
-    placed = placed_in_order(signature_of(plan), checked.placed) \
-        if checked.placed is not None else None
+    placed = placed_in_order(signature, checked.placed) if checked.placed is not None else None
     return Masked(checked.body, plan, chars, chars_after), MaskedEnd(checked.masked_end, placed)
 
 

@@ -71,7 +71,7 @@ def masked_again(previous: PreviousRequest, body: bytes, start: int, signature: 
     # The first place that changed: an edit added or taken away, or the
     # added items.
     first = min([start, *(span[0] for _, span, _ in made),
-                 *(span[0] for entry, span, _ in _found(kept, gone))])
+                 *(span[0] for _, span, _ in _found(kept, gone))])
     # The kept edits before it stay as written; none may run across it.
     before = len(kept)
     while before and kept[before - 1][1][0] >= first:
