@@ -7,7 +7,6 @@
   the client sent them, with what the recording says of each;
 - ``conversations``: those requests grouped into conversations, each a
   session the cache benchmark's replay bills;
-- ``prices``: the price models of the settings and of the replay, paired;
 - ``bill``: one conversation replayed with and without obsmask;
 - ``usage``: the provider's own figures, in the same terms for every format;
 - ``comparison``: those figures next to the replay's estimate, request by request;
