@@ -41,6 +41,11 @@ def prefix_tokens(chars: int, items: int) -> int:
     return chars // CHARS_PER_TOKEN + FRAMING_TOKENS * items
 
 
+# What the provider should report for a request: tokens read from its
+# cache, written to it, and in all.
+Prediction = tuple[int, int, int]
+
+
 @dataclass(frozen=True)
 class BillSoFar:
     """The ledger at a request, for the flow's metadata. Bills are in input
@@ -233,10 +238,13 @@ class Ledger:
 
     def so_far(self, *, price_row: Mapping[str, object] | None = None,
                cold_ends: tuple[int, ...] = (), request_items: int = 0,
-               braked_from: int | None = None) -> BillSoFar:
+               braked_from: int | None = None,
+               predicted: Prediction | None = None) -> BillSoFar:
         """The bill so far, with what the request adds to it (as
-        ``BillSoFar``'s fields): made once, as every request makes one."""
-        read, written, total = self.billing.predicted()
+        ``BillSoFar``'s fields; ``predicted``: the provider's figures as
+        counted on the request as it goes out, else the billing's own):
+        made once, as every request makes one."""
+        read, written, total = predicted if predicted is not None else self.billing.predicted()
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
                          self.without_masking / PRICE_UNIT, self.allowance_percent,
                          self.billing.name, read, written, total, cold_ends=cold_ends,

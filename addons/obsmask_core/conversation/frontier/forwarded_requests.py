@@ -20,7 +20,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     prompt_chars,
 )
 from obsmask_core.conversation.billing.cache_billing import Billing, Forwarded
-from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, prefix_tokens
+from obsmask_core.conversation.billing.ledger import BillSoFar, Ledger, Prediction, prefix_tokens
 from obsmask_core.conversation.billing.model_table import CacheRule
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
@@ -98,10 +98,11 @@ class ForwardedRequests:
         """The cold ends a replay of the first ``items`` items bills at."""
         return frozenset(end for end in self.cold_ends if end <= items)
 
-    def bill(self, braked_from: int | None) -> BillSoFar | None:
+    def bill(self, braked_from: int | None,
+             predicted: Prediction | None = None) -> BillSoFar | None:
         """The ledger at this request (None without a price model with a
         cache), its frontier stopped by the provider's brake from
-        ``braked_from`` (``braking``)."""
+        ``braked_from`` (``braking``), with ``predicted`` (``Ledger.so_far``)."""
         if self.ledger is None:
             return None
         items = len(self._item_list)
@@ -109,7 +110,8 @@ class ForwardedRequests:
             if self.cold_ends else ()
         return self.ledger.so_far(
             price_row=self._price.as_metadata() if self._price is not None else None,
-            cold_ends=cold_ends, request_items=items, braked_from=braked_from)
+            cold_ends=cold_ends, request_items=items, braked_from=braked_from,
+            predicted=predicted)
 
     def prediction_points(self) -> tuple[int | None, int | None] | None:
         """Where the provider should read this request up to, and write it

@@ -181,9 +181,9 @@ class Frontier:
             refetch=self._watch.state(),
         )
 
-    def bill(self) -> BillSoFar | None:
-        """The ledger at this request (None without a price model with a cache)."""
-        return self._requests.bill(self._brake.up_to(self._items))
+    def bill(self, predicted: tuple[int, int, int] | None = None) -> BillSoFar | None:
+        """The ledger at this request (``Ledger.so_far``; None without a cache)."""
+        return self._requests.bill(self._brake.up_to(self._items), predicted)
 
     @property
     def watch(self) -> RefetchWatch:

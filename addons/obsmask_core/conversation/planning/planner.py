@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Sequence
-from dataclasses import replace
 
 from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import (
@@ -22,7 +21,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     marked,
     next_control,
 )
-from obsmask_core.conversation.billing.ledger import BillSoFar, prefix_tokens
+from obsmask_core.conversation.billing.ledger import Prediction, prefix_tokens
 from obsmask_core.conversation.billing.request_price import RequestPrice
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
@@ -118,7 +117,6 @@ def plan_masking(
                          layout, cold_ends, memory, price, braked_from)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
-    plan.bill = frontier.bill()
     # The results of calls the model fetched again stay (``refetch_guard``).
     guarded = frontier.guarded_results()
     for number in guarded:
@@ -177,22 +175,22 @@ def plan_masking(
         clip(plan, index, items, policy, frontier, recallable, recalled)
     if plan.masked:
         plan.breakpoint = _added_breakpoint(frontier, items, layout, plan)
-    if plan.bill is not None:
-        plan.bill = _with_prediction(plan.bill, frontier, plan)
+    plan.bill = frontier.bill(_prediction(frontier, plan))
     return plan
 
 
-def _with_prediction(bill: BillSoFar, frontier: Frontier, plan: MaskPlan) -> BillSoFar:
-    """The bill with what the provider should report for this request,
-    counted on the request as it goes out: the ledger's entries are the
-    boundaries of this request (nothing before them changed since they
-    were written), and the tokens up to each are its characters, the
-    planned texts in place, by the same estimate (under Anthropic's cache;
-    under another, the ledger's own estimate stays)."""
+def _prediction(frontier: Frontier, plan: MaskPlan) -> Prediction | None:
+    """What the provider should report for this request (tokens read from
+    the cache, written to it, and in all), counted on the request as it
+    goes out: the ledger's entries are the boundaries of this request
+    (nothing before them changed since they were written), and the tokens
+    up to each are its characters, the planned texts in place, by the same
+    estimate (under Anthropic's cache; under another, None: the ledger's
+    own estimate stays)."""
     points = frontier.prediction_points()
     billing = frontier.ledger.billing if frontier.ledger is not None else None
     if points is None or not isinstance(billing, BreakpointBilling):
-        return bill
+        return None
     chars = frontier.chars_before
     # The change in characters before each item boundary: summed once, in
     # the order of the items, for the three boundaries asked.
@@ -217,8 +215,7 @@ def _with_prediction(bill: BillSoFar, frontier: Frontier, plan: MaskPlan) -> Bil
     written = tokens(written_to)
     if written < minimum:
         written = read
-    return replace(bill, predicted_read=read, predicted_written=max(0, written - read),
-                   predicted_input=tokens(len(chars) - 1))
+    return read, max(0, written - read), tokens(len(chars) - 1)
 
 
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
