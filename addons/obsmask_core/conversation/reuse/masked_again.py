@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from obsmask_core.conversation.body.request_body import Edit, edits_placed, spliced
-from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, edit_span
+from obsmask_core.conversation.body.request_body import Edit, spliced
+from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, placed_at_proven
 from obsmask_core.conversation.reuse.records import (
     PlacedEdit,
     PreviousRequest,
@@ -122,13 +122,7 @@ def placed_in_order(signature: Signature, placed: list[tuple[Span, bytes]]
 
 def _placed(body: bytes, entries: list[SignatureEntry], edits: list[Edit],
             proven: ProvenSpans, end: int) -> list[PlacedEdit] | None:
-    found: list[tuple[Edit, Span]] = []
-    for edit in edits:
-        span = edit_span(body, edit, proven)
-        if span is None or span[1] > end:
-            return None
-        found.append((edit, span))
-    placed = edits_placed(body, found)
+    placed = placed_at_proven(body, edits, proven, end)
     if placed is None or len(placed) != len(entries):
         return None
     return [(entry, span, written)

@@ -200,13 +200,7 @@ def constructed(body: bytes, edits: Sequence[Edit], proven: ProvenSpans,
                 end: int) -> Constructed | None:
     """``body`` with ``edits`` made at their proven spans; None unless every
     edit's span is proven and before ``end`` (where the list closes)."""
-    found: list[tuple[Edit, Span]] = []
-    for edit in edits:
-        span = edit_span(body, edit, proven)
-        if span is None or span[1] > end:
-            return None
-        found.append((edit, span))
-    placed = edits_placed(body, found)
+    placed = placed_at_proven(body, edits, proven, end)
     # None (two edits in one place): the search and the check decide.
     new_body = spliced(body, placed) if placed is not None else None
     if new_body is None or placed is None:
@@ -214,7 +208,21 @@ def constructed(body: bytes, edits: Sequence[Edit], proven: ProvenSpans,
     return Constructed(new_body, len(new_body) - len(body), placed)
 
 
-def edit_span(body: bytes, edit: Edit, proven: ProvenSpans) -> Span | None:
+def placed_at_proven(body: bytes, edits: Sequence[Edit], proven: ProvenSpans,
+                     end: int) -> list[tuple[Span, bytes]] | None:
+    """Where each of ``edits`` goes in ``body`` and what it writes there
+    (``edits_placed``), in their order; None unless every edit's span is
+    proven and before ``end`` (where the list closes)."""
+    found: list[tuple[Edit, Span]] = []
+    for edit in edits:
+        span = _edit_span(body, edit, proven)
+        if span is None or span[1] > end:
+            return None
+        found.append((edit, span))
+    return edits_placed(body, found)
+
+
+def _edit_span(body: bytes, edit: Edit, proven: ProvenSpans) -> Span | None:
     """The span an edit is placed by: its value's, or for an added member
     its object's, or else up to the ``}`` after the object's last member."""
     span = proven.get((edit.index, edit.path))
