@@ -13,7 +13,6 @@ from obsmask_core.conversation.reuse.hint import (
     Reuse,
     document_of,
     settled_name,
-    signature_of,
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
 from obsmask_core.conversation.reuse.proven_spans import ProvenSpans
@@ -47,7 +46,7 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
         PreviousRequest(
             fmt=fmt.name, recall=recall, body=request.body, end=end, items=len(items),
             written=plan.items_written,
-            signature=signature_of(plan) if masked else (),
+            signature=masked_end.signature if masked and masked_end is not None else (),
             masked=outcome.body if masked and masked_end is not None else None,
             masked_end=masked_end.end if masked_end is not None else 0,
             placed=masked_end.placed if masked and masked_end is not None else None,

@@ -44,20 +44,21 @@ def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: 
         if (made := reuse.masked_body(request.body, signature)) is not None:
             # The kept request's replacements, all in the items both share.
             return (Masked(made[0], plan, chars, chars_after, reused=True),
-                    MaskedEnd(made[1], reuse.previous.placed))
+                    MaskedEnd(made[1], signature, reuse.previous.placed))
         if end is not None and (again := masked_again(
                 reuse.previous, request.body, reuse.grown.start, signature,
                 lambda positions: _edits(request, plan, fmt, positions), proven,
                 end)) is not None:
             # The kept request's masked body up to the first edit that changed.
-            return Masked(again.body, plan, chars, chars_after), MaskedEnd(again.end,
-                                                                           again.placed)
+            return (Masked(again.body, plan, chars, chars_after),
+                    MaskedEnd(again.end, signature, again.placed))
     replacements = _edits(request, plan, fmt)
     if reuse is not None and end is not None and isinstance(request, QuickRead) \
             and (whole := constructed(request.body, replacements, proven, end)) is not None:
         # Every value's place proven by a parse: the splice is the check.
         return (Masked(whole.body, plan, chars, chars_after),
-                MaskedEnd(end + whole.grew, placed_in_order(signature, whole.placed)))
+                MaskedEnd(end + whole.grew, signature,
+                          placed_in_order(signature, whole.placed)))
     # The places of the values masking may replace later are proven on the
     # way when the masker keeps this request for the next one.
     probes = unproven(candidates(request.items, 0, index, fmt), replacements, proven) \
@@ -69,7 +70,8 @@ def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: 
     if checked.masked_end is None:
         return Masked(checked.body, plan, chars, chars_after), None
     placed = placed_in_order(signature, checked.placed) if checked.placed is not None else None
-    return Masked(checked.body, plan, chars, chars_after), MaskedEnd(checked.masked_end, placed)
+    return (Masked(checked.body, plan, chars, chars_after),
+            MaskedEnd(checked.masked_end, signature, placed))
 
 
 def _edits(request: ReadBody, plan: MaskPlan, fmt: WireFormat,

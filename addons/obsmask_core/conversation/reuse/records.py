@@ -100,10 +100,11 @@ PlacedEdit = tuple[SignatureEntry, Span, bytes]
 @dataclass(frozen=True, slots=True)
 class MaskedEnd:
     """Where a masked body's list closes (proven by its check or its
-    construction), and the edits it was made with when their spans were
-    proven (``PreviousRequest.placed``)."""
+    construction), the plan's signature, and the edits it was made with
+    when their spans were proven (``PreviousRequest.placed``)."""
 
     end: int
+    signature: Signature
     placed: tuple[PlacedEdit, ...] | None = None
 
 
