@@ -1,6 +1,6 @@
 """The rules of the package's layout, checked on the tree itself.
 
-``addons/obsmask_core`` has eight folders. Which may import which:
+``addons/obsmask_core`` has nine folders. Which may import which:
 
 - ``shared/``: no folder of ours (it is what the others build on);
 - ``conversation/`` and ``mcp/``: ``shared/`` only (the two features never
@@ -19,7 +19,11 @@
   parser and obsmask's addons), ``mitm/`` and mitmproxy, imported inside
   the functions that read, so that loading offline/ loads no mitmproxy (the
   third test checks it, as for every folder but mitm/);
-- ``mitm/``: any of them (offline/ for the commands of ``obsmask``); and it
+- ``launch/`` (``obsmask claude``, ``obsmask codex``, ``obsmask run``: the
+  proxy started as a child process for one run of an agent): ``shared/``
+  and ``recall/`` (the recall tool's route, registered with the agent);
+- ``mitm/``: any of them (offline/ and launch/ for the commands of
+  ``obsmask``); and it
   is the only folder that imports mitmproxy, with offline/'s readers.
 
 Every module lives in one of the folders: nothing but ``__init__.py`` at the
@@ -48,7 +52,8 @@ from pathlib import Path
 from support.processes import REPO
 
 PACKAGE = "obsmask_core"
-ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "totals", "offline", "mitm")
+ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "totals", "offline", "launch",
+         "mitm")
 MAY_IMPORT = {
     "shared": set(),
     "conversation": {"shared"},
@@ -57,7 +62,9 @@ MAY_IMPORT = {
     "gateway": {"shared", "mcp"},
     "totals": {"shared"},
     "offline": {"shared", "conversation", "totals"},
-    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals", "offline"},
+    "launch": {"shared", "recall"},
+    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals", "offline",
+             "launch"},
 }
 CONVERSATION_MAY_IMPORT = {
     "body": set(),
@@ -175,7 +182,7 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
         "conversation/planning/bad.py: imports obsmask_core.mcp; conversation/ may not "
         "import mcp/",
         "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, "
-        "totals, offline, mitm",
+        "totals, offline, launch, mitm",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
         "offline/bad.py: imports mitmproxy; only mitm/ may import it",
         "offline/bad.py: imports obsmask_core.mcp; offline/ may not import mcp/",

@@ -1,6 +1,7 @@
 """obsmask's code: two features (``conversation``, ``mcp`` with its
-``gateway``) on a ``shared`` core, and ``mitm``, the only part that talks to
-mitmproxy. Data flows one way: flow -> parse -> decide -> rewrite -> annotate.
+``gateway``) on a ``shared`` core, ``mitm``, the only part that talks to
+mitmproxy, and ``launch``, which runs an agent through a proxy of its own.
+Data flows one way: flow -> parse -> decide -> rewrite -> annotate.
 
 Everything is imported as ``obsmask_core.<folder>.<module>``: mitmproxy's
 script loader puts ``addons/`` on ``sys.path`` while it loads

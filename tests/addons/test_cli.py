@@ -92,3 +92,21 @@ def test_report_and_measure_are_commands_not_mitmdump_arguments(monkeypatch):
     assert cli.main(["report", "a.mitm", "-o", "r.html"]) == 0
     assert cli.main(["measure", "a.mitm", "--json"]) == 0
     assert seen == {"report": ["a.mitm", "-o", "r.html"], "measure": ["a.mitm", "--json"]}
+
+
+def test_help_lists_every_command_with_one_line_each(capsys):
+    """``obsmask help`` and ``obsmask --help`` are obsmask's, not mitmdump's."""
+    for spelled in (["help"], ["--help"], ["-h"]):
+        assert cli.main(spelled) == 0
+        out = capsys.readouterr().out
+        for name in set(cli.COMMANDS) - {"help", "--help", "-h"}:
+            assert f"  obsmask {name} " in out, (name, out)
+        assert "obsmask mitmdump --help" in out
+
+
+def test_the_agent_commands_are_commands_not_mitmdump_arguments(monkeypatch):
+    called: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(cli, "COMMANDS", MappingProxyType({
+        **cli.COMMANDS, "claude": lambda rest: called.append(("claude", rest)) or 0}))
+    assert cli.main(["claude", "-p", "hi"]) == 0
+    assert called == [("claude", ["-p", "hi"])]

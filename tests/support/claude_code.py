@@ -132,17 +132,10 @@ def run_claude(
         return _run(executable, root, base_url, prompt, arguments, timeout, trap, caught)
 
 
-def _run(
-    executable: Path,
-    root: Path,
-    base_url: str,
-    prompt: str,
-    arguments: Sequence[str],
-    timeout: float,
-    trap: str,
-    caught: list[bytes],
-) -> ClaudeRun:
-    env = {
+def claude_environment(root: Path, base_url: str, trap: str) -> dict[str, str]:
+    """Claude Code's environment for a run in ``root`` (see the module
+    docstring): its server at ``base_url``, every other host at ``trap``."""
+    return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root / "home"),
         "CLAUDE_CONFIG_DIR": str(root / "home" / ".claude"),
@@ -160,6 +153,19 @@ def _run(
         "HTTPS_PROXY": trap,
         "NO_PROXY": "127.0.0.1",
     }
+
+
+def _run(
+    executable: Path,
+    root: Path,
+    base_url: str,
+    prompt: str,
+    arguments: Sequence[str],
+    timeout: float,
+    trap: str,
+    caught: list[bytes],
+) -> ClaudeRun:
+    env = claude_environment(root, base_url, trap)
     command = [
         str(executable),
         "-p",

@@ -2,9 +2,12 @@
 with obsmask loaded, and the tools around it.
 
     obsmask [mitmdump|mitmweb] [mitmproxy arguments...]
+    obsmask claude|codex [OPTIONS] [--] [AGENT ARGUMENTS...]  # launch/command.py
+    obsmask run [OPTIONS] -- COMMAND [ARGUMENTS...]           # launch/command.py
     obsmask report FLOWS.mitm... [-o report.html]   # offline/commands.py
     obsmask measure INPUT...                        # offline/commands.py
     obsmask init [--force]    # ./mitm.toml with the recommended settings
+    obsmask help, --help      # the commands, one line each
     obsmask --version         # obsmask's version, then mitmproxy's
 
 Without a mitm.toml in the current directory the proxy runs with the
@@ -37,6 +40,7 @@ from types import MappingProxyType
 
 from mitmproxy.tools import main as mitmproxy_tools
 
+from obsmask_core.launch.command import agent_main, run_main
 from obsmask_core.mitm.command_line import listen_host_default, split_tool
 from obsmask_core.offline.commands import measure_main, report_main
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME, RECOMMENDED_CONFIG
@@ -92,11 +96,44 @@ def init_main(argv: Sequence[str], prog: str = "obsmask init") -> int:
     return 0
 
 
+# What ``obsmask help`` says of each command, in its order.
+HELP = (
+    ("obsmask [mitmdump] [OPTIONS]", "run the proxy (mitmdump with obsmask loaded)"),
+    ("obsmask mitmweb [OPTIONS]", "the same, with mitmproxy's web interface"),
+    ("obsmask claude [OPTIONS] [-- ARGS]", "run Claude Code through a proxy of its own, "
+     "print the saving"),
+    ("obsmask codex [OPTIONS] [-- ARGS]", "run Codex through a proxy of its own, print the "
+     "saving"),
+    ("obsmask run [OPTIONS] -- COMMAND", "the same for any program that reads a base-URL "
+     "variable"),
+    ("obsmask report FLOWS.mitm...", "an HTML page of what obsmask did in recorded flows"),
+    ("obsmask measure INPUT...", "the bill of recorded traffic with and without masking"),
+    ("obsmask init [--force]", "write ./mitm.toml with the recommended settings"),
+    ("obsmask --version", "obsmask's version, then mitmproxy's"),
+)
+
+
+def help_main(argv: Sequence[str]) -> int:
+    """The commands, one line each, then where each one's options are."""
+    width = max(len(command) for command, _ in HELP)
+    print("obsmask: cut the token bill of LLM agents\n")
+    print("\n".join(f"  {command:<{width}}  {what}" for command, what in HELP))
+    print("\nEach command's options: obsmask COMMAND --help (the proxy's are mitmproxy's: "
+          "obsmask mitmdump --help).")
+    return 0
+
+
 # The commands besides the proxy, each given the arguments after its name.
 COMMANDS: Mapping[str, Callable[[list[str]], int]] = MappingProxyType({
+    "claude": lambda rest: agent_main("claude", rest),
+    "codex": lambda rest: agent_main("codex", rest),
+    "run": run_main,
     "report": lambda rest: report_main(rest, prog="obsmask report"),
     "measure": lambda rest: measure_main(rest, prog="obsmask measure"),
     "init": init_main,
+    "help": help_main,
+    "--help": help_main,
+    "-h": help_main,
 })
 
 

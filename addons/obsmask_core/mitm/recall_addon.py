@@ -37,7 +37,12 @@ from obsmask_core.mitm.options import add_options, settings_in_force
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.recall.redis_store import RedisRecallStore
 from obsmask_core.recall.server import ServerAnswer, answer_post, error_body
-from obsmask_core.recall.settings import RECALL_PATH, RECALL_SECTION, RecallSettings
+from obsmask_core.recall.settings import (
+    RECALL_ON_LINE,
+    RECALL_PATH,
+    RECALL_SECTION,
+    RecallSettings,
+)
 from obsmask_core.recall.store import RecallStorage, RecallStore, StoredText, StoreError
 from obsmask_core.shared.networks import Network, client_allowed, client_networks
 from obsmask_core.shared.redis_link import redacted
@@ -127,7 +132,7 @@ class Recall:
             return
         if self.store is None:
             self.store = open_store(settings)
-        logger.info("obsmask: recall on: the recall tool at %s; cut MCP strings kept in %s "
+        logger.info(RECALL_ON_LINE + " the recall tool at %s; cut MCP strings kept in %s "
                     "(%d MB, %d days) (settings: %s)", RECALL_PATH, self.store.where,
                     settings.store_max_mb, settings.store_max_days, source)
 

@@ -15,6 +15,9 @@ RECALL_SECTION = ("recall",)
 # The route of the recall server on the proxy (any host: the proxy answers
 # it itself, as it does the gateway's routes).
 RECALL_PATH = "/obsmask/mcp"
+# The start of the proxy's start-up line when recall is on: ``obsmask
+# claude`` and ``obsmask codex`` register the recall tool when they read it.
+RECALL_ON_LINE = "obsmask: recall on:"
 STORE_FILE_NAME = "recall.sqlite3"
 SECONDS_PER_DAY = 86_400
 # The store's value for the SQLite file (as the empty string).

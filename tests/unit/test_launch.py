@@ -1,0 +1,132 @@
+"""``obsmask claude``, ``obsmask codex`` and ``obsmask run`` before anything
+runs (launch/): which arguments are obsmask's and which the agent's, where
+the traffic goes, and what each agent is given. The runs themselves, with
+the real Claude Code, are tests/e2e/test_e2e_launch.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from obsmask_core.launch import command
+from obsmask_core.launch.agents import CLAUDE, CODEX, TOOL_SEARCH_VARIABLE, any_program
+from obsmask_core.launch.command import UsageError, parse
+from obsmask_core.launch.proxy_process import ProxySpec
+from obsmask_core.launch.upstream import Upstream, UpstreamError
+
+RECALL = "http://127.0.0.1:8123/obsmask/mcp"
+
+
+def test_obsmask_options_come_first_and_the_first_other_argument_starts_the_agents():
+    launch = parse(["--port", "8123", "--keep-proxy", "-p", "hello", "--port", "1"])
+    assert launch.port == 8123
+    assert launch.flags == {"--keep-proxy"}
+    # A later --port is the agent's, like everything after its first argument.
+    assert launch.rest == ("-p", "hello", "--port", "1")
+
+
+def test_after_a_double_dash_every_argument_is_the_agents_even_one_named_like_ours():
+    """Claude Code has a --settings option of its own."""
+    launch = parse(["--settings", "mine.toml", "--", "--settings", "claude.json"])
+    assert launch.values["--settings"] == "mine.toml"
+    assert launch.rest == ("--settings", "claude.json")
+
+
+def test_an_option_takes_its_value_after_an_equals_sign_too():
+    assert parse(["--port=0", "--upstream=http://127.0.0.1:9/v1"]).values == {
+        "--port": "0", "--upstream": "http://127.0.0.1:9/v1"}
+
+
+@pytest.mark.parametrize("arguments", [["--port"], ["--port", "http"], ["--port", "70000"]])
+def test_a_port_that_is_missing_or_not_a_port_is_refused(arguments):
+    with pytest.raises(UsageError):
+        parse(arguments).port  # noqa: B018 - the property reads the value
+
+
+def test_help_is_obsmasks_only_before_the_agents_arguments():
+    assert parse(["--help"]).help
+    assert not parse(["-p", "--help"]).help
+    assert parse(["--", "--help"]).rest == ("--help",)
+
+
+@given(st.lists(st.text(min_size=1).filter(lambda a: not a.startswith("-")), max_size=5))
+def test_arguments_that_are_not_options_all_go_to_the_agent_in_order(arguments):
+    assert parse(arguments).rest == tuple(arguments)
+
+
+def test_an_upstream_with_a_path_forwards_to_its_origin_and_the_agent_keeps_the_path():
+    """mitmproxy's reverse mode takes an origin only."""
+    upstream = Upstream.parse("https://gateway.example.com:8443/openai/v1/")
+    assert upstream.origin == "https://gateway.example.com:8443"
+    assert upstream.path == "/openai/v1"
+    assert upstream.through("127.0.0.1", 8123) == "http://127.0.0.1:8123/openai/v1"
+    assert Upstream.parse("https://api.anthropic.com").through("127.0.0.1", 1) == \
+        "http://127.0.0.1:1"
+
+
+@pytest.mark.parametrize("url", ["api.openai.com/v1", "ftp://host", "https://", "http://h/v1?x=1"])
+def test_an_upstream_that_is_not_an_http_base_url_is_refused(url):
+    with pytest.raises(UpstreamError):
+        Upstream.parse(url)
+
+
+def test_the_upstream_is_the_agents_own_base_url_when_its_environment_sets_one():
+    assert CLAUDE.upstream_url({}) == "https://api.anthropic.com"
+    assert CLAUDE.upstream_url({"ANTHROPIC_BASE_URL": "https://gw.example/anthropic"}) == \
+        "https://gw.example/anthropic"
+    assert CODEX.upstream_url({"OPENAI_BASE_URL": " "}) == "https://api.openai.com/v1"
+
+
+def test_claude_code_gets_the_proxy_as_base_url_and_tool_search_on_unless_the_user_chose():
+    env = CLAUDE.environment({"ANTHROPIC_BASE_URL": "https://gw", "HOME": "/h"}, "http://p")
+    assert env == {"ANTHROPIC_BASE_URL": "http://p", "HOME": "/h", TOOL_SEARCH_VARIABLE: "true"}
+    kept = CLAUDE.environment({TOOL_SEARCH_VARIABLE: "false"}, "http://p")
+    assert kept[TOOL_SEARCH_VARIABLE] == "false"
+
+
+def test_claude_codes_recall_server_comes_after_its_options_and_before_a_double_dash():
+    """--mcp-config takes several values: placed before a prompt it would
+    swallow it."""
+    added = CLAUDE.arguments(["-p", "hi"], "http://p", RECALL)
+    assert added[:2] == ["-p", "hi"] and added[2] == "--mcp-config"
+    servers = json.loads(added[3])["mcpServers"]
+    assert servers == {"obsmask-recall": {"type": "http", "url": RECALL}}
+    assert CLAUDE.arguments(["--x", "--", "prompt"], "http://p", RECALL)[-2:] == ["--", "prompt"]
+    assert CLAUDE.arguments(["-p", "hi"], "http://p", None) == ["-p", "hi"]
+
+
+def test_any_program_gets_the_variable_it_names():
+    agent = any_program("MY_BASE")
+    assert agent.environment({}, "http://p") == {"MY_BASE": "http://p"}
+    assert agent.upstream_url({}) == ""
+    assert any_program("ANTHROPIC_BASE_URL").upstream_url({}) == "https://api.anthropic.com"
+
+
+def test_the_proxy_is_a_reverse_proxy_on_the_loopback_with_the_settings_named():
+    spec = ProxySpec("https://api.anthropic.com", 0, "my.toml", log=None)  # type: ignore[arg-type]
+    line = spec.command()
+    assert line[1:4] == ["-m", "obsmask_core.mitm.cli", "mitmdump"]
+    assert ["--mode", "reverse:https://api.anthropic.com"] == line[4:6]
+    assert line[6:] == ["--listen-host", "127.0.0.1", "--listen-port", "0",
+                        "--set", "obsmask_config=my.toml"]
+
+
+def test_a_missing_agent_is_one_line_saying_how_to_install_it(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert command.agent_main("claude", ["-p", "hi"]) == command.NOT_FOUND
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"obsmask: claude is not installed (not on PATH); install it with: "
+                     f"{CLAUDE.install}"]
+    assert command.agent_main("codex", []) == command.NOT_FOUND
+    assert "npm install -g @openai/codex" in capsys.readouterr().err
+
+
+def test_run_needs_a_command_and_somewhere_to_send_the_traffic(monkeypatch, capsys):
+    monkeypatch.delenv("MY_BASE", raising=False)
+    assert command.run_main([]) == command.FAILED
+    assert "usage: obsmask run" in capsys.readouterr().err
+    assert command.run_main(["--variable", "MY_BASE", "--", "true"]) == command.FAILED
+    assert "MY_BASE is not set" in capsys.readouterr().err
