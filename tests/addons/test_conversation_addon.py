@@ -356,6 +356,23 @@ def test_a_flow_read_from_a_file_keeps_what_obsmask_did_when_it_was_recorded(add
     assert fresh.metadata["obsmask"]["action"] == "masked"
 
 
+def test_a_conversation_left_unmasked_gets_one_line_saying_why_per_kind_of_reason(
+    addon_context, caplog,
+):
+    """The first request of a conversation with nothing old enough says so;
+    the next one with the same reason does not; a new reason does."""
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_window_turns=8)
+    lines = []
+    with caplog.at_level(logging.INFO, logger="obsmask_core.mitm.conversation_addon"):
+        for turns in (2, 3):
+            addon.request(chat_flow(json.dumps({"messages": conversation(turns=turns),
+                                                "model": "m"}).encode()))
+        lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert lines == ["obsmask: POST /v1/chat/completions left unmasked: nothing old enough: "
+                     "2 tool result(s), all inside the window of 8 tool turn(s)"]
+
+
 def test_unchanged_body_is_not_reserialised(addon_context):
     """A body obsmask does not change is forwarded byte for byte."""
     addon, tctx = addon_context
@@ -369,7 +386,9 @@ def test_unchanged_body_is_not_reserialised(addon_context):
     facts = flow.metadata["obsmask"]
     assert isinstance(facts.pop("mask_ms"), float)
     assert facts.pop("conversation").startswith("c-")
-    assert facts == {"action": "unchanged", "format": "chat", "reason": "nothing to mask"}
+    assert facts == {"action": "unchanged", "format": "chat", "reason": "nothing to mask",
+                     "why": "nothing old enough: 3 tool result(s), all inside the window of 8 "
+                            "tool turn(s)"}
     assert not flow.marked and not flow.comment and flow.modified() is False
 
 

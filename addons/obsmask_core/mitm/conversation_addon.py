@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
@@ -20,7 +19,6 @@ from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import (
     Masked,
     Refused,
-    RewriteOutcome,
     Unchanged,
     Unreadable,
 )
@@ -28,6 +26,7 @@ from obsmask_core.conversation.masking.summary import LeftAlone, MaskSummary, de
 from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy, policy_values
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.turns.wire_formats import WireFormat
+from obsmask_core.conversation.view.unmasked import UnmaskedReasons
 from obsmask_core.mitm.body_encoding import EncodedBody, encoded
 from obsmask_core.mitm.flows import (
     CONVERSATION_METADATA,
@@ -40,6 +39,7 @@ from obsmask_core.mitm.flows import (
 from obsmask_core.mitm.off_loop import OffLoop, freeze_startup_objects
 from obsmask_core.mitm.options import add_options, option_values, settings_in_force
 from obsmask_core.mitm.recall_addon import Recall
+from obsmask_core.mitm.rewrite_work import Rewrite, Rewritten
 from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.mitm.unknown_models import UnknownModels
 from obsmask_core.mitm.usage_tap import (
@@ -52,31 +52,6 @@ from obsmask_core.shared.settings import build
 from obsmask_core.shared.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """One request to rewrite, with the settings in force when it came."""
-
-    request: http.Request
-    fmt: WireFormat
-    masker: Masker
-    recall: bool
-    exact_tokens: bool
-    # When the request came, for the table of when conversations were last
-    # seen (used with cold_after_seconds).
-    visit: Visit
-
-
-@dataclass(frozen=True)
-class Rewritten:
-    """What the rewrite made of a request: for a masked one, its new body
-    (encoded as the client's was, with its headers) and the summary."""
-
-    outcome: RewriteOutcome
-    mask_ms: float
-    body: EncodedBody | None = None
-    summary: MaskSummary | None = None
 
 
 PREFIX = "obsmask_"
@@ -116,6 +91,7 @@ class ConversationMasking:
         # The worker thread for big bodies, shared with the MCP addon.
         self.off_loop = OffLoop()
         self.unknown_models = UnknownModels()
+        self.unmasked = UnmaskedReasons()
         # Told of each streamed answer once its usage report has been read,
         # before that chunk goes on to the client (the provider's brake).
         self.usage_read: list[Callable[[http.HTTPFlow], None]] = []
@@ -240,9 +216,14 @@ class ConversationMasking:
                 logger.error("obsmask: %s forwarded unchanged: the masked body broke an "
                              "invariant (%s)", where(flow), violation)
             case Unchanged(reason=reason, plan=plan):
+                # Said once per conversation and kind of reason (else in debug).
+                why, news = self.unmasked.of(plan, self.policy.window_turns)
                 flow.metadata[CONVERSATION_METADATA] = LeftAlone.unchanged(
-                    fmt.name, reason, plan, rewritten.mask_ms).as_metadata()
-                logger.debug("obsmask: %s unchanged: %s", where(flow), reason)
+                    fmt.name, reason, plan, rewritten.mask_ms, why).as_metadata()
+                if news:
+                    log_once_sent(flow, logger, "obsmask: %s left unmasked: %s", where(flow), why)
+                else:
+                    logger.debug("obsmask: %s unchanged: %s", where(flow), why or reason)
                 if plan is not None and plan.refetches.new_calls:
                     # A re-fetch is news even when nothing else was done.
                     line = (f"re-fetch of a masked result: {', '.join(plan.refetches.new_calls)}"

@@ -141,22 +141,24 @@ class LeftAlone:
     conversation: str | None = None
     mask_ms: float | None = None
     refetches: dict[str, object] | None = None
+    # Why nothing was masked, in a user's words (view/unmasked.py).
+    why: str | None = None
 
     @classmethod
     def unchanged(cls, fmt: str, reason: str, plan: MaskPlan | None,
-                  mask_ms: float | None = None) -> LeftAlone:
+                  mask_ms: float | None = None, why: str | None = None) -> LeftAlone:
         if plan is None:
-            return cls("unchanged", fmt, reason, mask_ms=mask_ms)
+            return cls("unchanged", fmt, reason, mask_ms=mask_ms, why=why)
         bill = plan.bill.as_metadata() if plan.bill is not None else None
         refetches = plan.refetches.as_metadata() if plan.refetches else None
         return cls("unchanged", fmt, reason, bill, plan.held_out, plan.conversation, mask_ms,
-                   refetches)
+                   refetches, why)
 
     def as_metadata(self) -> dict[str, object]:
         out = _values(self)
         if not self.holdout:
             del out["holdout"]
-        return _without_none(out, "bill", "conversation", "mask_ms", "refetches")
+        return _without_none(out, "bill", "conversation", "mask_ms", "refetches", "why")
 
 
 def _values(summary: MaskSummary | LeftAlone) -> dict[str, object]:
