@@ -373,6 +373,25 @@ def test_a_conversation_left_unmasked_gets_one_line_saying_why_per_kind_of_reaso
                      "2 tool result(s), all inside the window of 8 tool turn(s)"]
 
 
+@pytest.mark.parametrize("refuse", [True, False])
+def test_a_websocket_upgrade_on_the_responses_route_is_answered_426_only_when_asked(
+    addon_context, refuse,
+):
+    addon, tctx = addon_context
+    tctx.configure(addon, obsmask_refuse_websockets=refuse)
+    upgrade = chat_flow(b"", path="/v1/responses", method="GET")
+    upgrade.request.headers["Upgrade"] = "websocket"
+    addon.request(upgrade)
+    if refuse:
+        assert upgrade.response is not None and upgrade.response.status_code == 426
+    else:
+        assert upgrade.response is None
+    # A POST to the same route is a conversation request as ever.
+    post = chat_flow(json.dumps({"input": [], "model": "m"}).encode(), path="/v1/responses")
+    addon.request(post)
+    assert post.response is None and post.metadata["obsmask"]["format"] == "responses"
+
+
 def test_unchanged_body_is_not_reserialised(addon_context):
     """A body obsmask does not change is forwarded byte for byte."""
     addon, tctx = addon_context

@@ -130,3 +130,36 @@ def test_run_needs_a_command_and_somewhere_to_send_the_traffic(monkeypatch, caps
     assert "usage: obsmask run" in capsys.readouterr().err
     assert command.run_main(["--variable", "MY_BASE", "--", "true"]) == command.FAILED
     assert "MY_BASE is not set" in capsys.readouterr().err
+
+
+def test_codex_is_pointed_at_the_proxy_by_its_config_override_not_a_variable():
+    """Codex 0.171 ignores OPENAI_BASE_URL: the built-in provider reads
+    openai_base_url."""
+    arguments = CODEX.arguments(["exec", "hi"], "http://127.0.0.1:1/v1", RECALL)
+    assert arguments == ["-c", 'openai_base_url="http://127.0.0.1:1/v1"',
+                         "-c", f'mcp_servers.obsmask-recall.url="{RECALL}"', "exec", "hi"]
+    assert CODEX.environment({"HOME": "/h"}, "http://p") == {"HOME": "/h"}
+
+
+def test_codexs_upstream_is_its_configured_base_url_then_its_login_then_the_api(tmp_path):
+    home = tmp_path / "codex"
+    home.mkdir()
+    env = {"CODEX_HOME": str(home)}
+    assert CODEX.upstream_url(env) == "https://api.openai.com/v1"
+    (home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None,
+                                                "tokens": {"access_token": "t"}}))
+    assert CODEX.upstream_url(env) == "https://chatgpt.com/backend-api/codex"
+    # An API key in the environment is what codex exec uses first.
+    assert CODEX.upstream_url({**env, "CODEX_API_KEY": "k"}) == "https://api.openai.com/v1"
+    (home / "config.toml").write_text('openai_base_url = "https://gw.example/openai/v1"\n')
+    assert CODEX.upstream_url(env) == "https://gw.example/openai/v1"
+    (home / "config.toml").write_text("not toml [")
+    assert CODEX.upstream_url(env) == "https://chatgpt.com/backend-api/codex"
+
+
+def test_codexs_proxy_refuses_websockets_and_reads_the_upstreams_responses_route():
+    assert CODEX.proxy_options(Upstream.parse("https://api.openai.com/v1")) == [
+        "obsmask_refuse_websockets=true"]
+    chatgpt = CODEX.proxy_options(Upstream.parse("https://chatgpt.com/backend-api/codex"))
+    assert chatgpt[1] == "obsmask_responses_route=/backend\\-api/codex/responses$"
+    assert CLAUDE.proxy_options(Upstream.parse("https://api.anthropic.com")) == []

@@ -77,12 +77,25 @@ def test_a_wrong_route_is_refused_naming_the_key(values, message):
 
 
 def test_the_routes_are_options_only_with_help_naming_the_format():
-    """Routes, the host filter and the stream switch are not keys of
-    mitm.toml; each route's help says which format it reads."""
+    """Routes, the host filter, the stream switch and the WebSocket refusal
+    are not keys of mitm.toml; each route's help says which format it reads."""
     settings = {item.key: item for item in declared(Routes)}
     assert list(settings) == ["chat_route", "anthropic_route", "responses_route", "hosts",
-                              "stream_responses"]
+                              "stream_responses", "refuse_websockets"]
     assert not any(item.info.in_file for item in settings.values())
     for name, title in FORMAT_TITLES.items():
         assert title in settings[f"{name}_route"].info.help
     assert DEFAULT.stream_responses is True
+    assert DEFAULT.refuse_websockets is False
+
+
+def test_only_a_websocket_upgrade_on_the_responses_route_is_refused_and_only_when_asked():
+    """refuse_websockets: a client that falls back (Codex) then sends POSTs
+    obsmask can mask; off by default, every upgrade goes on."""
+    on = Routes(refuse_websockets=True)
+    assert on.refuses_upgrade("GET", "/v1/responses", "websocket", None)
+    assert on.refuses_upgrade("GET", "/v1/responses?x=1", "WebSocket", None)
+    assert not on.refuses_upgrade("POST", "/v1/responses", "websocket", None)
+    assert not on.refuses_upgrade("GET", "/v1/responses", "", None)
+    assert not on.refuses_upgrade("GET", "/v1/chat/completions", "websocket", None)
+    assert not Routes().refuses_upgrade("GET", "/v1/responses", "websocket", None)

@@ -10,12 +10,21 @@ server in a command-line option, both for this run only.
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
+
+from obsmask_core.launch.upstream import Upstream
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 OPENAI_UPSTREAM = "https://api.openai.com/v1"
+# Where Codex sends a ChatGPT login's requests when no base URL is set.
+CHATGPT_UPSTREAM = "https://chatgpt.com/backend-api/codex"
+# The Responses route the proxy reads, when the upstream's path is not /v1.
+_API_PATH = "/v1"
 # Claude Code turns tool search off when its base URL is not Anthropic's own
 # host, and then sends every MCP tool's schema on every request (about 30k
 # tokens a request with 100 tools): obsmask forwards the blocks tool search
@@ -52,6 +61,10 @@ class Agent:
         to reach the proxy or the recall server."""
         return list(given)
 
+    def proxy_options(self, upstream: Upstream) -> list[str]:
+        """The proxy's ``--set`` options this agent needs (``NAME=VALUE``)."""
+        return []
+
 
 @dataclass(frozen=True)
 class ClaudeCode(Agent):
@@ -73,7 +86,23 @@ class ClaudeCode(Agent):
 @dataclass(frozen=True)
 class Codex(Agent):
     """Codex: the built-in OpenAI provider's base URL and the recall server
-    as ``-c`` overrides, which apply to this run only."""
+    as ``-c`` overrides, which apply to this run only (Codex ignores
+    ``OPENAI_BASE_URL``). Its upstream is the ``openai_base_url`` of the
+    user's Codex configuration, else the ChatGPT backend for a ChatGPT
+    login, else the API.
+
+    Codex first asks to turn the Responses route into a WebSocket, whose
+    messages obsmask does not read; the proxy answers 426 and Codex falls
+    back at once to HTTP POSTs (``refuse_websockets``)."""
+
+    def upstream_url(self, environ: Mapping[str, str]) -> str:
+        home = Path(environ.get("CODEX_HOME") or Path(environ.get("HOME", "~"), ".codex"))
+        configured = _read_toml(home / "config.toml").get("openai_base_url")
+        if isinstance(configured, str) and configured.strip():
+            return configured.strip()
+        if not environ.get("CODEX_API_KEY") and _chatgpt_login(home / "auth.json"):
+            return CHATGPT_UPSTREAM
+        return self.default_upstream
 
     def environment(self, environ: Mapping[str, str], base_url: str) -> dict[str, str]:
         return dict(environ)
@@ -83,6 +112,32 @@ class Codex(Agent):
         if recall_url is not None:
             overrides += ["-c", f"mcp_servers.{RECALL_SERVER_NAME}.url={json.dumps(recall_url)}"]
         return [*overrides, *given]
+
+    def proxy_options(self, upstream: Upstream) -> list[str]:
+        options = ["obsmask_refuse_websockets=true"]
+        if upstream.path != _API_PATH:
+            options.append(f"obsmask_responses_route={re.escape(upstream.path)}/responses$")
+        return options
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    """A TOML file's tables, or nothing when it is missing or not TOML (the
+    agent then says what is wrong with its own file)."""
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _chatgpt_login(path: Path) -> bool:
+    """Whether Codex's stored login is a ChatGPT one (tokens, no API key)."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(stored, dict) and bool(stored.get("tokens")) and not stored.get(
+        "OPENAI_API_KEY")
 
 
 def insert_before_end(given: Sequence[str], added: Sequence[str]) -> list[str]:

@@ -175,7 +175,8 @@ def run_through_proxy(agent: Agent, command: Sequence[str], launch: Launch,
     os.close(handle)
     log = Path(name)
     proxy = ProxyProcess(ProxySpec(upstream.origin, launch.port,
-                                   launch.values.get("--settings"), log))
+                                   launch.values.get("--settings"), log,
+                                   tuple(agent.proxy_options(upstream))))
     try:
         port = proxy.wait_listening()
     except ProxyError as e:

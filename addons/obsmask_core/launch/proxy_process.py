@@ -41,11 +41,15 @@ class ProxySpec:
     port: int
     settings: str | None
     log: Path
+    # ``NAME=VALUE`` options the agent needs (agents.Agent.proxy_options).
+    options: tuple[str, ...] = ()
 
     def command(self) -> list[str]:
         """The ``obsmask`` command run by this Python: a reverse proxy to
         the upstream, on the loopback."""
         chosen = ["--set", f"obsmask_config={self.settings}"] if self.settings else []
+        for option in self.options:
+            chosen += ["--set", option]
         return [sys.executable, "-m", "obsmask_core.mitm.cli", "mitmdump",
                 "--mode", f"reverse:{self.origin}", "--listen-host", LOOPBACK,
                 "--listen-port", str(self.port), *chosen]

@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 
 PREFIX = "obsmask_"
+REFUSED_UPGRADE = (b"obsmask: send this request over HTTP: obsmask masks HTTP requests, not "
+                   b"WebSocket messages (refuse_websockets)\n")
 # A flow read from a file (mitmdump -nr) waits this long for the encoding,
 # so that a replay records token counts.
 ENCODING_WAIT_FOR_REPLAYS = 60.0
@@ -133,6 +135,8 @@ class ConversationMasking:
                                      request.pretty_host if self.routes.hosts else None)
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        if self._refused_upgrade(flow):
+            return None
         if (fmt := self._format_of(flow)) is None or _handled_when_recorded(flow):
             return None
         with guarded(flow, "forwarded unchanged"):
@@ -146,6 +150,19 @@ class ConversationMasking:
             # The collector waits, as on the worker (see without_collector).
             self._report(flow, fmt, self.off_loop.without_collector(lambda: self._rewrite(work)))
         return None
+
+    def _refused_upgrade(self, flow: http.HTTPFlow) -> bool:
+        """A WebSocket upgrade on the Responses route, answered with 426
+        (``refuse_websockets``): the client falls back to HTTP POSTs."""
+        request = flow.request
+        if not self.routes.refuses_upgrade(request.method, request.path,
+                                           request.headers.get("upgrade", ""),
+                                           request.pretty_host if self.routes.hosts else None):
+            return False
+        flow.response = http.Response.make(426, REFUSED_UPGRADE, {"content-type": "text/plain"})
+        logger.info("obsmask: %s: WebSocket upgrade answered 426, for the client to send its "
+                    "requests as HTTP (refuse_websockets)", where(flow))
+        return True
 
     def visit(self, flow: http.HTTPFlow) -> Visit:
         """The flow's table of when conversations were last seen, and its

@@ -55,6 +55,13 @@ class Routes:
         (mitmproxy otherwise holds a response until it is complete, which
         stalls a streaming client). Turn off to keep the whole answer in the
         flow, e.g. to read it in mitmweb.""", in_file=False)
+    refuse_websockets: bool = setting(False, """
+        Answer a WebSocket upgrade on the Responses route with 426 Upgrade
+        Required, so that a client which then falls back to HTTP (Codex does,
+        at once) sends each request as a POST that obsmask can mask. Off: the
+        upgrade goes on to the provider, and such a client's requests travel
+        as WebSocket messages, which obsmask does not read. obsmask codex
+        turns it on.""", in_file=False)
     _compiled: tuple[tuple[re.Pattern[str], WireFormat], ...] = field(
         init=False, repr=False, compare=False)
     _hosts: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -83,3 +90,9 @@ class Routes:
             if route.search(path):
                 return fmt
         return None
+
+    def refuses_upgrade(self, method: str, path: str, upgrade: str, host: str | None) -> bool:
+        """Whether a request is a WebSocket upgrade on the Responses route
+        that ``refuse_websockets`` answers with 426."""
+        return (self.refuse_websockets and method == "GET" and upgrade.lower() == "websocket"
+                and self.format_of("POST", path, host) == RESPONSES)
