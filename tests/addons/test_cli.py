@@ -110,3 +110,10 @@ def test_the_agent_commands_are_commands_not_mitmdump_arguments(monkeypatch):
         **cli.COMMANDS, "claude": lambda rest: called.append(("claude", rest)) or 0}))
     assert cli.main(["claude", "-p", "hi"]) == 0
     assert called == [("claude", ["-p", "hi"])]
+
+
+def test_the_commands_scripts_proxy_hands_on_are_commands_of_obsmask():
+    """scripts/proxy.py passes these to the obsmask command in a checkout."""
+    from obsmask_core.mitm.command_line import LAUNCHERS
+
+    assert set(LAUNCHERS) <= set(cli.COMMANDS)

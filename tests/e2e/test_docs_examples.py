@@ -24,6 +24,11 @@ comment on the line before its fence (docs/contributing.md, "Tests"):
   started here, ``http://127.0.0.1:NNNN`` in the snippet swapped for its
   address; ``reverse`` is in front of a stub provider that must receive the
   request on ``path``.
+- ``<!-- example: launch -->``: ``obsmask claude ...`` / ``obsmask codex
+  ...`` lines, each run with the checkout's ``obsmask`` command and the real
+  agent the tests pin (tests/support/claude_code.py, codex.py), its upstream
+  a scripted model server of the test's: it must exit 0 and print the
+  run's totals.
 - ``<!-- not run: REASON -->``: left out, and why.
 
 ``toml`` blocks need no marker: each must be a settings file with which
@@ -53,9 +58,16 @@ from pathlib import Path
 import pytest
 
 from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
+from support.claude_code import NPM_BIN, claude_environment, claude_executable, network_trap
+from support.claude_code import prepare_folder as prepare_claude_folder
+from support.codex import codex_environment, codex_executable
+from support.codex import prepare_folder as prepare_codex_folder
+from support.launcher import LaunchRun, obsmask_environment, run_obsmask
 from support.mcp_servers import McpServer, start_mcp_server
 from support.processes import REPO, running_mitmdump, stop_process
 from support.recording_server import Answer, Recorded, RecordingServer, recording_server
+from support.scripted_anthropic import scripted_anthropic
+from support.scripted_responses import scripted_responses
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 NOT_PROGRAMS = {
@@ -150,7 +162,7 @@ def test_every_code_block_of_the_docs_is_run_or_names_why_not():
                 problems.append(f"{block.name}: proxy check= one of {sorted(CHECKS)}")
             elif block.kind == "python" and block.options.get("proxy") not in PYTHON_PROXIES:
                 problems.append(f"{block.name}: python proxy= one of {sorted(PYTHON_PROXIES)}")
-            elif block.kind not in ("proxy", "offline", "python"):
+            elif block.kind not in ("proxy", "offline", "python", "launch"):
                 problems.append(f"{block.name}: unknown example kind {block.kind!r}")
         elif block.language not in NOT_PROGRAMS and block.language not in ("toml", "json"):
             problems.append(f"{block.name}: a ```{block.language} block with no marker "
@@ -163,6 +175,8 @@ def test_the_docs_have_examples_of_every_kind():
     would make every example silently skip."""
     assert len(examples("proxy")) >= 8
     assert len(examples("offline")) >= 3
+    assert {shlex.split(line)[1] for b in examples("launch") for line in launch_lines(b)} == \
+        {"claude", "codex"}
     python = examples("python")
     assert {b.options["proxy"] for b in python} == PYTHON_PROXIES
     sources = "".join(b.code for b in python)
@@ -452,3 +466,51 @@ def test_a_settings_file_of_the_docs_starts_the_proxy(block: Block, tmp_path: Pa
     with running_mitmdump(["--set", f"obsmask_config={settings}"], tmp_path,
                           tmp_path / "conf") as proxy:
         assert proxy.port > 0
+
+
+# obsmask claude / obsmask codex --------------------------------------------------------
+
+
+def launch_lines(block: Block) -> list[str]:
+    """The commands of a launch block (comments and blank lines left out)."""
+    lines = [line.split(" #", 1)[0].strip() for line in block.code.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def run_launch_line(line: str, tmp_path: Path) -> LaunchRun:
+    """``obsmask AGENT ...`` as the docs write it, the agent's upstream a
+    scripted server, everything else as the agent's own tests run it."""
+    arguments = shlex.split(line)
+    assert arguments[0] == "obsmask" and arguments[1] in ("claude", "codex"), line
+    root = tmp_path / arguments[1]
+    if arguments[1] == "claude":
+        claude_executable()
+        work = prepare_claude_folder(root)
+        with scripted_anthropic("(no task)", [], "done") as server, network_trap() as (trap, _):
+            env = obsmask_environment(claude_environment(root, server.url, trap), NPM_BIN)
+            run = run_obsmask(arguments[1:], work, env)
+            assert server.others(), "the scripted model got no request"
+            return run
+    codex_executable()
+    work = prepare_codex_folder(root)
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=30)
+    with scripted_responses("(no task)", [], "done") as codex_server, \
+            network_trap() as (trap, _):
+        (root / "home" / ".codex" / "config.toml").write_text(
+            f'openai_base_url = "{codex_server.url}/v1"\n', encoding="utf-8")
+        env = obsmask_environment(codex_environment(root, trap), NPM_BIN)
+        run = run_obsmask(arguments[1:], work, env)
+        assert codex_server.others(), "the scripted model got no request"
+        return run
+
+
+@pytest.mark.parametrize("block", by_name(examples("launch")))
+def test_a_launch_example_of_the_docs_runs_the_real_agent_through_its_own_proxy(
+    block: Block, tmp_path: Path,
+):
+    for number, line in enumerate(launch_lines(block)):
+        run = run_launch_line(line, tmp_path / str(number))
+        assert run.returncode == 0, run.describe()
+        assert any(line.startswith("obsmask: totals: ") for line in run.obsmask_lines()), \
+            run.describe()
+        assert not run.proxy_left_running

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 TOOLS = ("mitmdump", "mitmweb")
+# The commands of ``obsmask`` that are not mitmproxy's, which
+# ``scripts/proxy.py`` hands to the ``obsmask`` command (mitm/cli.py).
+LAUNCHERS = ("claude", "codex", "run", "help")
 LOOPBACK_ARGUMENTS = ("--listen-host", "127.0.0.1")
 
 
