@@ -100,15 +100,16 @@ def test_a_table_is_found_at_any_depth(toml_file):
 
 
 @pytest.mark.parametrize(
-    ("text", "names", "dotted"),
-    [("a = 1\n", ("a", "b"), "a"), ("[a]\nb = 'x'\n", ("a", "b", "c"), "a.b"),
-     ("[a]\nb = [1]\n", ("a", "b"), "a.b")],
+    ("text", "names", "where"),
+    [("a = 1\n", ("a", "b"), "1: [a]"), ("[a]\nb = 'x'\n", ("a", "b", "c"), "2: [a.b]"),
+     ("[a]\nb = [1]\n", ("a", "b"), "2: [a.b]")],
 )
-def test_a_level_that_is_not_a_table_is_an_error_naming_it(toml_file, text, names, dotted):
+def test_a_level_that_is_not_a_table_is_an_error_naming_it_and_its_line(
+        toml_file, text, names, where):
     path = toml_file(text)
     with pytest.raises(ConfigError) as raised:
         load_config(path).table(names)
-    assert str(raised.value) == f"{path}: [{dotted}] must be a table"
+    assert str(raised.value) == f"{path}:{where} must be a table"
 
 
 @pytest.mark.parametrize(
@@ -116,14 +117,15 @@ def test_a_level_that_is_not_a_table_is_an_error_naming_it(toml_file, text, name
     [
         ("[knobs.inner]\nsize = 0\n", "[knobs.inner] size: must be 1 or more, got 0"),
         ("[knobs.inner]\nlabel = 3\n", "[knobs.inner] label: must be a string"),
-        ("[knobs.inner]\nsise = 3\n", "[knobs.inner] sise: unknown key; the keys are size, label"),
+        ("[knobs.inner]\nsise = 3\n", "[knobs.inner] sise: unknown key (did you mean size?)"),
+        ("[knobs.inner]\nxyz = 3\n", "[knobs.inner] xyz: unknown key; the keys are size, label"),
     ],
 )
-def test_a_wrong_setting_is_an_error_naming_file_table_and_key(toml_file, text, message):
+def test_a_wrong_setting_is_an_error_naming_file_line_table_and_key(toml_file, text, message):
     path = toml_file(text)
     with pytest.raises(ConfigError) as raised:
         load_config(path).settings(Knobs, ("knobs", "inner"))
-    assert str(raised.value).startswith(f"{path}: {message}")
+    assert str(raised.value).startswith(f"{path}:2: {message}")
 
 
 def test_settings_leave_out_the_named_subtables(toml_file):

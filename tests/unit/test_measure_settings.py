@@ -152,7 +152,7 @@ def test_a_wrong_file_or_profile_is_refused_with_one_line(tmp_path, toml_file):
                                               r"\(profiles: narrow\)$"):
         settings_in_force([], path, "wide")
     path = toml_file('[observation_masking.schema1]\nwindow_turns = "4"\n')
-    with pytest.raises(SettingsRefused, match=rf"^{re.escape(path)}: "
+    with pytest.raises(SettingsRefused, match=rf"^{re.escape(path)}:2: "
                                               r"\[observation_masking\.schema1\] "
                                               r"window_turns: must be an integer"):
         settings_in_force([], path)

@@ -60,7 +60,7 @@ def test_every_profile_is_checked_even_when_not_chosen(toml_file):
     with pytest.raises(ConfigError) as raised:
         policy_values(load_config(path), "")
     assert str(raised.value).startswith(
-        f"{path}: [observation_masking.profiles.broken] window_turns: must be 0 or more")
+        f"{path}:2: [observation_masking.profiles.broken] window_turns: must be 0 or more")
 
 
 def test_an_unknown_profile_is_an_error_listing_the_profiles(toml_file):

@@ -129,10 +129,13 @@ def test_build_puts_values_over_the_defaults():
     assert (built.flag, built.free, built.plain) == (True, -5, 0)
 
 
-def test_build_refuses_an_unknown_key_listing_the_known_ones():
+def test_build_refuses_an_unknown_key_naming_the_closest_or_listing_the_known_ones():
     with pytest.raises(SettingError) as raised:
         build(Sample, {"cuont": 7})
     assert raised.value.key == "cuont"
+    assert raised.value.message == "unknown key (did you mean count?)"
+    with pytest.raises(SettingError) as raised:
+        build(Sample, {"zzz": 7})
     assert raised.value.message == (
         "unknown key; the keys are flag, count, free, name, names, pairs")
     with pytest.raises(SettingError, match="unknown key"):

@@ -85,6 +85,14 @@ class GatewaySpec:
         return None
 
 
+def check_server(name: str, url: object) -> None:
+    """Raise SettingError unless ``name = url`` is a server of
+    ``[mcp_gateway.servers]``."""
+    if not isinstance(url, str):
+        raise SettingError(name, "must be a URL string")
+    parse_upstream(name, url)
+
+
 def parse_upstream(name: str, url: str) -> Upstream:
     """Raise SettingError unless ``url`` is an http(s) URL with a host."""
     try:

@@ -33,9 +33,11 @@ from obsmask_core.gateway.upstreams import (
     GatewaySettings,
     GatewaySpec,
     Upstream,
+    check_server,
     gateway_server_name,
     parse_upstream,
 )
+from obsmask_core.mitm.file_tables import inner_tables
 from obsmask_core.mitm.flows import MCP_METADATA, add_comment, guarded, where
 from obsmask_core.mitm.gateway_routing import GatewayRouting
 from obsmask_core.mitm.options import add_options, check_pending_values, refuse, settings_in_force
@@ -56,7 +58,7 @@ def parse_gateway(config: ConfigFile, settings: GatewaySettings,
     of ``[mcp_gateway.servers]``, then those of ``mcpmask_gateway_servers``
     (NAME=URL entries). ConfigError names the file's key of a server that
     is not one, SettingError the option's entry."""
-    servers = {name: _upstream(config.path, name, url)
+    servers = {name: _upstream(config, name, url)
                for name, url in config.table(SERVERS_SECTION).items()}
     for entry in entries:
         name, sep, url = entry.partition("=")
@@ -70,13 +72,14 @@ def parse_gateway(config: ConfigFile, settings: GatewaySettings,
                        client_networks("allow_clients", settings.allow_clients))
 
 
-def _upstream(path: str | None, name: str, url: object) -> Upstream:
+def _upstream(config: ConfigFile, name: str, url: object) -> Upstream:
     try:
-        if not isinstance(url, str):
-            raise SettingError(name, "must be a URL string")
-        return parse_upstream(name, url)
+        check_server(name, url)
     except SettingError as e:
-        raise ConfigError(f"{path}: [{'.'.join(SERVERS_SECTION)}] {e.key}: {e.message}") from None
+        raise ConfigError(f"{config.at((*SERVERS_SECTION, name))}: "
+                          f"[{'.'.join(SERVERS_SECTION)}] {e.key}: {e.message}") from None
+    assert isinstance(url, str)
+    return parse_upstream(name, url)
 
 
 class McpGateway:
@@ -118,7 +121,7 @@ class McpGateway:
         settings = settings_in_force(
             GatewaySettings, PREFIX, config, GATEWAY_SECTION,
             lambda: config.settings(GatewaySettings, GATEWAY_SECTION,
-                                    subtables=("masking", "servers")))
+                                    subtables=inner_tables(GATEWAY_SECTION)))
         try:
             self.spec = parse_gateway(config, settings, ctx.options.mcpmask_gateway_servers)
         except (ConfigError, SettingError) as e:

@@ -5,12 +5,18 @@ check of unknown ``obsmask_*``/``mcpmask_*`` options at start-up."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, TypeVar, cast
 
 from mitmproxy import ctx
 from mitmproxy.addonmanager import Loader
 
+from obsmask_core.mitm.file_tables import FILE_TABLES
+from obsmask_core.mitm.master_switch import (
+    SWITCH_OPTION,
+    SWITCH_PREFIX,
+    SWITCH_SECTION,
+    MasterSwitch,
+)
 from obsmask_core.mitm.options import (
     add_options,
     check_unknown_options,
@@ -21,28 +27,11 @@ from obsmask_core.mitm.options import (
 )
 from obsmask_core.shared.config_file import ConfigFile, parse_config, read_config_bytes
 from obsmask_core.shared.errors import ConfigError
-from obsmask_core.shared.settings import build, check_fields, declared, setting
+from obsmask_core.shared.settings import build, declared
 
-SWITCH_PREFIX = "obsmask_"
-SWITCH_SECTION = ("obsmask",)
-SWITCH_OPTION = "obsmask_all_enabled"
 # A change of any of these makes every feature read its settings again.
 FILE_OPTIONS = frozenset({"obsmask_config", "obsmask_profile", SWITCH_OPTION})
 _Settings = TypeVar("_Settings")
-
-
-@dataclass(frozen=True, kw_only=True)
-class MasterSwitch:
-    """The keys of ``[obsmask]``: what holds for the whole of obsmask."""
-
-    enabled: bool = setting(True, """
-        Master switch of both features. false turns conversation masking and
-        MCP truncation off whatever their own switches say (obsmask_enabled,
-        mcpmask_enabled): every request and answer is forwarded byte for byte.
-        An instant rollback.""", option="all_enabled")
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 class SettingsFile:
@@ -88,11 +77,12 @@ class SettingsFile:
     def current(self) -> ConfigFile:
         """The settings file named by ``obsmask_config`` (or mitm.toml),
         parsed again only when its name or its bytes changed; OptionsError
-        if it cannot be used."""
+        if it cannot be used, or holds a table or key that no feature reads
+        (``FILE_TABLES``)."""
         try:
             found = read_config_bytes(ctx.options.obsmask_config)
             if self._loaded is None or self._loaded[0] != found:
-                self._loaded = (found, parse_config(found))
+                self._loaded = (found, parse_config(found, FILE_TABLES))
         except ConfigError as e:
             refuse(f"obsmask: {e}")
         return self._loaded[1]

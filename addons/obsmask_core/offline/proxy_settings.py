@@ -41,10 +41,10 @@ from obsmask_core.shared.settings import build, declared, typed_value
 if TYPE_CHECKING:  # imported when settings are read (the module docstring says why)
     from mitmproxy import optmanager
 
-    from obsmask_core.mitm.settings_addon import MasterSwitch
+    from obsmask_core.mitm.master_switch import MasterSwitch
 
 # The proxy's option prefixes and names (mitm/conversation_addon.py PREFIX,
-# mitm/settings_addon.py SWITCH_*), checked equal by tests/unit/test_measure_settings.py.
+# mitm/master_switch.py SWITCH_*), checked equal by tests/unit/test_measure_settings.py.
 PREFIX = "obsmask_"
 SWITCH_PREFIX = "obsmask_"
 SWITCH_OPTION = "obsmask_all_enabled"
@@ -123,7 +123,7 @@ def policy_options() -> frozenset[str]:
     the master switch, and the settings file and profile that hold them.
     Not the routes, which say which flows are conversations, not how one
     is masked."""
-    from obsmask_core.mitm.settings_addon import MasterSwitch
+    from obsmask_core.mitm.master_switch import MasterSwitch
 
     names = {CONFIG_OPTION, PROFILE_OPTION, SWITCH_OPTION}
     names.update(item.option_name(SWITCH_PREFIX) for item in declared(MasterSwitch))
@@ -209,7 +209,8 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
     """The settings the proxy would run with given ``--set`` ``specs`` and
     the ``--config``/``--profile`` shorthands (``--set obsmask_config=``,
     ``--set obsmask_profile=``); SettingsRefused says what is wrong."""
-    from obsmask_core.mitm.settings_addon import MasterSwitch
+    from obsmask_core.mitm.file_tables import FILE_TABLES
+    from obsmask_core.mitm.master_switch import MasterSwitch
 
     options = proxy_options()
     shorthands = [f"{CONFIG_OPTION}={config}"] if config is not None else []
@@ -219,7 +220,7 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
     profile_option = getattr(options, PROFILE_OPTION)
     chosen_profile = profile_option if isinstance(profile_option, str) else ""
     try:
-        file = load_config(config_name if isinstance(config_name, str) else None)
+        file = load_config(config_name if isinstance(config_name, str) else None, FILE_TABLES)
         file_switch = file.settings(MasterSwitch, SWITCH_SECTION)
         values = policy_values(file, chosen_profile)
     except ConfigError as e:

@@ -10,20 +10,26 @@ file's ``[observation_masking.profiles.spec]`` gives them back.
 
 Only the file's own errors are decided here (syntax, a table that is not a
 table, and, through each feature's settings class, unknown keys, wrong types
-and out-of-range values), each reported with the file and the key. Which
-value wins over which (defaults < file < mitmproxy options) is the
-business of the code that registers the options.
+and out-of-range values), each reported with the file, its line and the
+key; given the tables obsmask reads (``shared/file_tables.py``), a table or
+key that is none of theirs too, with the closest known name. Which value
+wins over which (defaults < file < mitmproxy options) is the business of
+the code that registers the options.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import tomli
 
 from obsmask_core.shared.errors import ConfigError, SettingError
+from obsmask_core.shared.file_tables import FileTable, problems
 from obsmask_core.shared.settings import values_from_table
+from obsmask_core.shared.toml_lines import Names, line_of, toml_lines
 
 DEFAULT_CONFIG_NAME = "mitm.toml"
 # The recommended settings the package ships (package data), read when there
@@ -35,10 +41,12 @@ RECOMMENDED_SOURCE = f"obsmask's recommended settings (no {DEFAULT_CONFIG_NAME} 
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """The parsed settings file (``path`` None: no file, built-in defaults)."""
+    """The parsed settings file (``path`` None: no file, built-in defaults),
+    and the line of each of its tables and keys."""
 
     path: str | None
     document: dict[str, object] = field(default_factory=dict)
+    lines: Mapping[Names, int] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def recommended(self) -> bool:
@@ -51,6 +59,11 @@ class ConfigFile:
             return RECOMMENDED_SOURCE
         return self.path or "built-in defaults"
 
+    def at(self, names: Names) -> str:
+        """Where ``names`` is written: ``path:line`` (or the path alone)."""
+        line = line_of(self.lines, names)
+        return f"{self.path}:{line}" if line is not None else str(self.path)
+
     def table(self, names: tuple[str, ...]) -> dict[str, object]:
         """The table ``[names...]`` (empty if absent); ConfigError if one of
         its levels is not a table."""
@@ -60,7 +73,7 @@ class ConfigFile:
             table = table.get(name, {})
             if not isinstance(table, dict):
                 dotted = ".".join(names[: depth + 1])
-                raise ConfigError(f"{self.path}: [{dotted}] must be a table")
+                raise ConfigError(f"{self.at(names[: depth + 1])}: [{dotted}] must be a table")
         assert isinstance(table, dict)
         return table
 
@@ -73,7 +86,8 @@ class ConfigFile:
         try:
             return values_from_table(cls, table)
         except SettingError as e:
-            raise ConfigError(f"{self.path}: [{'.'.join(names)}] {e.key}: {e.message}") from None
+            raise ConfigError(f"{self.at((*names, e.key))}: [{'.'.join(names)}] {e.key}: "
+                              f"{e.message}") from None
 
 
 def read_config_bytes(path: str | None) -> tuple[str, bytes] | None:
@@ -100,20 +114,38 @@ def _recommended_bytes() -> tuple[str, bytes] | None:
         return None
 
 
-def parse_config(found: tuple[str, bytes] | None) -> ConfigFile:
-    """The settings file of read_config_bytes, parsed."""
+def parse_config(found: tuple[str, bytes] | None,
+                 tables: Sequence[FileTable] | None = None) -> ConfigFile:
+    """The settings file of read_config_bytes, parsed; with ``tables``
+    (every table obsmask reads), ConfigError for the first name or value
+    that is not one of theirs."""
     if found is None:
         return ConfigFile(path=None)
     chosen, data = found
     try:
-        document = tomli.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        document = tomli.loads(text)
     except UnicodeDecodeError as e:
         raise ConfigError(f"{chosen}: not valid TOML: not UTF-8 (byte {e.start})") from None
     except tomli.TOMLDecodeError as e:
         raise ConfigError(f"{chosen}: not valid TOML: {e}") from None
-    return ConfigFile(path=chosen, document=document)
+    config = ConfigFile(path=chosen, document=document, lines=toml_lines(text))
+    if tables is not None:
+        check_names(config, tables)
+    return config
 
 
-def load_config(path: str | None) -> ConfigFile:
-    """Read and parse ``path``, or ``mitm.toml`` in the current directory."""
-    return parse_config(read_config_bytes(path))
+def check_names(config: ConfigFile, tables: Sequence[FileTable]) -> None:
+    """ConfigError for the first (by line) table, key or value of the file
+    that is none of ``tables``' or not acceptable, saying how many more."""
+    found = sorted(problems(config.document, tables),
+                   key=lambda problem: line_of(config.lines, problem.names) or 0)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ConfigError(f"{config.at(found[0].names)}: {found[0].message}{more}")
+
+
+def load_config(path: str | None, tables: Sequence[FileTable] | None = None) -> ConfigFile:
+    """Read and parse ``path``, or ``mitm.toml`` in the current directory
+    (checked against ``tables`` when given)."""
+    return parse_config(read_config_bytes(path), tables)

@@ -17,8 +17,9 @@ repeated ``FIRST|SECOND`` option).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, TypeVar
@@ -168,13 +169,27 @@ def check_fields(instance: object) -> None:
 
 def find(cls: type, key: str, *, in_file: bool = True) -> Setting:
     """The setting ``key`` of ``cls`` (with ``in_file``, only one that the
-    settings file may hold); SettingError listing the keys if none."""
+    settings file may hold); SettingError naming the closest key if none,
+    else listing the keys."""
     candidates = [item for item in declared(cls) if item.info.in_file or not in_file]
     for item in candidates:
         if item.key == key:
             return item
+    close = closest(key, [item.key for item in candidates])
+    if close:
+        raise SettingError(key, f"unknown key (did you mean {' or '.join(close)}?)")
     known = ", ".join(item.key for item in candidates)
     raise SettingError(key, f"unknown key; the keys are {known}")
+
+
+def closest(name: str, candidates: Sequence[str]) -> list[str]:
+    """The candidates nearest ``name`` as difflib measures it (a ratio of
+    0.6 at least, as ``get_close_matches``), every one of them on a tie:
+    ``nxclude`` is as near ``include`` as ``exclude``."""
+    ratios = {candidate: difflib.SequenceMatcher(None, name, candidate).ratio()
+              for candidate in candidates}
+    best = max(ratios.values(), default=0.0)
+    return [candidate for candidate, ratio in ratios.items() if ratio == best >= 0.6]
 
 
 def check_value(cls: type, key: str, value: object) -> object:
