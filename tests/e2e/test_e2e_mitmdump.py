@@ -129,6 +129,34 @@ def assert_start_up_fails(
         assert path in said[0]
 
 
+MISSPELLED = "[obsmask]\nenabled = true\n\n[observation_masking.schema]\nwindow_turns = 3\n"
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named-file", "current-directory"])
+def test_a_misspelled_section_stops_start_up_with_the_file_its_line_and_the_closest_name(
+        tmp_path, named):
+    """[observation_masking.schema] for schema1 is not read as an absent
+    table (the built-in window, with "(settings: mitm.toml)"): mitmdump
+    exits before it listens, saying the file, the line and the table
+    meant, whether the file is named or is ./mitm.toml."""
+    (tmp_path / "mitm.toml").write_text(MISSPELLED, encoding="utf-8")
+    options = ["--set", f"obsmask_config={tmp_path / 'mitm.toml'}"] if named else []
+    where = f"{tmp_path / 'mitm.toml'}:4" if named else "mitm.toml:4"
+    started = time.monotonic()
+    proxy = MitmdumpProcess(options, tmp_path, tmp_path / "conf")
+    try:
+        code = proxy.wait_for_exit()
+    finally:
+        proxy.stop()
+    output = proxy.output()
+    assert code != 0 and time.monotonic() - started < START_TIMEOUT, output
+    # The last line, after mitmdump's time stamp.
+    assert proxy.lines[-1].endswith(
+        f"] obsmask: {where}: unknown table [observation_masking.schema] "
+        "(did you mean [observation_masking.schema1]?)"), output
+    assert "Traceback" not in output and "listening" not in output, output
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
