@@ -16,6 +16,7 @@ from mitmproxy.test import taddons
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.mcp_addon import McpTruncation
 from obsmask_core.mitm.options import check_unknown_options, refuse, starting_up
+from obsmask_core.mitm.recall_addon import Recall
 from obsmask_core.mitm.settings_addon import SettingsFile
 
 
@@ -69,6 +70,38 @@ def test_each_feature_keeps_its_own_switch(both, toml_file, caplog):
     assert "obsmask: conversation masking off (settings: --set obsmask_enabled=false)" in lines
     assert (f"obsmask: MCP truncation off (settings: {path} [mcp_gateway.masking] "
             "enabled = false)") in lines
+
+
+def test_a_switch_the_file_does_not_hold_is_named_as_the_built_in_default(toml_file, caplog,
+                                                                        tmp_path):
+    """Recall is off by default: with no [recall] in the file, the start-up
+    line must not cite a [recall] enabled = false that is not there."""
+    path = toml_file("[observation_masking.schema1]\nwindow_turns = 2\n")
+    settings = SettingsFile()
+    recall = Recall(settings)
+    with taddons.context(settings, recall) as tctx, caplog.at_level(logging.INFO):
+        try:
+            tctx.configure(recall, obsmask_config=path)
+            said = [r.getMessage() for r in caplog.records if "recall o" in r.getMessage()]
+            assert said == [f"obsmask: recall off (settings: built-in default, not set in "
+                            f"{path})"]
+            caplog.clear()
+            tctx.configure(recall, obsmask_config=toml_file("[recall]\nenabled = false\n"))
+            said = [r.getMessage() for r in caplog.records if "recall o" in r.getMessage()]
+            assert said == [f"obsmask: recall off (settings: {path} [recall] enabled = false)"]
+        finally:
+            recall.done()
+
+
+def test_a_switch_set_by_the_chosen_profile_names_the_profiles_table(both, toml_file, caplog):
+    masking, _, tctx = both
+    path = toml_file("[observation_masking.schema1]\nwindow_turns = 2\n"
+                     "[observation_masking.profiles.off]\nenabled = false\n")
+    tctx.configure(masking, obsmask_config=path, obsmask_profile="off")
+    assert not masking.policy.enabled
+    assert start_up_lines(caplog)[-2] == (
+        f"obsmask: conversation masking off (settings: {path} "
+        "[observation_masking.profiles.off] enabled = false)")
 
 
 def test_the_start_up_line_names_the_file_only_for_values_from_it(both, toml_file, caplog):

@@ -111,6 +111,14 @@ def test_the_master_switch_turns_masking_off_and_says_where(toml_file):
     assert settings_in_force(["obsmask_all_enabled=true"], path).policy.enabled
 
 
+def test_a_profile_that_turns_masking_off_is_named_as_the_table_that_says_so(toml_file):
+    path = toml_file("[observation_masking.schema1]\nenabled = true\n"
+                     "[observation_masking.profiles.off]\nenabled = false\n")
+    settings = settings_in_force([], path, "off")
+    assert not settings.policy.enabled
+    assert settings.source == f"{path} [observation_masking.profiles.off] enabled = false"
+
+
 def test_options_of_the_proxys_other_features_are_accepted_and_named(toml_file):
     settings = settings_in_force(["mcpmask_max_chars=5000", "obsmask_window_turns=2"],
                                  toml_file(""))

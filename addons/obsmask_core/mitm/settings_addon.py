@@ -10,6 +10,7 @@ from typing import Optional, TypeVar, cast
 from mitmproxy import ctx
 from mitmproxy.addonmanager import Loader
 
+from obsmask_core.conversation.settings.policy import PROFILES_SECTION
 from obsmask_core.mitm.file_tables import FILE_TABLES
 from obsmask_core.mitm.master_switch import (
     SWITCH_OPTION,
@@ -25,7 +26,12 @@ from obsmask_core.mitm.options import (
     set_explicitly,
     settings_in_force,
 )
-from obsmask_core.shared.config_file import ConfigFile, parse_config, read_config_bytes
+from obsmask_core.shared.config_file import (
+    ConfigFile,
+    parse_config,
+    read_config_bytes,
+    switch_origin,
+)
 from obsmask_core.shared.errors import ConfigError
 from obsmask_core.shared.settings import build, declared
 
@@ -100,18 +106,15 @@ class SettingsFile:
         if not switch.enabled:
             values = {item.key: getattr(settings, item.key) for item in declared(type(settings))}
             off = build(type(settings), {**values, "enabled": False})
-            return off, _origin(SWITCH_OPTION, config, SWITCH_SECTION)
+            return off, switch_origin(SWITCH_OPTION, set_explicitly(SWITCH_OPTION), config,
+                                      [SWITCH_SECTION])
         if not getattr(settings, "enabled", True):
-            return settings, _origin(prefix + "enabled", config, section)
+            # A profile's table is read over the feature's own.
+            tables = [(*PROFILES_SECTION, profile)] if profile else []
+            return settings, switch_origin(prefix + "enabled", set_explicitly(prefix + "enabled"),
+                                           config, [*tables, section])
         explicit = sorted(prefix + key
                           for key in option_values(type(settings), prefix, only_set=True))
         source = config.source + (f", profile {profile}" if profile else "")
         return settings, source + (f", --set {', '.join(explicit)}" if explicit else "")
 
-
-def _origin(option: str, config: ConfigFile, section: tuple[str, ...]) -> str:
-    """Where a switch's false came from: ``--set`` (the option set
-    explicitly), else the file's table."""
-    if set_explicitly(option):
-        return f"--set {option}=false"
-    return f"{config.source} [{'.'.join(section)}] enabled = false"

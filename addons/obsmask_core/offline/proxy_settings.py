@@ -31,10 +31,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from obsmask_core.conversation.masking.summary import describe_policy
-from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy, policy_values
+from obsmask_core.conversation.settings.policy import (
+    POLICY_SECTION,
+    PROFILES_SECTION,
+    MaskPolicy,
+    policy_values,
+)
 from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.offline.errors import OfflineError
-from obsmask_core.shared.config_file import ConfigFile, load_config
+from obsmask_core.shared.config_file import ConfigFile, load_config, switch_origin
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.settings import build, declared, typed_value
 
@@ -196,14 +201,6 @@ def _built(cls: type[_Settings], values: dict[str, object], where: str) -> _Sett
         raise SettingsRefused(f"{where}: {e}") from None
 
 
-def _switched_off_by(option: str, explicit: set[str], config: ConfigFile,
-                     section: tuple[str, ...]) -> str:
-    """Where a switch's false came from, as the proxy says it."""
-    if option in explicit:
-        return f"--set {option}=false"
-    return f"{config.source} [{'.'.join(section)}] enabled = false"
-
-
 def settings_in_force(specs: Sequence[str], config: str | None = None,
                       profile: str | None = None) -> ProxySettings:
     """The settings the proxy would run with given ``--set`` ``specs`` and
@@ -235,9 +232,11 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
 
     if not switch.enabled:
         policy = build(MaskPolicy, {**values, "enabled": False})
-        source = _switched_off_by(SWITCH_OPTION, explicit, file, SWITCH_SECTION)
+        source = switch_origin(SWITCH_OPTION, SWITCH_OPTION in explicit, file, [SWITCH_SECTION])
     elif not policy.enabled:
-        source = _switched_off_by(f"{PREFIX}enabled", explicit, file, POLICY_SECTION)
+        profile_table = [(*PROFILES_SECTION, chosen_profile)] if chosen_profile else []
+        source = switch_origin(f"{PREFIX}enabled", f"{PREFIX}enabled" in explicit, file,
+                               [*profile_table, POLICY_SECTION])
     else:
         given = sorted(explicit & used_options() - {CONFIG_OPTION, PROFILE_OPTION})
         source = file.source + (f", profile {chosen_profile}" if chosen_profile else "")

@@ -90,6 +90,20 @@ class ConfigFile:
                               f"{e.message}") from None
 
 
+def switch_origin(option: str, explicit: bool, config: ConfigFile,
+                  tables: Sequence[Names], key: str = "enabled") -> str:
+    """Where a switch's false came from, for a start-up line: ``--set``
+    (``explicit``), else the first of ``tables`` (a profile's before the
+    one it overlays) that holds ``key``, else the built-in default: never a
+    table or key the file does not hold."""
+    if explicit:
+        return f"--set {option}=false"
+    for names in tables:
+        if key in config.table(names):
+            return f"{config.source} [{'.'.join(names)}] {key} = false"
+    return f"built-in default, not set in {config.source}" if config.path else config.source
+
+
 def read_config_bytes(path: str | None) -> tuple[str, bytes] | None:
     """The file to read (``path``, or ``mitm.toml`` in the current directory
     when None, or else the package's recommended settings) and its bytes;
