@@ -28,9 +28,9 @@ from obsmask_core.conversation.settings.policy import POLICY_SECTION, MaskPolicy
 from obsmask_core.conversation.settings.routes import Routes  # noqa: E402
 from obsmask_core.gateway.upstreams import GATEWAY_SECTION, GatewaySettings  # noqa: E402
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits  # noqa: E402
-from obsmask_core.mitm.master_switch import SWITCH_SECTION, MasterSwitch  # noqa: E402
 from obsmask_core.recall.settings import RECALL_SECTION, RecallSettings  # noqa: E402
 from obsmask_core.shared.config_file import ConfigFile, load_config  # noqa: E402
+from obsmask_core.shared.master_switch import SWITCH_SECTION, MasterSwitch  # noqa: E402
 from obsmask_core.shared.settings import PAIR_SEPARATOR, Setting, declared  # noqa: E402
 from obsmask_core.totals.settings import TOTALS_SECTION, TotalsSettings  # noqa: E402
 

@@ -15,9 +15,9 @@ from obsmask_core.gateway.upstreams import (
     check_server,
 )
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits
-from obsmask_core.mitm.master_switch import SWITCH_SECTION, MasterSwitch
 from obsmask_core.recall.settings import RECALL_SECTION, RecallSettings
 from obsmask_core.shared.file_tables import FileTable
+from obsmask_core.shared.master_switch import SWITCH_SECTION, MasterSwitch
 from obsmask_core.totals.settings import TOTALS_SECTION, TotalsSettings
 
 FILE_TABLES = (

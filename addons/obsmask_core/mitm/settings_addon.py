@@ -12,12 +12,6 @@ from mitmproxy.addonmanager import Loader
 
 from obsmask_core.conversation.settings.policy import PROFILES_SECTION
 from obsmask_core.mitm.file_tables import FILE_TABLES
-from obsmask_core.mitm.master_switch import (
-    SWITCH_OPTION,
-    SWITCH_PREFIX,
-    SWITCH_SECTION,
-    MasterSwitch,
-)
 from obsmask_core.mitm.options import (
     add_options,
     check_unknown_options,
@@ -33,6 +27,12 @@ from obsmask_core.shared.config_file import (
     switch_origin,
 )
 from obsmask_core.shared.errors import ConfigError
+from obsmask_core.shared.master_switch import (
+    SWITCH_OPTION,
+    SWITCH_PREFIX,
+    SWITCH_SECTION,
+    MasterSwitch,
+)
 from obsmask_core.shared.settings import build, declared
 
 # A change of any of these makes every feature read its settings again.

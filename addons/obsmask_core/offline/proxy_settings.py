@@ -41,19 +41,19 @@ from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.config_file import ConfigFile, load_config, switch_origin
 from obsmask_core.shared.errors import ConfigError, SettingError
+from obsmask_core.shared.master_switch import (
+    SWITCH_OPTION,
+    SWITCH_PREFIX,
+    SWITCH_SECTION,
+    MasterSwitch,
+)
 from obsmask_core.shared.settings import build, declared, typed_value
 
 if TYPE_CHECKING:  # imported when settings are read (the module docstring says why)
     from mitmproxy import optmanager
 
-    from obsmask_core.mitm.master_switch import MasterSwitch
-
-# The proxy's option prefixes and names (mitm/conversation_addon.py PREFIX,
-# mitm/master_switch.py SWITCH_*), checked equal by tests/unit/test_measure_settings.py.
+# The proxy's option prefix (mitm/conversation_addon.py PREFIX).
 PREFIX = "obsmask_"
-SWITCH_PREFIX = "obsmask_"
-SWITCH_OPTION = "obsmask_all_enabled"
-SWITCH_SECTION = ("obsmask",)
 # The two options of the settings addon that are no setting of a class:
 # which file, and which of its profiles (``--config`` and ``--profile`` set them).
 CONFIG_OPTION = "obsmask_config"
@@ -128,8 +128,6 @@ def policy_options() -> frozenset[str]:
     the master switch, and the settings file and profile that hold them.
     Not the routes, which say which flows are conversations, not how one
     is masked."""
-    from obsmask_core.mitm.master_switch import MasterSwitch
-
     names = {CONFIG_OPTION, PROFILE_OPTION, SWITCH_OPTION}
     names.update(item.option_name(SWITCH_PREFIX) for item in declared(MasterSwitch))
     names.update(item.option_name(PREFIX) for item in declared(MaskPolicy))
@@ -207,7 +205,6 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
     the ``--config``/``--profile`` shorthands (``--set obsmask_config=``,
     ``--set obsmask_profile=``); SettingsRefused says what is wrong."""
     from obsmask_core.mitm.file_tables import FILE_TABLES
-    from obsmask_core.mitm.master_switch import MasterSwitch
 
     options = proxy_options()
     shorthands = [f"{CONFIG_OPTION}={config}"] if config is not None else []
