@@ -87,20 +87,34 @@ def settings_file(tmp_path: Path) -> Path:
     return write_settings(tmp_path)
 
 
+# Where the user's Claude Code would send its requests without obsmask.
+DIRECT, GATEWAY_IN_ENV, GATEWAY_IN_SETTINGS = "direct", "environment", "settings"
+
+
 @contextmanager
-def launched_claude(root: Path, settings: Path, *, extra_env: dict[str, str] | None = None,
+def launched_claude(root: Path, settings: Path, *, upstream: str = DIRECT,
+                    extra_env: dict[str, str] | None = None,
                     arguments: list[str] | None = None) -> Iterator[Launched]:
     """``obsmask claude --settings SETTINGS ARGUMENTS`` run to its end in
-    ``root`` (``claude -p`` with the task by default), its upstream the
-    scripted server, which stays up while the caller reads it."""
+    ``root`` (``claude -p`` with the task by default); the scripted server,
+    which stays up while the caller reads it, stands for Anthropic's API
+    (``DIRECT``: ``--upstream``, Claude Code configured with no base URL)
+    or for a gateway the user's Claude Code is configured with, in its
+    environment or in its settings file."""
     claude_executable()
     work = prepare_folder(root)
     with scripted_anthropic(PROMPT_MARKER, COMMANDS, FINAL) as server, \
             network_trap() as (trap, caught):
         env = obsmask_environment({**claude_environment(root, server.url, trap),
                                    **(extra_env or {})}, NPM_BIN)
+        chosen = ["--upstream", server.url] if upstream == DIRECT else []
+        if upstream != GATEWAY_IN_ENV:
+            del env["ANTHROPIC_BASE_URL"]
+        if upstream == GATEWAY_IN_SETTINGS:
+            (root / "home" / ".claude" / "settings.json").write_text(
+                json.dumps({"env": {"ANTHROPIC_BASE_URL": server.url}}), encoding="utf-8")
         given = arguments if arguments is not None else ["-p", PROMPT, *CLAUDE_ARGUMENTS]
-        run = run_obsmask(["claude", "--settings", str(settings), *given], work, env)
+        run = run_obsmask(["claude", "--settings", str(settings), *chosen, *given], work, env)
         assert not caught, f"Claude Code tried to reach another host: {caught}"
         yield Launched(run, server)
 
@@ -147,7 +161,6 @@ def test_obsmask_claude_runs_claude_code_through_its_own_proxy_which_masks_old_r
     run, server = task_run.run, task_run.server
     assert run.returncode == 0, run.describe()
     assert json.loads(run.stdout)["result"] == FINAL, run.describe()
-    # The proxy forwarded to the user's own base URL (a gateway here).
     assert run.started is not None and run.started.upstream == server.url, run.describe()
     task = [served.recorded.body for served in server.task()]
     assert len(task) == len(COMMANDS) + 1, run.describe()
@@ -187,6 +200,24 @@ def test_the_last_lines_say_what_the_run_saved_and_where_the_log_is(
         "obsmask: totals: 5 conversation request(s): 3 masked"), lines
     assert run.started is not None and not run.proxy_left_running
     assert not alive(run.started.pid) and not listening(run.started.port)
+
+
+@pytest.mark.parametrize("where", [GATEWAY_IN_ENV, GATEWAY_IN_SETTINGS])
+def test_a_gateway_claude_code_is_configured_with_is_the_upstream_and_the_run_is_masked(
+    tmp_path: Path, settings_file: Path, where: str,
+) -> None:
+    """Its settings file wins over its environment, and obsmask's
+    --settings over both; tool search stays as Claude Code has it behind
+    that gateway."""
+    with launched_claude(tmp_path / "run", settings_file, upstream=where) as launched:
+        run = launched.run
+        assert run.returncode == 0, run.describe()
+        assert run.started is not None and run.started.upstream == launched.server.url
+        task = [served.recorded.body for served in launched.server.task()]
+        assert [placeholder_in(body) for body in task] == [False, False, True, True, True], \
+            run.describe()
+        shown = last_result(bodies(launched.server)[-1])
+        assert shown.startswith(f'"Exit code 1\\nhttp://127.0.0.1:{run.started.port}'), shown
 
 
 def test_a_users_own_choice_of_tool_search_is_kept(
@@ -241,16 +272,15 @@ def test_an_interactive_run_shows_claude_codes_own_screen_and_then_the_saving(
                                    "TERM": "xterm-256color"}, NPM_BIN)
         terminal = Terminal([*OBSMASK, "claude", "--settings", str(settings_file),
                              "--allowedTools", "Bash"], work, env)
-        started: ProxyStarted | None = None
         try:
             assert terminal.wait_for(r"❯", 60), terminal.plain()[-3000:]
-            started = ProxyStarted.read(terminal.plain())
             terminal.type(PROMPT)
             assert terminal.wait_for(FINAL.replace(" ", ""), 60), terminal.plain()[-3000:]
             terminal.type("/exit")
             assert terminal.wait_exit(60) == 0, terminal.plain()[-3000:]
         finally:
             terminal.close()
+            started = ProxyStarted.read(terminal.plain())
             left_running = stop_left_over(started)
     screen = terminal.plain()
     assert started is not None, screen[-3000:]

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -104,16 +105,71 @@ class LaunchRun:
 
 def run_obsmask(arguments: Sequence[str], cwd: Path, env: Mapping[str, str],
                 timeout: float = RUN_TIMEOUT) -> LaunchRun:
-    """``obsmask ARGUMENTS`` to its end, with no input."""
-    try:
-        done = subprocess.run(
+    """``obsmask ARGUMENTS`` to its end, with no input (after ``timeout``,
+    it and its agent are killed as a group, and the proxy by its id)."""
+    with RunningObsmask(arguments, cwd, env) as running:
+        returncode = running.process.wait(timeout)  # on a timeout, leaving kills all
+        stdout, stderr = running.outputs()
+        started = ProxyStarted.read(stderr)
+        left_running = stop_left_over(started)
+    return LaunchRun(returncode, stdout, stderr, started, left_running)
+
+
+class RunningObsmask:
+    """``obsmask ARGUMENTS`` started in a process group of its own (its
+    agent joins it; the proxy has a session of its own), its outputs in
+    files; on leaving, whatever is left of the group and the proxy is
+    killed by id."""
+
+    def __init__(self, arguments: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
+        self._out = tempfile.TemporaryFile()
+        self._err = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
             [*OBSMASK, *arguments], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, encoding="utf-8", errors="replace",
-            timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as e:
-        output = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
-        stop_left_over(ProxyStarted.read(output))
-        raise
-    started = ProxyStarted.read(done.stderr)
-    return LaunchRun(done.returncode, done.stdout, done.stderr, started,
-                     stop_left_over(started))
+            stdout=self._out, stderr=self._err, start_new_session=True)
+
+    def __enter__(self) -> RunningObsmask:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+        self._out.close()
+        self._err.close()
+
+    def outputs(self) -> tuple[str, str]:
+        texts = []
+        for file in (self._out, self._err):
+            file.seek(0)
+            texts.append(file.read().decode("utf-8", "replace"))
+        return texts[0], texts[1]
+
+    def proxy_pid(self, timeout: float = 10.0) -> int:
+        """The proxy's process id, as soon as obsmask has started it."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            listed = children.read_text().split() if children.exists() else []
+            if listed:
+                return int(listed[0])
+            time.sleep(0.01)
+        raise AssertionError("obsmask started no proxy")
+
+    def wait_started(self, timeout: float = 60.0) -> ProxyStarted:
+        """What the start line says, once obsmask has printed it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (started := ProxyStarted.read(self.outputs()[1])) is not None:
+                return started
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no start line:\n{self.outputs()[1]}")
+
+    def kill(self) -> None:
+        """obsmask's group killed, and its proxy if it is still there."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        stop_left_over(ProxyStarted.read(self.outputs()[1]))

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from obsmask_core.launch import command
-from obsmask_core.launch.agents import CLAUDE, CODEX, TOOL_SEARCH_VARIABLE, any_program
+from obsmask_core.launch.agents import any_program
+from obsmask_core.launch.claude_code import CLAUDE, TOOL_SEARCH_VARIABLE
+from obsmask_core.launch.codex import CODEX
 from obsmask_core.launch.command import UsageError, parse
 from obsmask_core.launch.proxy_process import ProxySpec
 from obsmask_core.launch.upstream import Upstream, UpstreamError
@@ -73,34 +75,87 @@ def test_an_upstream_that_is_not_an_http_base_url_is_refused(url):
         Upstream.parse(url)
 
 
-def test_the_upstream_is_the_agents_own_base_url_when_its_environment_sets_one():
-    assert CLAUDE.upstream_url({}) == "https://api.anthropic.com"
-    assert CLAUDE.upstream_url({"ANTHROPIC_BASE_URL": "https://gw.example/anthropic"}) == \
-        "https://gw.example/anthropic"
-    assert CODEX.upstream_url({"OPENAI_BASE_URL": " "}) == "https://api.openai.com/v1"
+def test_the_upstream_is_the_programs_own_base_url_when_its_environment_sets_one():
+    assert any_program("OPENAI_BASE_URL").upstream_url({}) == "https://api.openai.com/v1"
+    assert any_program("OPENAI_BASE_URL").upstream_url({"OPENAI_BASE_URL": " gw "}) == "gw"
 
 
-def test_claude_code_gets_the_proxy_as_base_url_and_tool_search_on_unless_the_user_chose():
-    env = CLAUDE.environment({"ANTHROPIC_BASE_URL": "https://gw", "HOME": "/h"}, "http://p")
-    assert env == {"ANTHROPIC_BASE_URL": "http://p", "HOME": "/h", TOOL_SEARCH_VARIABLE: "true"}
-    kept = CLAUDE.environment({TOOL_SEARCH_VARIABLE: "false"}, "http://p")
+def test_claude_code_gets_the_proxy_as_base_url_and_tool_search_on_unless_the_user_chose(
+    tmp_path, monkeypatch,
+):
+    monkeypatch.chdir(tmp_path)
+    env = CLAUDE.environment({"HOME": str(tmp_path)}, "http://p")
+    assert env["ANTHROPIC_BASE_URL"] == "http://p" and env[TOOL_SEARCH_VARIABLE] == "true"
+    kept = CLAUDE.environment({"HOME": str(tmp_path), TOOL_SEARCH_VARIABLE: "false"}, "http://p")
     assert kept[TOOL_SEARCH_VARIABLE] == "false"
 
 
-def test_claude_codes_recall_server_comes_after_its_options_and_before_a_double_dash():
+def test_behind_a_gateway_of_the_users_tool_search_stays_as_the_user_had_it(
+    tmp_path, monkeypatch,
+):
+    """Claude Code turns tool search off for a gateway by itself: obsmask
+    only undoes what its own proxy would cause."""
+    monkeypatch.chdir(tmp_path)
+    env = CLAUDE.environment({"HOME": str(tmp_path), "ANTHROPIC_BASE_URL": "https://gw"},
+                             "http://p")
+    assert TOOL_SEARCH_VARIABLE not in env and env["ANTHROPIC_BASE_URL"] == "http://p"
+
+
+def test_the_agent_asks_no_proxy_of_the_users_for_the_loopback():
+    env = CLAUDE.environment({"HOME": "/nowhere", "NO_PROXY": "corp.example",
+                              "HTTPS_PROXY": "http://corp:3128"}, "http://p")
+    assert env["NO_PROXY"] == "corp.example,127.0.0.1,localhost"
+    assert env["no_proxy"] == "127.0.0.1,localhost"
+    assert CODEX.environment({"no_proxy": "127.0.0.1"}, "http://p")["no_proxy"] == \
+        "127.0.0.1,localhost"
+
+
+def test_a_base_url_in_claude_codes_own_settings_is_the_upstream_and_is_overridden(
+    tmp_path, monkeypatch,
+):
+    """Claude Code's settings files win over its environment; its
+    --settings wins over them."""
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"env": {"ANTHROPIC_BASE_URL": "https://gw.example/anthropic"}}))
+    monkeypatch.chdir(project)
+    environ = {"HOME": str(tmp_path), "ANTHROPIC_BASE_URL": "https://ignored.example"}
+    assert CLAUDE.upstream_url(environ) == "https://gw.example/anthropic"
+    arguments = CLAUDE.arguments(["-p", "hi"], "http://p/anthropic", None, environ)
+    assert arguments == ["-p", "hi", "--settings",
+                         json.dumps({"env": {"ANTHROPIC_BASE_URL": "http://p/anthropic"}})]
+    # The user's own --settings is left alone.
+    assert CLAUDE.arguments(["--settings", "x.json"], "http://p", None, environ) == [
+        "--settings", "x.json"]
+
+
+def test_claude_codes_recall_server_comes_after_its_options_and_before_a_double_dash(
+    tmp_path, monkeypatch,
+):
     """--mcp-config takes several values: placed before a prompt it would
     swallow it."""
-    added = CLAUDE.arguments(["-p", "hi"], "http://p", RECALL)
+    monkeypatch.chdir(tmp_path)
+    environ = {"HOME": str(tmp_path)}
+    added = CLAUDE.arguments(["-p", "hi"], "http://p", RECALL, environ)
     assert added[:2] == ["-p", "hi"] and added[2] == "--mcp-config"
     servers = json.loads(added[3])["mcpServers"]
     assert servers == {"obsmask-recall": {"type": "http", "url": RECALL}}
-    assert CLAUDE.arguments(["--x", "--", "prompt"], "http://p", RECALL)[-2:] == ["--", "prompt"]
-    assert CLAUDE.arguments(["-p", "hi"], "http://p", None) == ["-p", "hi"]
+    assert CLAUDE.arguments(["--x", "--", "prompt"], "http://p", RECALL, environ)[-2:] == [
+        "--", "prompt"]
+    assert CLAUDE.arguments(["-p", "hi"], "http://p", None, environ) == ["-p", "hi"]
+
+
+def test_claude_codes_subcommands_get_none_of_a_sessions_options(tmp_path, monkeypatch):
+    """claude mcp list --mcp-config ... is refused by Claude Code."""
+    monkeypatch.chdir(tmp_path)
+    assert CLAUDE.arguments(["mcp", "list"], "http://p", RECALL, {"HOME": str(tmp_path)}) == [
+        "mcp", "list"]
 
 
 def test_any_program_gets_the_variable_it_names():
     agent = any_program("MY_BASE")
-    assert agent.environment({}, "http://p") == {"MY_BASE": "http://p"}
+    assert agent.environment({}, "http://p")["MY_BASE"] == "http://p"
     assert agent.upstream_url({}) == ""
     assert any_program("ANTHROPIC_BASE_URL").upstream_url({}) == "https://api.anthropic.com"
 
@@ -135,10 +190,24 @@ def test_run_needs_a_command_and_somewhere_to_send_the_traffic(monkeypatch, caps
 def test_codex_is_pointed_at_the_proxy_by_its_config_override_not_a_variable():
     """Codex 0.171 ignores OPENAI_BASE_URL: the built-in provider reads
     openai_base_url."""
-    arguments = CODEX.arguments(["exec", "hi"], "http://127.0.0.1:1/v1", RECALL)
+    environ = {"CODEX_HOME": "/nowhere"}
+    arguments = CODEX.arguments(["exec", "hi"], "http://127.0.0.1:1/v1", RECALL, environ)
     assert arguments == ["-c", 'openai_base_url="http://127.0.0.1:1/v1"',
                          "-c", f'mcp_servers.obsmask-recall.url="{RECALL}"', "exec", "hi"]
-    assert CODEX.environment({"HOME": "/h"}, "http://p") == {"HOME": "/h"}
+    assert "OPENAI_BASE_URL" not in CODEX.environment({"HOME": "/h"}, "http://p")
+
+
+def test_codex_with_a_model_provider_of_the_users_goes_through_that_providers_base_url(
+    tmp_path,
+):
+    home = tmp_path / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        'model_provider = "my gw"\n[model_providers."my gw"]\nbase_url = "http://gw:1/v1"\n')
+    environ = {"CODEX_HOME": str(home)}
+    assert CODEX.upstream_url(environ) == "http://gw:1/v1"
+    assert CODEX.arguments([], "http://p/v1", None, environ) == [
+        "-c", 'model_providers."my gw".base_url="http://p/v1"']
 
 
 def test_codexs_upstream_is_its_configured_base_url_then_its_login_then_the_api(tmp_path):
@@ -148,6 +217,11 @@ def test_codexs_upstream_is_its_configured_base_url_then_its_login_then_the_api(
     assert CODEX.upstream_url(env) == "https://api.openai.com/v1"
     (home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None,
                                                 "tokens": {"access_token": "t"}}))
+    assert CODEX.upstream_url(env) == "https://chatgpt.com/backend-api/codex"
+    # auth_mode, where the file has it, says which login it is.
+    (home / "auth.json").write_text(json.dumps({"auth_mode": "apikey", "tokens": {"a": 1}}))
+    assert CODEX.upstream_url(env) == "https://api.openai.com/v1"
+    (home / "auth.json").write_text(json.dumps({"auth_mode": "chatgpt"}))
     assert CODEX.upstream_url(env) == "https://chatgpt.com/backend-api/codex"
     # An API key in the environment is what codex exec uses first.
     assert CODEX.upstream_url({**env, "CODEX_API_KEY": "k"}) == "https://api.openai.com/v1"
@@ -163,3 +237,16 @@ def test_codexs_proxy_refuses_websockets_and_reads_the_upstreams_responses_route
     chatgpt = CODEX.proxy_options(Upstream.parse("https://chatgpt.com/backend-api/codex"))
     assert chatgpt[1] == "obsmask_responses_route=/backend\\-api/codex/responses$"
     assert CLAUDE.proxy_options(Upstream.parse("https://api.anthropic.com")) == []
+
+
+def test_the_launcher_reads_the_count_of_conversation_requests_from_the_proxys_summary():
+    """The summary is the totals' own (totals/totals.py): the launcher's
+    hint for a run the proxy saw nothing of reads its first line."""
+    from obsmask_core.launch.proxy_process import conversation_requests
+    from obsmask_core.totals.totals import Totals
+
+    lines = [f"obsmask: {line}" for line in Totals().summary_lines()]
+    assert conversation_requests(lines) == 0
+    assert conversation_requests(["obsmask: totals: 1,204 conversation request(s): 3 masked"]) \
+        == 1204
+    assert conversation_requests([]) is None

@@ -8,9 +8,11 @@ here imports mitmproxy.
 
 - ``upstream.py``: where the agent's traffic goes, split into what the
   reverse proxy forwards to and the path the agent keeps;
-- ``agents.py``: each agent's program, its base-URL variable or option,
-  its recall registration for one run;
-- ``proxy_process.py``: the proxy started, waited for, stopped, its summary
-  read back;
-- ``command.py``: the command line and the run from start to exit code.
+- ``agents.py``: what every launched program shares (its base-URL variable,
+  the loopback exempt from the user's proxy); ``claude_code.py`` and
+  ``codex.py``: each agent's upstream, options and recall registration;
+- ``proxy_process.py``: the proxy started (and stopped with obsmask even
+  when it is killed), waited for, stopped, its summary read back;
+- ``foreground.py``: the agent on the terminal and the signals around it;
+- ``command.py``: the command line and the run from start to exit status.
 """

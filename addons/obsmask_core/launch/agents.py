@@ -1,6 +1,7 @@
 """The agents obsmask launches: the program, how it is pointed at the
 proxy, how the recall tool is registered for one run, and how to install
-it when it is missing.
+it when it is missing (``claude_code.py``, ``codex.py``; ``any_program``
+for ``obsmask run``).
 
 Nothing here writes an agent's saved configuration: the base URL goes in
 the agent's environment (or its command-line override) and the recall
@@ -10,7 +11,6 @@ server in a command-line option, both for this run only.
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,23 +21,19 @@ from obsmask_core.launch.upstream import Upstream
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 OPENAI_UPSTREAM = "https://api.openai.com/v1"
-# Where Codex sends a ChatGPT login's requests when no base URL is set.
-CHATGPT_UPSTREAM = "https://chatgpt.com/backend-api/codex"
-# The Responses route the proxy reads, when the upstream's path is not /v1.
-_API_PATH = "/v1"
-# Claude Code turns tool search off when its base URL is not Anthropic's own
-# host, and then sends every MCP tool's schema on every request (about 30k
-# tokens a request with 100 tools): obsmask forwards the blocks tool search
-# uses byte for byte, so it is turned back on unless the user chose.
-TOOL_SEARCH_VARIABLE = "ENABLE_TOOL_SEARCH"
 # The name the recall server is registered under for the run.
 RECALL_SERVER_NAME = "obsmask-recall"
 ARGUMENTS_END = "--"
+# The proxy is on the loopback: a proxy of the user's (HTTP_PROXY...) must
+# not be asked for it.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+_NO_PROXY = ("NO_PROXY", "no_proxy")
 
 
 @dataclass(frozen=True)
 class Agent:
-    """One agent program obsmask can launch."""
+    """One agent program obsmask can launch: by default, one that reads its
+    base URL from ``base_url_variable``."""
 
     name: str
     program: str
@@ -53,10 +49,11 @@ class Agent:
 
     def environment(self, environ: Mapping[str, str], base_url: str) -> dict[str, str]:
         """The agent's environment: the user's, with its base URL on the
-        proxy."""
-        return {**environ, self.base_url_variable: base_url}
+        proxy, which no proxy of the user's is asked for."""
+        return {**environ, **loopback_not_proxied(environ), self.base_url_variable: base_url}
 
-    def arguments(self, given: Sequence[str], base_url: str, recall_url: str | None) -> list[str]:
+    def arguments(self, given: Sequence[str], base_url: str, recall_url: str | None,
+                  environ: Mapping[str, str]) -> list[str]:
         """The agent's arguments: the user's, and whatever this agent needs
         to reach the proxy or the recall server."""
         return list(given)
@@ -66,78 +63,13 @@ class Agent:
         return []
 
 
-@dataclass(frozen=True)
-class ClaudeCode(Agent):
-    """Claude Code: ``ANTHROPIC_BASE_URL``, tool search on, recall through
-    ``--mcp-config`` (added to the user's servers, not saved)."""
-
-    def environment(self, environ: Mapping[str, str], base_url: str) -> dict[str, str]:
-        return {TOOL_SEARCH_VARIABLE: "true", **super().environment(environ, base_url)}
-
-    def arguments(self, given: Sequence[str], base_url: str, recall_url: str | None) -> list[str]:
-        if recall_url is None:
-            return list(given)
-        servers = {"mcpServers": {RECALL_SERVER_NAME: {"type": "http", "url": recall_url}}}
-        # --mcp-config takes several values: after the user's own options
-        # (and before a "--" that ends them) it cannot swallow a prompt.
-        return insert_before_end(given, ["--mcp-config", json.dumps(servers)])
-
-
-@dataclass(frozen=True)
-class Codex(Agent):
-    """Codex: the built-in OpenAI provider's base URL and the recall server
-    as ``-c`` overrides, which apply to this run only (Codex ignores
-    ``OPENAI_BASE_URL``). Its upstream is the ``openai_base_url`` of the
-    user's Codex configuration, else the ChatGPT backend for a ChatGPT
-    login, else the API.
-
-    Codex first asks to turn the Responses route into a WebSocket, whose
-    messages obsmask does not read; the proxy answers 426 and Codex falls
-    back at once to HTTP POSTs (``refuse_websockets``)."""
-
-    def upstream_url(self, environ: Mapping[str, str]) -> str:
-        home = Path(environ.get("CODEX_HOME") or Path(environ.get("HOME", "~"), ".codex"))
-        configured = _read_toml(home / "config.toml").get("openai_base_url")
-        if isinstance(configured, str) and configured.strip():
-            return configured.strip()
-        if not environ.get("CODEX_API_KEY") and _chatgpt_login(home / "auth.json"):
-            return CHATGPT_UPSTREAM
-        return self.default_upstream
-
-    def environment(self, environ: Mapping[str, str], base_url: str) -> dict[str, str]:
-        return dict(environ)
-
-    def arguments(self, given: Sequence[str], base_url: str, recall_url: str | None) -> list[str]:
-        overrides = ["-c", f"openai_base_url={json.dumps(base_url)}"]
-        if recall_url is not None:
-            overrides += ["-c", f"mcp_servers.{RECALL_SERVER_NAME}.url={json.dumps(recall_url)}"]
-        return [*overrides, *given]
-
-    def proxy_options(self, upstream: Upstream) -> list[str]:
-        options = ["obsmask_refuse_websockets=true"]
-        if upstream.path != _API_PATH:
-            options.append(f"obsmask_responses_route={re.escape(upstream.path)}/responses$")
-        return options
-
-
-def _read_toml(path: Path) -> dict[str, object]:
-    """A TOML file's tables, or nothing when it is missing or not TOML (the
-    agent then says what is wrong with its own file)."""
-    try:
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-
-
-def _chatgpt_login(path: Path) -> bool:
-    """Whether Codex's stored login is a ChatGPT one (tokens, no API key)."""
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(stored, dict) and bool(stored.get("tokens")) and not stored.get(
-        "OPENAI_API_KEY")
+def loopback_not_proxied(environ: Mapping[str, str]) -> dict[str, str]:
+    """``NO_PROXY`` and ``no_proxy`` with the loopback added."""
+    out = {}
+    for name in _NO_PROXY:
+        listed = [host for host in environ.get(name, "").split(",") if host.strip()]
+        out[name] = ",".join([*listed, *(h for h in LOOPBACK_HOSTS if h not in listed)])
+    return out
 
 
 def insert_before_end(given: Sequence[str], added: Sequence[str]) -> list[str]:
@@ -147,15 +79,29 @@ def insert_before_end(given: Sequence[str], added: Sequence[str]) -> list[str]:
     return [*arguments[:at], *added, *arguments[at:]]
 
 
-CLAUDE = ClaudeCode(
-    name="claude", program="claude",
-    install="npm install -g @anthropic-ai/claude-code (https://docs.claude.com/en/docs/claude-code)",
-    base_url_variable="ANTHROPIC_BASE_URL", default_upstream=ANTHROPIC_UPSTREAM)
-CODEX = Codex(
-    name="codex", program="codex",
-    install="npm install -g @openai/codex (https://github.com/openai/codex)",
-    base_url_variable="OPENAI_BASE_URL", default_upstream=OPENAI_UPSTREAM)
-AGENTS: Mapping[str, Agent] = MappingProxyType({agent.name: agent for agent in (CLAUDE, CODEX)})
+def read_toml(path: Path) -> dict[str, object]:
+    """A TOML file's tables, or nothing when it is missing or not TOML (the
+    agent then says what is wrong with its own file)."""
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def read_json_object(path: Path) -> dict[str, object]:
+    """A JSON file's object, or nothing when it is missing or not one."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def home_of(environ: Mapping[str, str]) -> Path:
+    return Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+
+
 # The upstream of ``obsmask run`` when the variable it sets names none.
 DEFAULT_UPSTREAMS: Mapping[str, str] = MappingProxyType({
     "ANTHROPIC_BASE_URL": ANTHROPIC_UPSTREAM, "OPENAI_BASE_URL": OPENAI_UPSTREAM})

@@ -12,28 +12,41 @@ reached after ``--``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
+from types import MappingProxyType
 
-from obsmask_core.launch.agents import AGENTS, ARGUMENTS_END, Agent, any_program
-from obsmask_core.launch.proxy_process import LOOPBACK, ProxyError, ProxyProcess, ProxySpec
+from obsmask_core.launch.agents import ARGUMENTS_END, Agent, any_program
+from obsmask_core.launch.claude_code import CLAUDE
+from obsmask_core.launch.codex import CODEX
+from obsmask_core.launch.foreground import (
+    NOT_FOUND,
+    SIGNALLED,
+    Interrupted,
+    run_in_foreground,
+    say,
+    signals_end_the_run,
+    signals_held,
+)
+from obsmask_core.launch.proxy_process import (
+    LOOPBACK,
+    ProxyError,
+    ProxyProcess,
+    ProxySpec,
+    conversation_requests,
+)
 from obsmask_core.launch.upstream import Upstream, UpstreamError
 from obsmask_core.recall.settings import RECALL_PATH
 
-# The shell's statuses for a program that cannot run or is not there.
-NOT_EXECUTABLE = 126
-NOT_FOUND = 127
 FAILED = 1
-_SIGNALLED = 128
-_FORWARDED = (signal.SIGTERM, signal.SIGHUP)
-_LEFT_TO_THE_AGENT = (signal.SIGINT, signal.SIGQUIT)
+AGENTS: Mapping[str, Agent] = MappingProxyType({agent.name: agent for agent in (CLAUDE, CODEX)})
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -49,8 +62,8 @@ OPTIONS = (
     LaunchOption("--port", "PORT", "the proxy's port on 127.0.0.1 (default: a free one)"),
     LaunchOption("--settings", "FILE", "the settings file (default: ./mitm.toml, else "
                  "obsmask's recommended settings)"),
-    LaunchOption("--upstream", "URL", "where the traffic goes (default: the agent's own "
-                 "base-URL variable when set, else the provider's API)"),
+    LaunchOption("--upstream", "URL", "where the traffic goes (default: where the agent's "
+                 "own configuration sends it, else the provider's API)"),
     LaunchOption("--keep-proxy", None, "leave the proxy running when the agent exits"),
 )
 RUN_OPTIONS = (
@@ -119,11 +132,6 @@ def usage(command: str, options: Sequence[LaunchOption], what: str) -> str:
     return "\n".join(lines)
 
 
-def say(line: str) -> None:
-    """One line of obsmask's on stderr (stdout is the agent's)."""
-    print(f"obsmask: {line}", file=sys.stderr, flush=True)
-
-
 def agent_main(name: str, arguments: Sequence[str]) -> int:
     """``obsmask claude|codex [OPTIONS] [--] ARGS``."""
     agent = AGENTS[name]
@@ -152,7 +160,10 @@ def run_main(arguments: Sequence[str]) -> int:
             print(usage("run", RUN_OPTIONS, "COMMAND [ARGUMENTS...]"),
                   file=sys.stdout if launch.help else sys.stderr)
             return 0 if launch.help else FAILED
-        agent = any_program(launch.values.get("--variable", "OPENAI_BASE_URL"))
+        variable = launch.values.get("--variable", "OPENAI_BASE_URL")
+        if not _VARIABLE.fullmatch(variable):
+            raise UsageError(f"--variable {variable!r}: not the name of a variable")
+        agent = any_program(variable)
         if not (launch.values.get("--upstream") or agent.upstream_url(os.environ)):
             raise UsageError(f"{agent.base_url_variable} is not set: say where the traffic "
                              "goes with --upstream URL")
@@ -171,62 +182,63 @@ def run_through_proxy(agent: Agent, command: Sequence[str], launch: Launch,
     """Start the proxy, run ``command`` through it, stop it, say what was
     saved; the command's exit status."""
     upstream = Upstream.parse(launch.values.get("--upstream") or agent.upstream_url(environ))
-    handle, name = tempfile.mkstemp(prefix=f"obsmask-{agent.name}-", suffix=".log")
-    os.close(handle)
-    log = Path(name)
-    proxy = ProxyProcess(ProxySpec(upstream.origin, launch.port,
-                                   launch.values.get("--settings"), log,
-                                   tuple(agent.proxy_options(upstream))))
+    keep = "--keep-proxy" in launch.flags
+    spec = ProxySpec(upstream.origin, launch.port, launch.values.get("--settings"),
+                     _new_log(agent.name), tuple(agent.proxy_options(upstream)))
+    proxy: ProxyProcess | None = None
     try:
-        port = proxy.wait_listening()
+        with signals_end_the_run():
+            proxy = ProxyProcess(spec, outlives_obsmask=keep)
+            port = proxy.wait_listening()
     except ProxyError as e:
-        proxy.stop()
         say(str(e))
+        _stop(proxy)
         return FAILED
+    except (KeyboardInterrupt, Interrupted) as e:
+        _stop(proxy)
+        return SIGNALLED + (e.signum if isinstance(e, Interrupted) else signal.SIGINT)
     base_url = upstream.through(LOOPBACK, port)
     recall_url = f"http://{LOOPBACK}:{port}{RECALL_PATH}" if proxy.recall_on() else None
     say(f"{Path(command[0]).name} through the proxy at {base_url} (proxy pid {proxy.pid}, "
-        f"upstream {upstream.url}" + (", recall on" if recall_url else "") + f"; log {log})")
-    status = run_in_foreground(
-        [command[0], *agent.arguments(command[1:], base_url, recall_url)],
-        agent.environment(environ, base_url))
-    if "--keep-proxy" in launch.flags:
+        f"upstream {upstream.url}" + (", recall on" if recall_url else "") + f"; log {spec.log})")
+    try:
+        status = run_in_foreground(
+            [command[0], *agent.arguments(command[1:], base_url, recall_url, environ)],
+            agent.environment(environ, base_url))
+    except BaseException:
+        _stop(proxy)
+        raise
+    if keep:
         say(f"the proxy keeps running at http://{LOOPBACK}:{port} (pid {proxy.pid}); "
             f"stop it with: kill -INT {proxy.pid}")
         return status
-    proxy.stop()
-    for line in proxy.summary():
-        print(line, file=sys.stderr)
-    say(f"the proxy's log: {log}")
+    _end(proxy, agent)
     return status
 
 
-def run_in_foreground(command: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run ``command`` on this terminal until it exits; its status (128 + N
-    when signal N ended it). Ctrl-C and Ctrl-\\ are the agent's (the
-    terminal sends them to it too); a SIGTERM or SIGHUP sent to obsmask is
-    passed on to it."""
-    try:
-        process = subprocess.Popen(list(command), env=dict(env))
-    except FileNotFoundError:
-        say(f"{command[0]}: not found")
-        return NOT_FOUND
-    except PermissionError:
-        say(f"{command[0]}: cannot be run")
-        return NOT_EXECUTABLE
+def _new_log(name: str) -> Path:
+    handle, path = tempfile.mkstemp(prefix=f"obsmask-{name}-", suffix=".log")
+    os.close(handle)
+    return Path(path)
 
-    def forward(signum: int, frame: FrameType | None) -> None:
-        process.send_signal(signum)
 
-    # Set after the start: an ignored signal would be inherited by the agent.
-    handlers: dict[signal.Signals, Callable[[int, FrameType | None], object] | int | None] = {}
-    for number in _LEFT_TO_THE_AGENT:
-        handlers[number] = signal.signal(number, signal.SIG_IGN)
-    for number in _FORWARDED:
-        handlers[number] = signal.signal(number, forward)
-    try:
-        status = process.wait()
-    finally:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
-    return _SIGNALLED - status if status < 0 else status
+def _stop(proxy: ProxyProcess | None) -> None:
+    if proxy is not None:
+        with signals_held():
+            proxy.stop()
+
+
+def _end(proxy: ProxyProcess, agent: Agent) -> None:
+    """Stop the proxy; print its summary, and what it means when it is not
+    the whole run's."""
+    died = proxy.exited()
+    _stop(proxy)
+    summary = proxy.summary()
+    for line in summary:
+        print(line, file=sys.stderr)
+    if died is not None:
+        say(f"the proxy stopped during the run (exit {died}): what came after is not counted")
+    elif conversation_requests(summary) == 0:
+        say(f"the proxy saw no request of {agent.program or 'the program'}: its own settings "
+            "may send it elsewhere (a base URL or a model provider of its configuration)")
+    say(f"the proxy's log: {proxy.spec.log}")

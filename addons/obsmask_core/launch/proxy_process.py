@@ -6,12 +6,14 @@ end-of-run summary read back from the log.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +23,12 @@ LOOPBACK = "127.0.0.1"
 # mitmproxy's line once the server is up, the port it got included (the
 # proxy is started on port 0 unless the user chose one).
 LISTENING = re.compile(r"listening at (?:\S+://)?127\.0\.0\.1:(\d+)")
-# The lines of the proxy's end-of-run summary (totals/totals.py).
+# The lines of the proxy's end-of-run summary (totals/totals.py), and in its
+# first line how many conversation requests the proxy saw.
 SUMMARY_LINE = re.compile(r"obsmask: totals: .*")
+CONVERSATION_REQUESTS = re.compile(r"^obsmask: totals: ([\d,]+) conversation request\(s\)")
+# Linux's prctl option that signals a process when its parent dies.
+_PR_SET_PDEATHSIG = 1
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 _POLL = 0.05
@@ -55,10 +61,23 @@ class ProxySpec:
                 "--listen-port", str(self.port), *chosen]
 
 
-class ProxyProcess:
-    """A started proxy."""
+def _dies_with_its_parent() -> Callable[[], None] | None:
+    """What the proxy runs before it starts so that it stops (SIGTERM) when
+    obsmask is killed without a chance to stop it; None where Linux's prctl
+    is not there (the proxy then outlives a killed obsmask)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
-    def __init__(self, spec: ProxySpec) -> None:
+
+class ProxyProcess:
+    """A started proxy; ``outlives_obsmask`` for ``--keep-proxy``."""
+
+    def __init__(self, spec: ProxySpec, *, outlives_obsmask: bool = False) -> None:
         self.spec = spec
         with spec.log.open("wb") as output:
             # A session of its own: Ctrl-C in the terminal is the agent's,
@@ -66,6 +85,7 @@ class ProxyProcess:
             self.process = subprocess.Popen(
                 spec.command(), stdin=subprocess.DEVNULL, stdout=output,
                 stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=None if outlives_obsmask else _dies_with_its_parent(),
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     @property
@@ -112,5 +132,16 @@ class ProxyProcess:
         """The proxy's end-of-run summary lines, as it logged them."""
         return [found.group(0) for found in SUMMARY_LINE.finditer(self.log_text())]
 
+    def exited(self) -> int | None:
+        """The proxy's exit status if it has stopped (on its own, before
+        ``stop``: then it did not see the end of the run)."""
+        return self.process.poll()
+
     def tail(self, lines: int = 20) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def conversation_requests(summary: list[str]) -> int | None:
+    """How many conversation requests the summary counts (None: no summary)."""
+    found = CONVERSATION_REQUESTS.match(summary[0]) if summary else None
+    return int(found.group(1).replace(",", "")) if found else None
