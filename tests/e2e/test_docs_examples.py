@@ -486,14 +486,18 @@ def run_launch_line(line: str, tmp_path: Path) -> LaunchRun:
     if arguments[1] == "claude":
         claude_executable()
         work = prepare_claude_folder(root)
-        with scripted_anthropic("(no task)", [], "done") as server, network_trap() as (trap, _):
+        with scripted_anthropic("(no task)", [], "done") as server, \
+                network_trap() as (trap, caught):
             env = obsmask_environment(claude_environment(root, server.url, trap), NPM_BIN)
             run = run_obsmask(arguments[1:], work, env)
             assert server.others(), "the scripted model got no request"
+            assert not caught, f"Claude Code tried to reach another host: {caught}"
             return run
     codex_executable()
     work = prepare_codex_folder(root)
     subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=30)
+    # As the docs write it, Codex also syncs its plugins and sends analytics
+    # (tests/support/codex.py): the trap refuses them, and the run goes on.
     with scripted_responses("(no task)", [], "done") as codex_server, \
             network_trap() as (trap, _):
         (root / "home" / ".codex" / "config.toml").write_text(
