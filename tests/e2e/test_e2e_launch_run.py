@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,14 @@ pytestmark = pytest.mark.e2e
 # Nothing listens there: the program sends nothing through the proxy.
 UPSTREAM = ["--upstream", "http://127.0.0.1:9/v1", "--"]
 GONE_WITHIN = 10.0
+# Exits 7 on SIGTERM or SIGHUP, 5 on SIGINT; says when it is ready for them.
+SIGNALLED_PROGRAM = """
+import signal, sys, time
+for number, status in ((signal.SIGTERM, 7), (signal.SIGHUP, 7), (signal.SIGINT, 5)):
+    signal.signal(number, lambda *_, status=status: sys.exit(status))
+print("ready", flush=True)
+time.sleep(60)
+"""
 
 
 def gone(pid: int) -> bool:
@@ -53,15 +62,17 @@ def test_a_signal_sent_to_obsmask_reaches_the_program_and_the_proxy_still_stops(
     tmp_path, env, sent, status,
 ):
     """SIGINT too, when obsmask alone gets it (an IDE's stop button): the
-    terminal is not there to send it to the program."""
-    script = 'trap "exit 7" TERM HUP; trap "exit 5" INT; echo ready; sleep 60 & wait'
-    with RunningObsmask(["run", *UPSTREAM, "sh", "-c", script], tmp_path, env) as running:
+    terminal is not there to send it to the program. (The program is Python:
+    a shell cannot trap a signal ignored when it started, as SIGHUP is
+    under some test runners.)"""
+    with RunningObsmask(["run", *UPSTREAM, sys.executable, "-c", SIGNALLED_PROGRAM],
+                        tmp_path, env) as running:
         started = running.wait_started()
         deadline = time.monotonic() + 30
         while "ready" not in running.outputs()[0] and time.monotonic() < deadline:
             time.sleep(0.05)
         running.process.send_signal(sent)
-        assert running.process.wait(30) == status, running.outputs()
+        assert running.wait(60) == status, running.outputs()
         assert gone(started.pid)
         assert "obsmask: totals: " in running.outputs()[1]
 
@@ -70,7 +81,7 @@ def test_a_signal_before_the_program_starts_stops_the_proxy(tmp_path, env):
     with RunningObsmask(["run", *UPSTREAM, "true"], tmp_path, env) as running:
         proxy = running.proxy_pid()
         running.process.send_signal(signal.SIGTERM)
-        assert running.process.wait(30) == 128 + signal.SIGTERM
+        assert running.wait(60) == 128 + signal.SIGTERM
         assert gone(proxy)
 
 
@@ -89,7 +100,7 @@ def test_obsmask_killed_outright_takes_its_proxy_with_it(tmp_path: Path, env):
     with RunningObsmask(["run", *UPSTREAM, "sleep", "60"], tmp_path, env) as running:
         started = running.wait_started()
         os.killpg(running.process.pid, signal.SIGKILL)
-        running.process.wait(30)
+        running.wait(60)
         assert gone(started.pid)
 
 

@@ -108,7 +108,7 @@ def run_obsmask(arguments: Sequence[str], cwd: Path, env: Mapping[str, str],
     """``obsmask ARGUMENTS`` to its end, with no input (after ``timeout``,
     it and its agent are killed as a group, and the proxy by its id)."""
     with RunningObsmask(arguments, cwd, env) as running:
-        returncode = running.process.wait(timeout)  # on a timeout, leaving kills all
+        returncode = running.wait(timeout)  # on a timeout, leaving kills all
         stdout, stderr = running.outputs()
         started = ProxyStarted.read(stderr)
         left_running = stop_left_over(started)
@@ -122,26 +122,39 @@ class RunningObsmask:
     killed by id."""
 
     def __init__(self, arguments: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
-        self._out = tempfile.TemporaryFile()
-        self._err = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
-            [*OBSMASK, *arguments], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=self._out, stderr=self._err, start_new_session=True)
+        self._folder = tempfile.TemporaryDirectory(prefix="obsmask-run-")
+        self._paths = (Path(self._folder.name) / "stdout", Path(self._folder.name) / "stderr")
+        # Read back through paths of their own: a file object shared with
+        # the child would share its offset, and a read could move its writes.
+        with self._paths[0].open("wb") as out, self._paths[1].open("wb") as err:
+            self.process = subprocess.Popen(
+                [*OBSMASK, *arguments], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, start_new_session=True)
 
     def __enter__(self) -> RunningObsmask:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
-        self._out.close()
-        self._err.close()
+        self._folder.cleanup()
 
     def outputs(self) -> tuple[str, str]:
-        texts = []
-        for file in (self._out, self._err):
-            file.seek(0)
-            texts.append(file.read().decode("utf-8", "replace"))
-        return texts[0], texts[1]
+        out, err = (path.read_bytes().decode("utf-8", "replace") for path in self._paths)
+        return out, err
+
+    def wait(self, timeout: float) -> int:
+        """obsmask's exit status; a failure with its outputs and its proxy's
+        log after ``timeout``."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            out, err = self.outputs()
+            started = ProxyStarted.read(err)
+            log = started.log.read_text(errors="replace")[-3000:] if (
+                started and started.log.exists()) else "(no log)"
+            raise AssertionError(f"obsmask still running after {timeout:.0f} s\nstdout:\n"
+                                 f"{out[-2000:]}\nstderr:\n{err[-3000:]}\nproxy log:\n"
+                                 f"{log}") from None
 
     def proxy_pid(self, timeout: float = 10.0) -> int:
         """The proxy's process id, as soon as obsmask has started it."""
