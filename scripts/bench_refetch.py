@@ -42,8 +42,8 @@ from benchlib.cache.policies import BASELINE, compared_policies  # noqa: E402
 from benchlib.refetch.counts import added_up, session_counts  # noqa: E402
 from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
 from obsmask_core.offline.cache.billing import BENCHMARK_NAMES  # noqa: E402
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder  # noqa: E402
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder  # noqa: E402
 
 SESSIONS = REPO / "fixtures/sessions"
 

@@ -13,8 +13,9 @@
   flow metadata, so it leans on neither);
 - ``offline/`` (``obsmask report`` and ``obsmask measure``: recorded traffic
   replayed and billed away from the proxy): ``shared/``, ``conversation/``
-  and ``totals/``; and, in its three readers only (``flows.py``, which reads
-  flow files, ``report/flow_file.py``, which reads them for the page, and
+  and ``totals/``; and, in its three readers only (``recorded_requests.py``,
+  which reads flow files, ``report/flow_file.py``, which reads them for the
+  page, and
   ``proxy_settings.py``, which takes ``--set`` options with mitmproxy's own
   parser and obsmask's addons), ``mitm/`` and mitmproxy, imported inside
   the functions that read, so that loading offline/ loads no mitmproxy (the
@@ -82,7 +83,7 @@ CONVERSATION_MAY_IMPORT = {
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
 # The modules of offline/ that read flow files or mitmproxy options: they may
 # import mitm/ and mitmproxy (inside functions: the third test).
-OFFLINE_READERS = frozenset({"offline/flows.py", "offline/proxy_settings.py",
+OFFLINE_READERS = frozenset({"offline/recorded_requests.py", "offline/proxy_settings.py",
                              "offline/report/flow_file.py"})
 
 
@@ -173,7 +174,7 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     (package / "gateway" / "fine.py").write_text("from obsmask_core.mcp import jsonrpc\n")
     (package / "recall" / "bad.py").write_text("from obsmask_core.conversation import recall\n")
     (package / "loose.py").write_text("")
-    (package / "offline" / "flows.py").write_text(
+    (package / "offline" / "recorded_requests.py").write_text(
         "def read():\n    from mitmproxy import io\n    from obsmask_core.mitm import flows\n")
     (package / "offline" / "bad.py").write_text(
         "from mitmproxy import io\nfrom obsmask_core.mcp import cut\n")

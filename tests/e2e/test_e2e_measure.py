@@ -34,9 +34,9 @@ import pytest
 
 from benchlib.cache.figures import session_figures
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.cache.sessions import load_input
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
-from obsmask_core.offline.flows import recorded_requests
+from obsmask_core.offline.recorded_requests import recorded_requests
 from support.agents import CLIENTS, needs_clients, run_agent
 from support.anthropic_shell_agent import run_shell_agent
 from support.flow_files import post_flow, write_flows

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchlib.errors import BenchError
-from obsmask_core.offline.flows import client_request, post_bodies, recorded_requests
+from obsmask_core.offline.recorded_requests import client_request, post_bodies, recorded_requests
 from support.flow_files import post_flow, with_unreadable_backup, write_flows
 
 ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from obsmask_core.conversation.billing.brake import (
-    CacheFigures,
+    CacheBill,
     Prices,
     bill_prices,
     reading,
@@ -27,15 +27,15 @@ BILL = {"price_model": "anthropic", "requests": 3, "estimated_with_masking": 900
 
 
 def test_figures_as_predicted_are_no_surprise():
-    predicted = CacheFigures(read=8_000, written=2_000, plain=0)
+    predicted = CacheBill(read=8_000, written=2_000, plain=0)
     assert request_surprise(predicted, predicted, ANTHROPIC_PRICES) == 0
 
 
 def test_reads_short_of_the_prediction_are_billed_again_at_the_write_price():
     """The provider read 4,000 of the 8,000 tokens the ledger took for read
     and wrote them again: each costs 1.25 instead of 0.1."""
-    predicted = CacheFigures(read=8_000, written=2_000, plain=0)
-    reported = CacheFigures(read=4_000, written=6_000, plain=0)
+    predicted = CacheBill(read=8_000, written=2_000, plain=0)
+    reported = CacheBill(read=4_000, written=6_000, plain=0)
     assert request_surprise(predicted, reported, ANTHROPIC_PRICES) \
         == pytest.approx(4_000 * (1.25 - 0.1))
 
@@ -44,25 +44,25 @@ def test_the_reported_figures_are_scaled_to_the_ledgers_estimated_tokens():
     """The provider counts real tokens, the ledger estimates them: a report
     in twice as many tokens, split alike, is no surprise; one that reads
     less is counted in the ledger's tokens."""
-    predicted = CacheFigures(read=8_000, written=2_000, plain=0)
-    assert request_surprise(predicted, CacheFigures(16_000, 4_000, 0), ANTHROPIC_PRICES) \
+    predicted = CacheBill(read=8_000, written=2_000, plain=0)
+    assert request_surprise(predicted, CacheBill(16_000, 4_000, 0), ANTHROPIC_PRICES) \
         == pytest.approx(0)
-    assert request_surprise(predicted, CacheFigures(8_000, 12_000, 0), ANTHROPIC_PRICES) \
+    assert request_surprise(predicted, CacheBill(8_000, 12_000, 0), ANTHROPIC_PRICES) \
         == pytest.approx(4_000 * (1.25 - 0.1))
 
 
 def test_a_provider_that_reads_more_than_predicted_earns_masking_nothing_back():
-    predicted = CacheFigures(read=4_000, written=6_000, plain=0)
-    assert request_surprise(predicted, CacheFigures(8_000, 2_000, 0), ANTHROPIC_PRICES) == 0
+    predicted = CacheBill(read=4_000, written=6_000, plain=0)
+    assert request_surprise(predicted, CacheBill(8_000, 2_000, 0), ANTHROPIC_PRICES) == 0
 
 
 def test_a_read_of_nothing_is_an_expired_cache_unless_the_request_moved_the_frontier():
     """A pause past the lifetime, an eviction, a routing miss: the request
     as the client sent it would have read nothing either. On a request
     that changed the forwarded history, a read of nothing is masking's."""
-    predicted = CacheFigures(read=58_000, written=2_000, plain=0)
-    assert request_surprise(predicted, CacheFigures(0, 61_000, 0), ANTHROPIC_PRICES) == 0
-    assert request_surprise(predicted, CacheFigures(0, 61_000, 0), ANTHROPIC_PRICES,
+    predicted = CacheBill(read=58_000, written=2_000, plain=0)
+    assert request_surprise(predicted, CacheBill(0, 61_000, 0), ANTHROPIC_PRICES) == 0
+    assert request_surprise(predicted, CacheBill(0, 61_000, 0), ANTHROPIC_PRICES,
                             moved=True) == pytest.approx(58_000 * (1.25 - 0.1))
 
 
@@ -70,14 +70,14 @@ def test_new_text_denser_in_tokens_than_the_estimate_is_no_surprise():
     """The provider read what was predicted; the 2,000 new tokens the
     ledger estimated are 2,670 real ones (code, JSON): the read's share of
     the prompt drops by less than the tolerance."""
-    predicted = CacheFigures(read=20_000, written=2_000, plain=0)
-    assert request_surprise(predicted, CacheFigures(20_000, 2_670, 0), ANTHROPIC_PRICES) == 0
+    predicted = CacheBill(read=20_000, written=2_000, plain=0)
+    assert request_surprise(predicted, CacheBill(20_000, 2_670, 0), ANTHROPIC_PRICES) == 0
 
 
 def test_a_read_short_by_more_than_the_tolerance_counts_in_full():
-    predicted = CacheFigures(read=10_000, written=0, plain=0)
-    assert request_surprise(predicted, CacheFigures(9_100, 900, 0), ANTHROPIC_PRICES) == 0
-    assert request_surprise(predicted, CacheFigures(8_900, 1_100, 0), ANTHROPIC_PRICES) \
+    predicted = CacheBill(read=10_000, written=0, plain=0)
+    assert request_surprise(predicted, CacheBill(9_100, 900, 0), ANTHROPIC_PRICES) == 0
+    assert request_surprise(predicted, CacheBill(8_900, 1_100, 0), ANTHROPIC_PRICES) \
         == pytest.approx(1_100 * (1.25 - 0.1))
 
 
@@ -92,9 +92,9 @@ def test_anthropic_and_openai_reports_count_the_prompt_differently():
     """Anthropic's input_tokens is the plain input alone; OpenAI's the whole
     prompt, its cached (and, GPT-5.6 on, written) tokens among them."""
     usage = {"input_tokens": 100, "cached_input_tokens": 800, "cache_creation_input_tokens": 50}
-    assert reported_figures(usage, anthropic=True) == CacheFigures(800, 50, 100)
+    assert reported_figures(usage, anthropic=True) == CacheBill(800, 50, 100)
     openai = {"input_tokens": 1_000, "cached_input_tokens": 800}
-    assert reported_figures(openai, anthropic=False) == CacheFigures(800, 0, 200)
+    assert reported_figures(openai, anthropic=False) == CacheBill(800, 0, 200)
     assert reported_figures({"input_tokens": 10, "cached_input_tokens": 800},
                             anthropic=False) is None
 

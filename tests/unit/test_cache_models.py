@@ -19,6 +19,7 @@ from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
 from obsmask_core.offline.cache import replay as replay_module
 from obsmask_core.offline.cache.billing import SessionBill, request_cost
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.cache.clients import CLAUDE_CODE_FIRST_BLOCK, ClientRequests, Request
 from obsmask_core.offline.cache.model import (
     AnthropicCache,
@@ -37,7 +38,6 @@ from obsmask_core.offline.cache.prompt_blocks import (
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
 from obsmask_core.offline.cache.replay import replay, replay_policies
 from obsmask_core.offline.cache.sessions import Session
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 
 BLOCK_TOKENS = 100  # every block of the prompts below
 

@@ -1,4 +1,4 @@
-"""The settings file's check (``shared/file_tables.py`` with the tables of
+"""The settings file's check (``shared/table_check.py`` with the tables of
 ``mitm/file_tables.py``): a table or key that obsmask does not read, or a
 value it cannot use, stops start-up with the file, the line and the name
 meant, where it would otherwise be read as absent."""

@@ -17,7 +17,7 @@ from obsmask_core.launch.claude_code import CLAUDE, TOOL_SEARCH_VARIABLE
 from obsmask_core.launch.codex import CODEX
 from obsmask_core.launch.command import UsageError, parse
 from obsmask_core.launch.proxy_process import ProxySpec
-from obsmask_core.launch.upstream import Upstream, UpstreamError
+from obsmask_core.launch.upstream import AgentUpstream, UpstreamError
 
 RECALL = "http://127.0.0.1:8123/obsmask/mcp"
 
@@ -61,18 +61,18 @@ def test_arguments_that_are_not_options_all_go_to_the_agent_in_order(arguments):
 
 def test_an_upstream_with_a_path_forwards_to_its_origin_and_the_agent_keeps_the_path():
     """mitmproxy's reverse mode takes an origin only."""
-    upstream = Upstream.parse("https://gateway.example.com:8443/openai/v1/")
+    upstream = AgentUpstream.parse("https://gateway.example.com:8443/openai/v1/")
     assert upstream.origin == "https://gateway.example.com:8443"
     assert upstream.path == "/openai/v1"
     assert upstream.through("127.0.0.1", 8123) == "http://127.0.0.1:8123/openai/v1"
-    assert Upstream.parse("https://api.anthropic.com").through("127.0.0.1", 1) == \
+    assert AgentUpstream.parse("https://api.anthropic.com").through("127.0.0.1", 1) == \
         "http://127.0.0.1:1"
 
 
 @pytest.mark.parametrize("url", ["api.openai.com/v1", "ftp://host", "https://", "http://h/v1?x=1"])
 def test_an_upstream_that_is_not_an_http_base_url_is_refused(url):
     with pytest.raises(UpstreamError):
-        Upstream.parse(url)
+        AgentUpstream.parse(url)
 
 
 def test_the_upstream_is_the_programs_own_base_url_when_its_environment_sets_one():
@@ -232,11 +232,11 @@ def test_codexs_upstream_is_its_configured_base_url_then_its_login_then_the_api(
 
 
 def test_codexs_proxy_refuses_websockets_and_reads_the_upstreams_responses_route():
-    assert CODEX.proxy_options(Upstream.parse("https://api.openai.com/v1")) == [
+    assert CODEX.proxy_options(AgentUpstream.parse("https://api.openai.com/v1")) == [
         "obsmask_refuse_websockets=true"]
-    chatgpt = CODEX.proxy_options(Upstream.parse("https://chatgpt.com/backend-api/codex"))
+    chatgpt = CODEX.proxy_options(AgentUpstream.parse("https://chatgpt.com/backend-api/codex"))
     assert chatgpt[1] == "obsmask_responses_route=/backend\\-api/codex/responses$"
-    assert CLAUDE.proxy_options(Upstream.parse("https://api.anthropic.com")) == []
+    assert CLAUDE.proxy_options(AgentUpstream.parse("https://api.anthropic.com")) == []
 
 
 def test_the_launcher_reads_the_count_of_conversation_requests_from_the_proxys_summary():

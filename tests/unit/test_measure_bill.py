@@ -10,9 +10,9 @@ import pytest
 from benchlib.cache.figures import session_figures
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.billing import SETTINGS_MODELS, benchmark_name
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.cache.model import CACHE_RULES
 from obsmask_core.offline.cache.sessions import load_real_sessions
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.measure.bill import WITHOUT_OBSMASK, bill_conversation, request_estimate
 from support.processes import REPO
 

@@ -7,7 +7,7 @@ neither."""
 from __future__ import annotations
 
 from obsmask_core.offline.report.request_numbers import RequestNumbers
-from obsmask_core.offline.report.totals import totals, totals_table
+from obsmask_core.offline.report.totals_section import totals, totals_table
 from obsmask_core.totals.cold import TurnFacts
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from obsmask_core.offline.report.bills import ConversationBill, ModelBill
+from obsmask_core.offline.report.cut_answers import McpCut, mcp_cuts
 from obsmask_core.offline.report.figures import (
     Fixed,
     bill_figure,
@@ -18,10 +19,9 @@ from obsmask_core.offline.report.figures import (
     token_figure,
 )
 from obsmask_core.offline.report.flow_file import RecordedMcpCut
-from obsmask_core.offline.report.mcp_cuts import McpCut, mcp_cuts
 from obsmask_core.offline.report.replayed_plans import ReplayedPlan
 from obsmask_core.offline.report.request_numbers import NO_RECORD, ProviderFigures, RequestNumbers
-from obsmask_core.offline.report.totals import bill_totals_table, totals, totals_table
+from obsmask_core.offline.report.totals_section import bill_totals_table, totals, totals_table
 
 
 def request(number: int, **changes: object) -> RequestNumbers:

@@ -1,6 +1,6 @@
 """The flows the report draws (``scripts/benchlib/report/flow_file.py``):
 each conversation request with the body the client sent (read from the
-flow's backup by ``obsmask_core.offline.flows``, the reader measure.py uses) beside the
+flow's backup by ``obsmask_core.offline.recorded_requests``, the reader measure.py uses) beside the
 body that went out, obsmask's record of it, and the MCP answers obsmask cut,
 numbered over every flow of every file."""
 

@@ -10,14 +10,14 @@ import json
 import pytest
 
 from obsmask_core.conversation.turns.wire_formats import CHAT
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.report.conversations import group_conversations
 from obsmask_core.offline.report.flow_file import RecordedRequest
 from obsmask_core.offline.report.policy_choice import PolicyChooser, UserSettings
 from obsmask_core.offline.report.refetches import refetch_paragraph
 from obsmask_core.offline.report.request_numbers import RequestNumbers, request_numbers
 from obsmask_core.offline.report.run import conversation_report
-from obsmask_core.offline.report.totals import totals, totals_table
+from obsmask_core.offline.report.totals_section import totals, totals_table
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from support.formats import convert, session
 

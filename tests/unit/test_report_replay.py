@@ -16,8 +16,8 @@ from obsmask_core.conversation.masking.apply import mask_items
 from obsmask_core.conversation.planning.holdout import conversation_id
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, WireFormat
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.cache.formats import request_ends
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 from obsmask_core.offline.report.bills import bill_conversation, growing_runs
 from obsmask_core.offline.report.conversations import (
     OTHER,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from obsmask_core.shared.refetch_facts import RefetchFacts
-from obsmask_core.totals.figures import OTHER_TOOLS, TOOLS_KEPT
 from obsmask_core.totals.metrics import Metrics
+from obsmask_core.totals.running_sums import OTHER_TOOLS, TOOLS_KEPT
 from obsmask_core.totals.totals import Totals
 
 Json = dict[str, object]

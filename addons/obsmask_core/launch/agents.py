@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from obsmask_core.launch.upstream import Upstream
+from obsmask_core.launch.upstream import AgentUpstream
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 OPENAI_UPSTREAM = "https://api.openai.com/v1"
@@ -58,7 +58,7 @@ class Agent:
         to reach the proxy or the recall server."""
         return list(given)
 
-    def proxy_options(self, upstream: Upstream) -> list[str]:
+    def proxy_options(self, upstream: AgentUpstream) -> list[str]:
         """The proxy's ``--set`` options this agent needs (``NAME=VALUE``)."""
         return []
 

@@ -28,7 +28,7 @@ from obsmask_core.launch.agents import (
     read_json_object,
     read_toml,
 )
-from obsmask_core.launch.upstream import Upstream
+from obsmask_core.launch.upstream import AgentUpstream
 
 # Where Codex sends a ChatGPT login's requests when no base URL is set.
 CHATGPT_UPSTREAM = "https://chatgpt.com/backend-api/codex"
@@ -99,7 +99,7 @@ class Codex(Agent):
             overrides += ["-c", f"mcp_servers.{RECALL_SERVER_NAME}.url={json.dumps(recall_url)}"]
         return [*overrides, *given]
 
-    def proxy_options(self, upstream: Upstream) -> list[str]:
+    def proxy_options(self, upstream: AgentUpstream) -> list[str]:
         options = ["obsmask_refuse_websockets=true"]
         if upstream.path != _API_PATH:
             options.append(f"obsmask_responses_route={re.escape(upstream.path)}/responses$")

@@ -41,7 +41,7 @@ from obsmask_core.launch.proxy_process import (
     ProxySpec,
     conversation_requests,
 )
-from obsmask_core.launch.upstream import Upstream, UpstreamError
+from obsmask_core.launch.upstream import AgentUpstream, UpstreamError
 from obsmask_core.recall.settings import RECALL_PATH
 
 FAILED = 1
@@ -181,7 +181,7 @@ def run_through_proxy(agent: Agent, command: Sequence[str], launch: Launch,
                       environ: Mapping[str, str]) -> int:
     """Start the proxy, run ``command`` through it, stop it, say what was
     saved; the command's exit status."""
-    upstream = Upstream.parse(launch.values.get("--upstream") or agent.upstream_url(environ))
+    upstream = AgentUpstream.parse(launch.values.get("--upstream") or agent.upstream_url(environ))
     keep = "--keep-proxy" in launch.flags
     spec = ProxySpec(upstream.origin, launch.port, launch.values.get("--settings"),
                      _new_log(agent.name), tuple(agent.proxy_options(upstream)))

@@ -19,14 +19,14 @@ class UpstreamError(ValueError):
 
 
 @dataclass(frozen=True)
-class Upstream:
+class AgentUpstream:
     """A base URL: ``origin`` (scheme, host and port) and ``path``."""
 
     origin: str
     path: str
 
     @classmethod
-    def parse(cls, url: str) -> Upstream:
+    def parse(cls, url: str) -> AgentUpstream:
         """The upstream of a base URL; UpstreamError when it is not an
         http(s) URL with a host, or carries a query or a fragment."""
         parts = urlsplit(url.strip())

@@ -1,6 +1,6 @@
 """Every table of the settings file that obsmask reads, in one place, each
 with the settings class that declares its keys: the file's check
-(``shared/file_tables.py``) refuses any other table or key, so a misspelt
+(``shared/table_check.py``) refuses any other table or key, so a misspelt
 one stops start-up instead of leaving its feature on the defaults.
 tests/addons/test_file_tables_read.py fails when a feature reads a table that is
 not here, or one here is read by none."""
@@ -16,8 +16,8 @@ from obsmask_core.gateway.upstreams import (
 )
 from obsmask_core.mcp.limits import MASKING_SECTION, TruncationLimits
 from obsmask_core.recall.settings import RECALL_SECTION, RecallSettings
-from obsmask_core.shared.file_tables import FileTable
 from obsmask_core.shared.master_switch import SWITCH_SECTION, MasterSwitch
+from obsmask_core.shared.table_check import FileTable
 from obsmask_core.totals.settings import TOTALS_SECTION, TotalsSettings
 
 FILE_TABLES = (

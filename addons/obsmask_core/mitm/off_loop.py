@@ -10,10 +10,10 @@ load that cost is not the hand-over alone: while the worker runs, it and the
 loop take the GIL from each other at every system call the loop makes, and
 the process spends more CPU on every flow. A lower threshold, which sent the
 load benchmark's bigger and compressed bodies to the worker, cost more CPU
-per request than it spared (``scripts/bench_load.py``); inline, a body under
-the threshold stalls the loop briefly, for a conversation's first request,
-where a far bigger one would stall it for long (``scripts/bench_rewrite.py
---off-loop``). docs/benchmarks.md has the figures.
+per request than it spared; inline, a body under the threshold stalls the
+loop briefly, for a conversation's first request, where a far bigger one
+would stall it for long (the rewrite benchmark off the loop).
+docs/benchmarks.md has the figures.
 
 Threads, not processes: the work holds the GIL, but CPython hands it over
 every few ms (``sys.getswitchinterval``; more often while a worker runs), the

@@ -4,12 +4,12 @@ request with and without obsmask, and billed under each price model.
 
 - ``cache/``: the replay (``replay``) of a session's requests as its client
   sends them (``clients``, ``sessions``, ``formats``), read as prompts
-  (``prompts``, ``tokens``) and billed under the providers' caches and prices
-  (``model``); scripts/bench_cache.py runs the same code;
+  (``prompts``, ``block_tokens``) and billed under the providers' caches and prices
+  (``model``); the cache benchmark runs the same code;
 - ``measure/``: ``obsmask measure`` (the bill of your own sessions, as text
   or JSON);
 - ``report/``: ``obsmask report`` (one HTML page with plots);
-- ``flows``: the requests of a flow file as the client sent them;
+- ``recorded_requests``: the requests of a flow file as the client sent them;
 - ``proxy_settings``: the settings the proxy would run with;
 - ``commands``: the two commands' command lines;
 - ``errors``: OfflineError, bad input that stops a command.

@@ -11,7 +11,7 @@ file's ``[observation_masking.profiles.spec]`` gives them back.
 Only the file's own errors are decided here (syntax, a table that is not a
 table, and, through each feature's settings class, unknown keys, wrong types
 and out-of-range values), each reported with the file, its line and the
-key; given the tables obsmask reads (``shared/file_tables.py``), a table or
+key; given the tables obsmask reads (``shared/table_check.py``), a table or
 key that is none of theirs too, with the closest known name. Which value
 wins over which (defaults < file < mitmproxy options) is the business of
 the code that registers the options.
@@ -27,8 +27,8 @@ from types import MappingProxyType
 import tomli
 
 from obsmask_core.shared.errors import ConfigError, SettingError
-from obsmask_core.shared.file_tables import FileTable, problems
 from obsmask_core.shared.settings import values_from_table
+from obsmask_core.shared.table_check import FileTable, problems
 from obsmask_core.shared.toml_lines import Names, line_of, toml_lines
 
 DEFAULT_CONFIG_NAME = "mitm.toml"

@@ -32,7 +32,7 @@ class TurnFacts:
 
 
 @dataclass
-class Saving:
+class RequestsBilled:
     """Requests of one kind, and what the ledger estimates they cost."""
 
     requests: int = 0
@@ -56,12 +56,12 @@ class Saving:
 class TurnFigures:
     """The saving on cold turns and on warm ones, added up."""
 
-    cold: Saving
-    warm: Saving
+    cold: RequestsBilled
+    warm: RequestsBilled
 
     @classmethod
     def empty(cls) -> TurnFigures:
-        return cls(Saving(), Saving())
+        return cls(RequestsBilled(), RequestsBilled())
 
     def add(self, facts: TurnFacts, tokens_saved: int | None) -> None:
         kind = self.cold if facts.cold else self.warm

@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 from obsmask_core.totals.brake import BrakeFigures
 from obsmask_core.totals.cold import TurnFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS
-from obsmask_core.totals.figures import RefetchFigures
+from obsmask_core.totals.running_sums import RefetchFigures
 from obsmask_core.totals.totals import Totals
 
 # From the rewrite of a small body to that of the largest: its time grows

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from obsmask_core.totals.facts import BillFacts, McpFacts, RequestFacts
-from obsmask_core.totals.figures import McpFigures, RequestFigures
+from obsmask_core.totals.running_sums import McpFigures, RequestFigures
 
 CENTS_PER_DOLLAR = 100
 # The latest bill of this many conversations is kept by name (each takes

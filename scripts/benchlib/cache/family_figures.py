@@ -14,11 +14,11 @@ from typing import NotRequired, TypedDict
 from benchlib.cache.figures import ratio, round_ratio
 from benchlib.cache.policies import BASELINE
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.families import FAMILIES, Family
-from obsmask_core.offline.cache.family_replay import LineRun, PolicyRun, replay_families
+from obsmask_core.offline.cache.family_replay import FamilyRun, LineRun, replay_families
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.so_far import ratio_so_far, worst_so_far
-from obsmask_core.offline.cache.tokens import MessageTokens
 
 
 class LinePolicyFigures(TypedDict):
@@ -56,7 +56,7 @@ class FamilySessionFigures(TypedDict):
     lines: dict[str, dict[str, LinePolicyFigures]]
 
 
-def _policy_figures(session: Session, run: PolicyRun, line: LineRun,
+def _policy_figures(session: Session, run: FamilyRun, line: LineRun,
                     base: LineRun) -> LinePolicyFigures:
     worst = worst_so_far(line.so_far, base.so_far)
     figures: LinePolicyFigures = {

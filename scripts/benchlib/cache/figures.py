@@ -11,10 +11,10 @@ from typing import NotRequired, TypedDict, TypeVar
 from benchlib.cache.policies import BASELINE
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.billing import ALL_MODELS, SessionBill, benchmark_name
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.replay import PolicyRun, replay_policies
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.so_far import ratio_so_far, worst_so_far
-from obsmask_core.offline.cache.tokens import MessageTokens
 
 
 class PolicyFigures(TypedDict):

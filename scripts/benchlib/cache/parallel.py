@@ -19,9 +19,9 @@ from typing import TypeVar, cast
 from benchlib.cache.family_figures import FamilySessionFigures, family_session_figures
 from benchlib.cache.figures import SessionFigures, session_figures
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.families import FAMILIES, Family
 from obsmask_core.offline.cache.sessions import Session
-from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.shared.tokens import message_strings
 
 Figures = TypeVar("Figures")

@@ -30,10 +30,10 @@ from benchlib.cache.targets import (
     evaluate_protocol,
 )
 from benchlib.errors import BenchError
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.cache.families import FAMILIES, Family, families_of
 from obsmask_core.offline.cache.formats import FORMAT_NAMES
 from obsmask_core.offline.cache.sessions import Session, load_input, load_real_sessions
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 
 
 @dataclass(frozen=True)

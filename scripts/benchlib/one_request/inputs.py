@@ -9,7 +9,7 @@ from pathlib import Path
 
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from obsmask_core.offline.cache.sessions import ROUTE_SUFFIXES
-from obsmask_core.offline.flows import post_bodies
+from obsmask_core.offline.recorded_requests import post_bodies
 
 __all__ = ["ROUTE_SUFFIXES", "format_of_document"]
 

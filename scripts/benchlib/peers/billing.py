@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.billing import SessionBill
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.clients import Request
 from obsmask_core.offline.cache.model import (
     CACHE_RULES,
@@ -26,7 +27,6 @@ from obsmask_core.offline.cache.model import (
 )
 from obsmask_core.offline.cache.prompt_blocks import Prompt
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader
-from obsmask_core.offline.cache.tokens import MessageTokens
 
 NOTHING_BILLED = RequestBill(0, 0, dict.fromkeys(CACHE_RULES, 0), AnthropicRequest(0, 0, 0, 0))
 

@@ -36,9 +36,9 @@ from benchlib.peers.stability import Stability, StabilityTally
 from benchlib.peers.upstream import Received, RecordingUpstream, recording_upstream
 from benchlib.peers.wire import LIST_MEMBERS
 from obsmask_core.offline.cache.billing import SessionBill
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.cache.clients import ClientRequests, Request
 from obsmask_core.offline.cache.sessions import Session, load_real_sessions
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
 
 # --quick: the shortest shared session, in each format, cut to this many
 # requests (enough for one bill so far from the 8th request).

@@ -43,7 +43,7 @@ from obsmask_core.shared.read_back import amount, count
 
 
 @dataclass(frozen=True, slots=True)
-class CacheFigures:
+class CacheBill:
     """A request's input as one cache bills it: tokens read from the cache,
     written to it, and the rest (plain input), in one count of tokens."""
 
@@ -69,7 +69,7 @@ class Prices:
 READ_TOLERANCE_PERCENT = 10
 
 
-def request_surprise(predicted: CacheFigures, reported: CacheFigures, prices: Prices,
+def request_surprise(predicted: CacheBill, reported: CacheBill, prices: Prices,
                      *, moved: bool = False) -> float:
     """What the provider billed beyond the prediction because its cache
     read less than the ledger took for read, in the ledger's units (the
@@ -99,10 +99,10 @@ def trips(with_masking: float, without_masking: float, allowance_percent: int,
     return surprise > room(with_masking, without_masking, allowance_percent)
 
 
-# Reading the flow's figures ------------------------------------------------------
+# AnswerWeighed the flow's figures ------------------------------------------------------
 
 
-def predicted_figures(bill: Mapping[str, object]) -> CacheFigures | None:
+def predicted_figures(bill: Mapping[str, object]) -> CacheBill | None:
     """The ledger's prediction for the request (its bill's ``predicted``)."""
     predicted = bill.get("predicted")
     if not isinstance(predicted, Mapping):
@@ -111,10 +111,10 @@ def predicted_figures(bill: Mapping[str, object]) -> CacheFigures | None:
                             ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
     if total is None or read is None or written is None or read + written > total:
         return None
-    return CacheFigures(read, written, total - read - written)
+    return CacheBill(read, written, total - read - written)
 
 
-def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheFigures | None:
+def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheBill | None:
     """The provider's report (``ProviderUsage.as_metadata``): Anthropic's
     ``input_tokens`` is the plain input alone, OpenAI's the whole prompt
     (its cached and written tokens among them). None when the report
@@ -125,10 +125,10 @@ def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheFi
     if total is None or read is None:
         return None
     if anthropic:
-        return CacheFigures(read, written, total)
+        return CacheBill(read, written, total)
     if read + written > total:
         return None
-    return CacheFigures(read, written, total - read - written)
+    return CacheBill(read, written, total - read - written)
 
 
 def bill_prices(bill: Mapping[str, object]) -> Prices | None:
@@ -146,7 +146,7 @@ def bill_prices(bill: Mapping[str, object]) -> Prices | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Reading:
+class AnswerWeighed:
     """One answer's figures against its request's bill: its surprise, and
     the ledger's bill so far to weigh the conversation's surprise with."""
 
@@ -162,7 +162,7 @@ class Reading:
 
 
 def reading(bill: Mapping[str, object], usage: Mapping[str, object], *,
-            anthropic: bool) -> Reading | None:
+            anthropic: bool) -> AnswerWeighed | None:
     """The reading of one answer; None when a figure is missing or not a
     number (nothing is then changed)."""
     predicted = predicted_figures(bill)
@@ -175,4 +175,4 @@ def reading(bill: Mapping[str, object], usage: Mapping[str, object], *,
             or without_masking is None or allowance is None or not items:
         return None
     surprise = request_surprise(predicted, reported, prices, moved=bill.get("moved") is True)
-    return Reading(surprise, with_masking, without_masking, allowance, items)
+    return AnswerWeighed(surprise, with_masking, without_masking, allowance, items)

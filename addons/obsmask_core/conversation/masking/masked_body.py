@@ -11,7 +11,7 @@ from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL
 from obsmask_core.conversation.body.request_body import Edit, MemberAdded, Replacement
 from obsmask_core.conversation.masking.checked_splice import splice_and_check
 from obsmask_core.conversation.masking.outcomes import Masked, Refused, RewriteOutcome, Unchanged
-from obsmask_core.conversation.masking.recall import Recall
+from obsmask_core.conversation.masking.recall import RecalledResult
 from obsmask_core.conversation.masking.verify import ReadBody
 from obsmask_core.conversation.planning.plan import RECALLED, MaskDecision, MaskPlan
 from obsmask_core.conversation.reuse.hint import QuickRead, Reuse, signature_of
@@ -23,8 +23,8 @@ from obsmask_core.conversation.turns.wire_formats import WireFormat, value_at
 from obsmask_core.shared.json_text import Span
 
 
-def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat, recalls: list[Recall],
-                   chars: int, reuse: Reuse | None, end: int | None,
+def masked_outcome(request: ReadBody, plan: MaskPlan, fmt: WireFormat,
+                   recalls: list[RecalledResult], chars: int, reuse: Reuse | None, end: int | None,
                    proven: dict[Place, Span], index: ToolTurnIndex, prove: bool,
                    ) -> tuple[RewriteOutcome, MaskedEnd | None]:
     """The outcome of ``plan``: the body with its replacements, made anew
@@ -97,7 +97,7 @@ def _edits(request: ReadBody, plan: MaskPlan, fmt: WireFormat,
     return edits
 
 
-def _add_recalls(plan: MaskPlan, recalls: list[Recall]) -> None:
+def _add_recalls(plan: MaskPlan, recalls: list[RecalledResult]) -> None:
     """A decision for each recalled result that masking leaves whole (one it
     masks goes out as its placeholder: the plan's decision says so)."""
     planned = {d.location for d in plan.decisions}

@@ -31,7 +31,7 @@ from obsmask_core.shared.recall_text import (
 
 
 @dataclass(frozen=True)
-class Recall:
+class RecalledResult:
     """One stub of the request, and the text that replaces it."""
 
     location: Location
@@ -44,13 +44,13 @@ class Recall:
     found: bool
 
 
-def find_recalls(index: ToolTurnIndex) -> list[Recall]:
+def find_recalls(index: ToolTurnIndex) -> list[RecalledResult]:
     """The stubs among the results of the recall tool in the request, in
     order, each with its text. The original is the latest earlier result of that call id (a
     recalled result counts with its recalled text, so a recall of a recall
     gives the text again)."""
     texts: dict[str, str] = {}  # call id -> the text of its latest result
-    recalls: list[Recall] = []
+    recalls: list[RecalledResult] = []
     for result in index.results:
         text = result.text
         if text is None:
@@ -60,14 +60,14 @@ def find_recalls(index: ToolTurnIndex) -> list[Recall]:
             original = texts.get(query.recall_id)
             recalled = (query.select(original) if original is not None
                         else not_in_request(query.recall_id))
-            recalls.append(Recall(result.location, result.call_id, result.tool_name, query,
+            recalls.append(RecalledResult(result.location, result.call_id, result.tool_name, query,
                                   text, result.content, recalled, original is not None))
             text = recalled
         texts[result.call_id] = text
     return recalls
 
 
-def with_recalls(items: Sequence[object], recalls: list[Recall],
+def with_recalls(items: Sequence[object], recalls: list[RecalledResult],
                  fmt: WireFormat) -> list[object]:
     """The conversation list as it will go out before masking: each stub
     replaced by its text (the input is not modified)."""

@@ -51,9 +51,9 @@ from obsmask_core.conversation.masking.recall import find_recalls, with_recalls
 from obsmask_core.conversation.masking.retry import answer_again
 from obsmask_core.conversation.masking.sighting import sighting_of, table_visit
 from obsmask_core.conversation.masking.verify import ReadBody
-from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.plan_hint import PlanHint
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.reuse.hint import (
     QuickRead,

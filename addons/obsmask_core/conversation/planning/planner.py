@@ -27,12 +27,12 @@ from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.refetch import refetch_facts
 from obsmask_core.conversation.planning.clipping import clip
-from obsmask_core.conversation.planning.hint import NO_HINT, PlanHint
 from obsmask_core.conversation.planning.holdout import conversation_name
 from obsmask_core.conversation.planning.judgements import Judgement, KeptReason
 from obsmask_core.conversation.planning.judging import judge, recallable_ids
 from obsmask_core.conversation.planning.memory import Judgements, PlanMemory
 from obsmask_core.conversation.planning.plan import MaskDecision, MaskPlan
+from obsmask_core.conversation.planning.plan_hint import NO_HINT, PlanHint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import Location, ToolTurnIndex
 

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from obsmask_core.conversation.billing.breakpoints import AddedBreakpoint
 from obsmask_core.conversation.body.quick_body import QuickBody, added_items
 from obsmask_core.conversation.frontier.checkpoints import items_json
-from obsmask_core.conversation.planning.hint import PlanHint
 from obsmask_core.conversation.planning.holdout import ConversationName, named_by_user_message
 from obsmask_core.conversation.planning.plan import MaskPlan
+from obsmask_core.conversation.planning.plan_hint import PlanHint
 from obsmask_core.conversation.reuse.grown_body import GrownBody
 from obsmask_core.conversation.reuse.proven_spans import Place, candidates, prove_added
 from obsmask_core.conversation.reuse.records import (

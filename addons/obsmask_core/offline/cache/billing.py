@@ -16,7 +16,7 @@ Prices are in units of the base input price of the model (1.0 = one
 uncached input token under OpenAI or without a cache): the price model's
 thousandths over ``PRICE_UNIT``.
 
-bench_cache's output, and the tools that read it, name two of the models
+The cache benchmark's output, and the tools that read it, name two of the models
 otherwise: "openai" is "openai_90" there and "none" is "no_cache"
 (``benchmark_name``).
 """
@@ -52,7 +52,7 @@ SENSITIVITY_MODELS: tuple[PriceModel, ...] = (
 )
 ALL_MODELS = SETTINGS_MODELS + SENSITIVITY_MODELS
 
-# Per price model (by its name): its name in bench_cache's output, the cache
+# Per price model (by its name): its name in the cache benchmark's output, the cache
 # rule that bills it, and what it means.
 _REPLAYED: Mapping[str, tuple[str, str, str]] = MappingProxyType({
     "anthropic": ("anthropic", ANTHROPIC_RULE,
@@ -73,7 +73,7 @@ _REPLAYED: Mapping[str, tuple[str, str, str]] = MappingProxyType({
 
 
 def benchmark_name(model: PriceModel) -> str:
-    """The model's name in bench_cache's output."""
+    """The model's name in the cache benchmark's output."""
     return _REPLAYED[model.name][0]
 
 

@@ -1,4 +1,4 @@
-"""The model families bench_cache replays each session under: the model id
+"""The model families the cache benchmark replays each session under: the model id
 a request carries (so that ``price_model = "auto"`` prices it by that
 model's row of the shipped table), and the provider's prices and cache rule
 the forwarded requests are billed under, by the replay's own caches

@@ -33,6 +33,7 @@ from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.clients import ClientRequests, Request
 from obsmask_core.offline.cache.families import (
     FAMILIES,
@@ -44,8 +45,8 @@ from obsmask_core.offline.cache.policy_json import policy_settings
 from obsmask_core.offline.cache.prompt_blocks import Prompt
 from obsmask_core.offline.cache.prompts import (
     ItemReadings,
+    PromptParts,
     PromptReader,
-    Reading,
     breakpoint_errors,
 )
 from obsmask_core.offline.cache.replay import (
@@ -57,7 +58,6 @@ from obsmask_core.offline.cache.replay import (
     tool_results,
 )
 from obsmask_core.offline.cache.sessions import Session
-from obsmask_core.offline.cache.tokens import MessageTokens
 
 # The shipped settings with one price per provider, as obsmask priced every
 # request before prices per model ("auto" then meant these): the line
@@ -112,7 +112,7 @@ class LineRun:
 
 
 @dataclass
-class PolicyRun:
+class FamilyRun:
     """One policy's replay for one family (or, for a policy that does not
     read the model, for all of them): its lines, the rewrite's outcomes and
     the protocol errors of its forwarded bodies."""
@@ -149,7 +149,7 @@ class _FamilyClient:
 
 
 def replay_families(session: Session, policies: dict[str, MaskPolicy], tokens: MessageTokens,
-                    families: Sequence[Family] = FAMILIES) -> dict[str, dict[str, PolicyRun]]:
+                    families: Sequence[Family] = FAMILIES) -> dict[str, dict[str, FamilyRun]]:
     """line name -> policy -> its run, for the lines of every family of
     ``families`` that bills ``session``'s format (none: an empty dict)."""
     runs: dict[tuple[object, ...], _Run] = {}
@@ -182,7 +182,7 @@ def replay_families(session: Session, policies: dict[str, MaskPolicy], tokens: M
                 _send(run, sent.request, sent.body, as_sent, session.fmt, time)
             last_sent = sent.request
     results = tool_results(session)
-    done = {id(run): PolicyRun(run.bills, dict(run.outcomes), run.errors,
+    done = {id(run): FamilyRun(run.bills, dict(run.outcomes), run.errors,
                                _changed(last_sent, run.last), results,
                                run.previous.total if run.previous is not None else 0)
             for run in runs.values()}
@@ -190,7 +190,7 @@ def replay_families(session: Session, policies: dict[str, MaskPolicy], tokens: M
             for line, by_policy in fed.items()}
 
 
-def _send(run: _Run, request: Request, body: bytes, as_sent: Reading, fmt: WireFormat,
+def _send(run: _Run, request: Request, body: bytes, as_sent: PromptParts, fmt: WireFormat,
           time: float) -> None:
     """One request through the run's masker, read and billed under its lines."""
     outcome = forward(body, run.masker, fmt, Visit(run.last_seen, time))

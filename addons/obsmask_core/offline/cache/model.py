@@ -1,4 +1,4 @@
-"""The prompt caches of scripts/bench_cache.py, on prompts already cut into
+"""The prompt caches of the cache benchmark, on prompts already cut into
 blocks (``obsmask_core.offline.cache.prompt_blocks``); what their tokens cost
 is ``obsmask_core.offline.cache.billing``'s. Each replay (one session under
 one policy) has caches of its own.

@@ -1,4 +1,4 @@
-"""A masking policy as JSON, for the documents of measure and bench_cache."""
+"""A masking policy as JSON, for the documents of measure and the cache benchmark."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A request body, as it was forwarded, read as the prompt a provider's cache
 sees (``obsmask_core.offline.cache.prompt_blocks.Prompt``): its blocks in cache order (the tool
 definitions, then the system blocks, then each item's content blocks; see
-``obsmask_core.offline.cache.tokens``), and its breakpoints.
+``obsmask_core.offline.cache.block_tokens``), and its breakpoints.
 
 A breakpoint is a block that carries ``cache_control`` (a tool definition,
 a system block, a content block of an item), and, when the body has a
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.turns.wire_formats import WireFormat
+from obsmask_core.offline.cache.block_tokens import Block, MessageTokens
 from obsmask_core.offline.cache.clients import Request
 from obsmask_core.offline.cache.formats import PREAMBLE_MEMBERS
 from obsmask_core.offline.cache.model import MAX_BREAKPOINTS
@@ -35,7 +36,6 @@ from obsmask_core.offline.cache.prompt_blocks import (
     Prompt,
     make_prompt,
 )
-from obsmask_core.offline.cache.tokens import Block, MessageTokens
 from obsmask_core.shared.tokens import TOKENS_REPLY_PRIMING
 
 CACHE_CONTROL = "cache_control"
@@ -63,7 +63,7 @@ class ItemReading:
 
 
 @dataclass(frozen=True)
-class Reading:
+class PromptParts:
     """A request as its prompt's parts."""
 
     model: str
@@ -146,7 +146,7 @@ class PromptReader:
         self._front = (front, blocks, found)
         return blocks, found
 
-    def read(self, request: Request) -> Reading:
+    def read(self, request: Request) -> PromptParts:
         tools = request.head.get("tools")
         member = PREAMBLE_MEMBERS.get(self._items.fmt.name)
         system = request.head.get(member) if member is not None else None
@@ -162,4 +162,4 @@ class PromptReader:
             points.append(Breakpoint(len(blocks) - 1, _ttl(request.head[CACHE_CONTROL])))
         self._previous = readings
         model = request.head.get("model")
-        return Reading(model if isinstance(model, str) else "", blocks, tuple(points))
+        return PromptParts(model if isinstance(model, str) else "", blocks, tuple(points))

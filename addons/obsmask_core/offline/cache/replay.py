@@ -32,12 +32,12 @@ from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.billing import SessionBill
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.clients import ClientRequests, Request
 from obsmask_core.offline.cache.model import PromptCaches
 from obsmask_core.offline.cache.prompt_blocks import Prompt, Segment
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader, breakpoint_errors
 from obsmask_core.offline.cache.sessions import Session
-from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.offline.errors import OfflineError
 
 OUTCOMES = ("masked", "unchanged", "refused", "unreadable")

@@ -1,4 +1,4 @@
-"""The conversations bench_cache replays: real sessions from a folder, and
+"""The conversations the cache benchmark replays: real sessions from a folder, and
 ``--input`` files (a request body, or the conversations of a .mitm file, read
 as the client sent them), in any of the three wire formats
 (``obsmask_core.offline.cache.formats``).
@@ -27,7 +27,7 @@ from obsmask_core.offline.cache.formats import (
     request_ends,
 )
 from obsmask_core.offline.errors import OfflineError
-from obsmask_core.offline.flows import post_bodies
+from obsmask_core.offline.recorded_requests import post_bodies
 
 # Seconds between two requests of a session: an agent's turn (the model's
 # answer and the tool's run) well inside Anthropic's 5-minute lifetime.

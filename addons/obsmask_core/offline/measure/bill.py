@@ -20,10 +20,10 @@ from obsmask_core.conversation.billing.price_models import PriceModel
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.billing import SessionBill
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.replay import PolicyRun, replay
 from obsmask_core.offline.cache.sessions import Session
 from obsmask_core.offline.cache.so_far import worst_so_far
-from obsmask_core.offline.cache.tokens import MessageTokens
 
 # Masking off: the bill the conversation has without obsmask.
 WITHOUT_OBSMASK = MaskPolicy(enabled=False)

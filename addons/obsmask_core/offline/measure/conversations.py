@@ -1,7 +1,7 @@
 """The requests of the inputs grouped into conversations, each a session
 the cache benchmark's replay bills.
 
-The rule is bench_cache's (``obsmask_core.offline.cache.sessions.last_bodies``): a
+The rule is the cache benchmark's (``obsmask_core.offline.cache.sessions.last_bodies``): a
 request whose list another request of the same format continues belongs
 to that request's conversation, and the requests no other one continues
 end a conversation each (a flow file holding two conversations gives two).

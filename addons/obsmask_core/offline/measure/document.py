@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from obsmask_core.offline.cache.billing import base_price, benchmark_name, model_rule
 from obsmask_core.offline.cache.policy_json import policy_settings
-from obsmask_core.offline.flows import MASKED
 from obsmask_core.offline.measure.bill import RequestEstimate
 from obsmask_core.offline.measure.comparison import RequestComparison
 from obsmask_core.offline.measure.figures import (
@@ -26,6 +25,7 @@ from obsmask_core.offline.measure.inputs import InputSummary
 from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
 from obsmask_core.offline.measure.usage import ProviderTokens, cache_rule
 from obsmask_core.offline.proxy_settings import ProxySettings
+from obsmask_core.offline.recorded_requests import MASKED
 
 Json = dict[str, object]
 

@@ -7,7 +7,7 @@ or a request body (a JSON file; its format told by its shape, see
 conversation request when the proxy would read it as one: the routes in
 force (``obsmask_*_route``, ``obsmask_hosts``) match it and give its
 format. Its body is the client's: the flow's backup when obsmask masked it
-(``obsmask_core.offline.flows``), so a session recorded through obsmask measures like
+(``obsmask_core.offline.recorded_requests``), so a session recorded through obsmask measures like
 one recorded without it. A flow masked by obsmask whose original was not
 saved (or cannot be read) cannot be measured honestly and is skipped, and
 said so; so is a flow obsmask recorded as a conversation request (its
@@ -28,8 +28,13 @@ from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.offline.cache.formats import conversation
 from obsmask_core.offline.cache.sessions import Body, read_body
 from obsmask_core.offline.errors import OfflineError
-from obsmask_core.offline.flows import MASKED, ORIGINAL_LOST, RecordedRequest, recorded_requests
 from obsmask_core.offline.measure.usage import usage_from_metadata
+from obsmask_core.offline.recorded_requests import (
+    MASKED,
+    ORIGINAL_LOST,
+    RecordedRequest,
+    recorded_requests,
+)
 from obsmask_core.shared.read_back import word
 
 FLOWS = "flows"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.measure.bill import bill_conversation
 from obsmask_core.offline.measure.conversations import group_conversations
 from obsmask_core.offline.measure.figures import (

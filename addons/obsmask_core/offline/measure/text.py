@@ -10,7 +10,6 @@ from types import MappingProxyType
 
 from obsmask_core.offline.cache.model import ANTHROPIC_RULE, OPENAI_RULE
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
-from obsmask_core.offline.flows import MASKED
 from obsmask_core.offline.measure.comparison import RequestComparison
 from obsmask_core.offline.measure.figures import (
     REPORTED_MODELS,
@@ -23,6 +22,7 @@ from obsmask_core.offline.measure.inputs import FLOWS, InputSummary
 from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
 from obsmask_core.offline.measure.usage import cache_rule
 from obsmask_core.offline.proxy_settings import ProxySettings
+from obsmask_core.offline.recorded_requests import MASKED
 
 RULE_TITLES: Mapping[str, str] = MappingProxyType(
     {ANTHROPIC_RULE: "Anthropic's rule", OPENAI_RULE: "OpenAI's rule"})

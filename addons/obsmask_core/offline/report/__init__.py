@@ -7,8 +7,8 @@ requests grouped by conversation, bodies read as their wire format) ->
 ``request_numbers`` (tokens by ``estimates``, provider usage, obsmask's
 record per request), ``replayed_plans`` (the frontier the policy gives, and
 whether it matches what was sent), ``bills`` (the bill so far under each
-price model, by bench_cache's replay) and ``mcp_cuts`` -> ``figures`` and
-``totals`` (pure: plots and tables from numbers) -> ``svg`` (the plots,
+price model, by the cache benchmark's replay) and ``cut_answers`` -> ``figures``
+and ``totals_section`` (pure: plots and tables from numbers) -> ``svg`` (the plots,
 drawn as inline SVG) -> ``html_page`` (the page); ``run`` calls them in that
 order.
 """

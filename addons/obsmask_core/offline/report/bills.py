@@ -1,5 +1,5 @@
 """A conversation's bill so far under each price model, with and without
-masking, by bench_cache's own code.
+masking, by the cache benchmark's own code.
 
 The conversation's requests as the client sent them (the originals) are
 replayed by ``obsmask_core.offline.cache.replay``: each request masked as the proxy
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.billing import SETTINGS_MODELS, model_description
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.replay import replay
 from obsmask_core.offline.cache.sessions import Session, same_item
-from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ParsedBody
 
 NO_MASKING = MaskPolicy(enabled=False)
@@ -55,7 +55,7 @@ NumberedBody = tuple[int, ParsedBody]
 def continues(earlier: ParsedBody, later: ParsedBody) -> bool:
     """Does ``later`` begin with the whole of ``earlier`` (its preamble and
     every item), cache breakpoints aside? Clients move those from request
-    to request (bench_cache's ``same_item`` says how)."""
+    to request (``sessions.same_item`` says how)."""
     return (same_item(earlier.preamble, later.preamble)
             and len(later.items) >= len(earlier.items)
             and all(map(same_item, earlier.items, later.items)))

@@ -1,4 +1,4 @@
-"""A request's input tokens as bench_cache bills them: the request sent as
+"""A request's input tokens as the cache benchmark bills them: the request sent as
 its client sends it (``obsmask_core.offline.cache.clients``: an Anthropic one with
 Claude Code's breakpoints) and read block by block in cache order
 (``obsmask_core.offline.cache.prompts``): the cl100k_base tokens of each block, a few
@@ -9,10 +9,10 @@ tokens here are what the bill without a cache charges for it."""
 from __future__ import annotations
 
 from obsmask_core.conversation.turns.wire_formats import WireFormat
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.prompts import ItemReadings, PromptReader
 from obsmask_core.offline.cache.sessions import Session
-from obsmask_core.offline.cache.tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ParsedBody
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from obsmask_core.offline.report.bills import ModelBill
-from obsmask_core.offline.report.mcp_cuts import McpCut
+from obsmask_core.offline.report.cut_answers import McpCut
 from obsmask_core.offline.report.request_numbers import NO_RECORD, RequestNumbers
 from obsmask_core.offline.report.svg import LinePlot, Point, Series
 
@@ -86,7 +86,7 @@ def token_figure(requests: Sequence[RequestNumbers]) -> Figure:
                _points([(r.number, r.tokens_with) for r in requests])),
     ]
     notes = ["Estimated input tokens: the conversation list and the system prompt in "
-             "cl100k_base tokens, with bench_cache's framing (tool definitions left out). "
+             "cl100k_base tokens, framed as the replay frames them (tool definitions left out). "
              "A request whose body is not its format's JSON has no estimate."]
     # Drawn only where it tells something: a request the replay would send
     # otherwise than it went out (flows recorded without obsmask, or under

@@ -8,7 +8,7 @@ A flow that obsmask masked keeps the client's request in its backup
 (mitmproxy's ``flow.backup()``, saved with the flow: what mitmweb's Revert
 brings back); its request is the masked body that was forwarded. A flow
 without a backup went out as the client sent it. The backup is read by
-``obsmask_core.offline.flows.client_request``, as for measure.py: one reader of it. A
+``obsmask_core.offline.recorded_requests.client_request``, as for measure.py: one reader of it. A
 flow obsmask masked whose backup is missing or cannot be read has no
 original: it is skipped (neither drawn nor billed) and listed, as measure.py
 skips it, rather than drawn with the masked body as the client's.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat
 from obsmask_core.offline.errors import OfflineError
-from obsmask_core.offline.flows import client_request, original_lost
+from obsmask_core.offline.recorded_requests import client_request, original_lost
 from obsmask_core.shared.read_back import mapping, word
 
 if TYPE_CHECKING:

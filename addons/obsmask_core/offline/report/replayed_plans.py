@@ -3,7 +3,7 @@ its frontier stands, which stage it is in, how many results it masks and
 clips; and whether the request it makes is exactly the one that was sent.
 
 The plan is the masking code's own (``plan_masking``, then ``apply_plan``:
-what ``mask_items``, and so bench_cache's replay, do in one call). For flows
+what ``mask_items``, and so the cache benchmark's replay, do in one call). For flows
 recorded without obsmask it shows what obsmask would have done; for flows
 masked by obsmask the check "as sent" says whether the bill "with masking"
 is the bill of what really went out.
@@ -18,7 +18,7 @@ from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
-from obsmask_core.offline.cache.tokens import MessageTokens
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ParsedBody
 from obsmask_core.offline.report.estimates import prompt_tokens
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from obsmask_core.offline.cache.tokens import MessageTokens
+from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.report.conversations import ConversationRequest
 from obsmask_core.offline.report.estimates import prompt_tokens
 from obsmask_core.offline.report.replayed_plans import ReplayedPlan

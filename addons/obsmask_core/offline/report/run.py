@@ -19,9 +19,10 @@ from obsmask_core.conversation.masking.summary import describe_policy
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
-from obsmask_core.offline.cache.tokens import MessageTokens, load_encoder
+from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
 from obsmask_core.offline.report.bills import ConversationBill, bill_conversation
 from obsmask_core.offline.report.conversations import Conversation, group_conversations
+from obsmask_core.offline.report.cut_answers import McpCut, mcp_cuts
 from obsmask_core.offline.report.figures import (
     Figure,
     bill_figure,
@@ -33,18 +34,17 @@ from obsmask_core.offline.report.figures import (
 from obsmask_core.offline.report.flow_file import LostOriginal, read_flow_files
 from obsmask_core.offline.report.headline import Saving, saving, saving_figure, saving_line
 from obsmask_core.offline.report.html_page import Page, Section, render_page
-from obsmask_core.offline.report.mcp_cuts import McpCut, mcp_cuts
 from obsmask_core.offline.report.policy_choice import PolicyChooser, UserSettings, recorded_settings
 from obsmask_core.offline.report.refetches import refetch_paragraph
 from obsmask_core.offline.report.replayed_plans import replay_plan
 from obsmask_core.offline.report.request_numbers import RequestNumbers, request_numbers
-from obsmask_core.offline.report.totals import bill_totals_table, totals, totals_table
+from obsmask_core.offline.report.totals_section import bill_totals_table, totals, totals_table
 
 TITLE = "obsmask report"
 BILL_NOTE = (
     "Bills are in input tokens at the model's base price (1 = one input token without a "
     "cache), for the conversation list and the system prompt. Each conversation's requests "
-    "as the client sent them are replayed by bench_cache's code: masked as the proxy would "
+    "as the client sent them are replayed by the cache benchmark's code: masked as the proxy would "
     "under the policy its section states, and billed against the previous request under "
     "each price model's cache rule (a cached prefix from 1,024 tokens; OpenAI's in steps "
     "of 128). anthropic: reads 0.1, every uncached token a write at 1.25; openai: cached "

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from obsmask_core.offline.report.bills import ConversationBill
+from obsmask_core.offline.report.cut_answers import McpCut
 from obsmask_core.offline.report.figures import Cell, Fixed, Table, ratio
-from obsmask_core.offline.report.mcp_cuts import McpCut
 from obsmask_core.offline.report.request_numbers import NO_RECORD, RequestNumbers
 from obsmask_core.totals.cold import TurnFigures
 
 
 @dataclass(frozen=True)
-class Totals:
+class PageTotals:
     flows: int
     conversations: int
     held_out: int  # conversations in the holdout group of the replay
@@ -65,7 +65,7 @@ def _sum(values: Sequence[int | None]) -> int:
 
 
 def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
-           cuts: Sequence[McpCut], *, held_out: int = 0, lost_originals: int = 0) -> Totals:
+           cuts: Sequence[McpCut], *, held_out: int = 0, lost_originals: int = 0) -> PageTotals:
     readable = [r for r in requests if r.tokens_without is not None and r.tokens_with is not None]
     usage = [r.provider for r in requests if r.provider is not None]
     found = [r.refetches for r in requests if r.refetches is not None]
@@ -73,7 +73,7 @@ def totals(flows: int, conversations: int, requests: Sequence[RequestNumbers],
     for request in requests:
         if request.turn is not None:
             turns.add(request.turn, request.masked_tokens_saved)
-    return Totals(
+    return PageTotals(
         flows=flows,
         conversations=conversations,
         held_out=held_out,
@@ -180,7 +180,7 @@ TOTAL_ROWS = (
 )
 
 
-def totals_table(figures: Totals) -> Table:
+def totals_table(figures: PageTotals) -> Table:
     rows: list[tuple[Cell, ...]] = []
     for key, label, meaning in TOTAL_ROWS:
         value = getattr(figures, key)

@@ -1,4 +1,4 @@
-"""The tokens of a prompt, block by block, as bench_cache models them.
+"""The tokens of a prompt, block by block, as the cache benchmark models them.
 
 A request is cut into the blocks a provider caches
 (``obsmask_core.offline.cache.prompt_blocks``):
