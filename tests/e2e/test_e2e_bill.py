@@ -40,6 +40,7 @@ from mitmproxy import http
 
 from obsmask_core.conversation.billing.breakpoints import read_layout
 from obsmask_core.conversation.billing.request_price import price_for_request
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.apply import mask_items
 from obsmask_core.conversation.masking.rewrite import HELD_OUT, mask_read_body
@@ -276,7 +277,8 @@ def test_every_flow_carries_the_bill_so_far_within_the_allowance_next_to_the_pro
                                   model=sent_body.get("model"))
         assert price is not None, where
         layout = read_layout(sent_body, items, minimum_tokens=price.minimum_tokens)
-        plan = plan_masking(ANTHROPIC.index(items), LEDGER, items, layout=layout, price=price)
+        plan = plan_masking(ANTHROPIC.index(items), LEDGER, items,
+                            terms=BillingTerms(layout=layout, price=price))
         assert plan.bill is not None and plan.bill.as_metadata() == bill, where
         assert as_object(bill["model_row"])["known"] is False, where
         # The provider's own figures, from the same answer, next to it.

@@ -29,6 +29,7 @@ from obsmask_core.conversation.billing.price_models import (
     PriceModel,
     openai_cache,
 )
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.planning.plan import MaskPlan
@@ -88,8 +89,9 @@ def replay(events: list[Event], policy: MaskPolicy, fmt: WireFormat, cold: set[i
     for number, (items, layout) in enumerate(sent_requests(events, fmt, as_sent)):
         if number in cold:
             cold_ends |= {len(items)}
-        plan = plan_masking(fmt.index(items), policy, items, layout=layout,
-                            cold_ends=cold_ends, memory=memory)
+        plan = plan_masking(fmt.index(items), policy, items,
+                            terms=BillingTerms(layout=layout, cold_ends=cold_ends),
+                            memory=memory)
         out.append((items, apply_plan(items, plan, fmt), plan))
     return out
 
@@ -171,7 +173,7 @@ def test_the_forwarded_requests_rebilled_apart_with_cold_requests_stay_within_th
 def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
                      cold_ends: frozenset[int]) -> MaskPlan:
     # Without a memory: every result judged afresh, the frontier replayed in full.
-    return plan_masking(fmt.index(items), policy, items, cold_ends=cold_ends)
+    return plan_masking(fmt.index(items), policy, items, terms=BillingTerms(cold_ends=cold_ends))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -188,6 +190,6 @@ def test_a_resumed_replay_with_cold_ends_plans_what_a_full_replay_plans(events, 
     for number in order:
         items = requests[number]
         cold_ends = frozenset(data.draw(st.sets(st.sampled_from(ends), max_size=3)))
-        resumed = plan_masking(fmt.index(items), policy, items, cold_ends=cold_ends,
-                               memory=memory)
+        resumed = plan_masking(fmt.index(items), policy, items,
+                               terms=BillingTerms(cold_ends=cold_ends), memory=memory)
         same_plan(resumed, replayed_in_full(fmt, items, policy, cold_ends))

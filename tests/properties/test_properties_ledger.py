@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.masking.invariants import check_only_planned_changes
@@ -158,7 +159,7 @@ def plan_and_frontier(items: list[object], policy: MaskPolicy, fmt: WireFormat,
         return frontier
 
     with mock.patch.object(planner, "Frontier", spy):
-        plan = plan_masking(fmt.index(items), policy, items, layout=layout)
+        plan = plan_masking(fmt.index(items), policy, items, terms=BillingTerms(layout=layout))
     return plan, (frontiers[0] if frontiers else None)
 
 

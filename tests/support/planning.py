@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import cast
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.masking.apply import mask_items
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
@@ -30,7 +31,8 @@ PREFIX_CACHE = CacheLayout(outside_messages=0, in_messages=1, marks_end=False,
 def plan_of(events: list[Event], fmt: WireFormat = CHAT, layout: CacheLayout | None = None,
             **policy: object) -> MaskPlan:
     items = convert(fmt, events)
-    return plan_masking(fmt.index(items), MaskPolicy(**policy), items, layout=layout)
+    return plan_masking(fmt.index(items), MaskPolicy(**policy), items,
+                        terms=BillingTerms(layout=layout))
 
 
 def plan_as_sent(events: list[Event], **policy: object) -> MaskPlan:
@@ -40,7 +42,7 @@ def plan_as_sent(events: list[Event], **policy: object) -> MaskPlan:
     body = claude_code_body(convert(ANTHROPIC, events))
     items = cast(list[object], body["messages"])
     return plan_masking(ANTHROPIC.index(items), MaskPolicy(**policy), items,
-                        layout=read_layout(body, items))
+                        terms=BillingTerms(layout=read_layout(body, items)))
 
 
 def masked_ids(events: list[Event], fmt: WireFormat = CHAT, **policy: object) -> list[object]:

@@ -1,4 +1,4 @@
-"""The frontier held by the provider's brake (``Frontier(braked_from=...)``,
+"""The frontier held by the provider's brake (``BillingTerms(braked_from=...)``,
 ``conversation/frontier/``): from the braked request end on, the replay
 moves the frontier no more, the same way on every later request, so what
 was masked stays masked and every later request forwards the braked
@@ -15,6 +15,7 @@ import pytest
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.last_seen import Recorded
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.masking.apply import apply_plan
 from obsmask_core.conversation.masking.outcomes import Masked
@@ -66,7 +67,7 @@ def plan(events: list[Event], turns: int, fmt: WireFormat, braked: int | None = 
          memory: PlanMemory | None = None, **policy: object) -> MaskPlan:
     items, layout = request(events, turns, fmt)
     return plan_masking(fmt.index(items), MaskPolicy(**(SHIPPED | policy)), items,
-                        layout=layout, braked_from=braked, memory=memory)
+                        terms=BillingTerms(layout=layout, braked_from=braked), memory=memory)
 
 
 @FORMATS
@@ -128,9 +129,10 @@ def test_a_checkpoint_records_the_brake_its_replay_met():
     index = CHAT.index(items)
     maskable = {number: "x" for number in range(len(index.results))}
     policy = MaskPolicy(**SHIPPED)
-    braked = Frontier(index, items, policy, maskable, braked_from=braked_from(CHAT))
+    braked = Frontier(index, items, policy, maskable,
+                      terms=BillingTerms(braked_from=braked_from(CHAT)))
     assert braked.checkpoint(b"[]").braked_from == braked_from(CHAT)
-    later = Frontier(index, items, policy, maskable, braked_from=len(items) + 1)
+    later = Frontier(index, items, policy, maskable, terms=BillingTerms(braked_from=len(items) + 1))
     assert later.checkpoint(b"[]").braked_from is None
 
 

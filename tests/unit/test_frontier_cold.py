@@ -14,6 +14,7 @@ import pytest
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout, read_layout
 from obsmask_core.conversation.billing.ledger import prefix_tokens
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
@@ -65,7 +66,7 @@ def plan(events: list[Event], turns: int, fmt: WireFormat, cold_at: tuple[int, .
     items, layout = request(events, turns, fmt)
     cold_ends = frozenset(len(request(events, at, fmt)[0]) for at in cold_at if at <= turns)
     return plan_masking(fmt.index(items), MaskPolicy(**(SHIPPED | policy)), items,
-                        layout=layout, cold_ends=cold_ends)
+                        terms=BillingTerms(layout=layout, cold_ends=cold_ends))
 
 
 def masked(plan: MaskPlan) -> list[str]:
@@ -201,8 +202,9 @@ def test_a_braked_conversation_takes_nothing_back_at_a_cold_request():
     events = conversation([SMALL] * 26)
     items, layout = request(events, 25, ANTHROPIC)
     cold_end = frozenset({len(items)})
-    braked = plan_masking(ANTHROPIC.index(items), MaskPolicy(**SHIPPED), items, layout=layout,
-                          cold_ends=cold_end, braked_from=len(request(events, 20, ANTHROPIC)[0]))
+    terms = BillingTerms(layout=layout, cold_ends=cold_end,
+                         braked_from=len(request(events, 20, ANTHROPIC)[0]))
+    braked = plan_masking(ANTHROPIC.index(items), MaskPolicy(**SHIPPED), items, terms=terms)
     assert masked(braked) == []
 
 
@@ -213,7 +215,8 @@ def test_a_cold_end_where_no_request_ends_changes_nothing():
     items, _ = request(EVENTS, COLD_AT, CHAT)
     inside = len(items) - 1
     policy = MaskPolicy(**SHIPPED)
-    with_it = plan_masking(CHAT.index(items), policy, items, cold_ends=frozenset({inside}))
+    with_it = plan_masking(CHAT.index(items), policy, items,
+                           terms=BillingTerms(cold_ends=frozenset({inside})))
     without = plan_masking(CHAT.index(items), policy, items)
     assert with_it == without
     assert with_it.bill is not None and with_it.bill.cold_ends == ()
@@ -244,7 +247,8 @@ def frontier_of(items: list[object], cold_ends: frozenset[int] = frozenset(),
     index = CHAT.index(items)
     maskable = {n: "[masked]" for n, r in enumerate(index.results)
                 if r.turn < len(index.turns) - POLICY.window_turns}
-    return Frontier(index, items, POLICY, maskable, resume=resume, cold_ends=cold_ends)
+    return Frontier(index, items, POLICY, maskable, resume=resume,
+                    terms=BillingTerms(cold_ends=cold_ends))
 
 
 def checkpoint_of(items: list[object], cold_ends: frozenset[int] = frozenset()) -> Checkpoint:

@@ -28,7 +28,7 @@ earns masking nothing back.
 The conversation's surprise is the sum over its requests. The brake trips
 when the ledger's bill with masking plus that sum goes past the bill
 without masking and its allowance: from the next request on, the frontier
-stops (``Frontier(braked_from=...)``): what is masked stays masked, since
+stops (``BillingTerms(braked_from=...)``): what is masked stays masked, since
 unmasking it would re-bill the prompt after it too. Pure: the table keeps
 the sums (``last_seen``), the proxy reads the figures.
 """

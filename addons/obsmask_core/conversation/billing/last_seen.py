@@ -8,7 +8,7 @@ always within an hour, a day with ``prompt_cache_retention: "24h"``). A
 request of a conversation last seen longer ago than that is billed whole,
 as the client sent it as well as as obsmask forwards it: a move of the
 frontier then re-bills nothing, and the frontier may catch up
-(``Frontier(cold_ends=...)``). Every later request of the conversation
+(``BillingTerms(cold_ends=...)``). Every later request of the conversation
 holds that request as a prefix and must replay it as cold too, so that it
 makes the same decisions and forwards the same bytes: the table keeps, per
 conversation, the request ends (numbers of items) at which it came back

@@ -1,5 +1,5 @@
 """The provider's brake as the frontier's replay meets it (``billing/brake``,
-``Frontier(braked_from=...)``): from the request end the table gives, the
+``BillingTerms(braked_from=...)``): from the request end the table gives, the
 frontier moves no more, in the replay of every later request alike, so that
 they all forward what the request that tripped it forwarded."""
 

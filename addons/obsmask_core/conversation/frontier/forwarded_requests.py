@@ -25,6 +25,7 @@ from obsmask_core.conversation.billing.model_table import CacheRule
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PriceModel, for_format, openai_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
@@ -36,8 +37,8 @@ class ForwardedRequests:
     cache (``layout``: an Anthropic request's breakpoints)."""
 
     def __init__(self, index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
-                 layout: CacheLayout | None, cold_ends: frozenset[int],
-                 price: RequestPrice | None = None) -> None:
+                 terms: BillingTerms) -> None:
+        layout, cold_ends, price = terms.layout, terms.cold_ends, terms.price
         self._index = index
         self._item_list = items
         self._layout = layout

@@ -26,9 +26,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from obsmask_core.conversation.billing.breakpoints import CacheLayout
 from obsmask_core.conversation.billing.ledger import FRAMING_TOKENS, BillSoFar, prefix_tokens
-from obsmask_core.conversation.billing.request_price import RequestPrice
+from obsmask_core.conversation.billing.terms import PLAIN_TERMS, BillingTerms
 from obsmask_core.conversation.frontier.braking import Brake
 from obsmask_core.conversation.frontier.forwarded_requests import ForwardedRequests
 from obsmask_core.conversation.frontier.frontier_moves import FrontierMoves
@@ -61,16 +60,15 @@ class Frontier:
     def __init__(
         self, index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
         maskable: dict[int, str], resume: Checkpoint | None = None,
-        layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
-        price: RequestPrice | None = None, braked_from: int | None = None,
+        terms: BillingTerms = PLAIN_TERMS,
     ) -> None:
         self._index = index
         self._items = len(items)
         self._policy = policy
         self._maskable = maskable
-        self._requests = ForwardedRequests(index, items, policy, layout, cold_ends, price)
+        self._requests = ForwardedRequests(index, items, policy, terms)
         self.ledger = self._requests.ledger
-        self._brake = Brake(braked_from if self.ledger is not None else None)
+        self._brake = Brake(terms.braked_from if self.ledger is not None else None)
         self._savings = TurnSavings.of(index, maskable)
         self._results_of: dict[CallPlace, list[int]] | None = None
         # Turns judged so far, and the request end the replay has reached.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CACHE_CONTROL, CacheLayout
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.planning.planner import plan_masking
 from obsmask_core.conversation.settings.policy import MaskPolicy
@@ -48,4 +49,5 @@ def mask_items(items: list[object], policy: MaskPolicy, fmt: WireFormat,
     old tool results masked; the input is not modified. ``layout``: an
     Anthropic request's breakpoints (``breakpoints.read_layout``), which the
     rewrite of a whole body reads from it."""
-    return apply_plan(items, plan_masking(fmt.index(items), policy, items, layout=layout), fmt)
+    plan = plan_masking(fmt.index(items), policy, items, terms=BillingTerms(layout))
+    return apply_plan(items, plan, fmt)

@@ -33,6 +33,7 @@ from obsmask_core.conversation.billing.history_key import HistoryDigest
 from obsmask_core.conversation.billing.last_seen import Arrival, Sighting, TableVisit
 from obsmask_core.conversation.billing.price_models import has_cache
 from obsmask_core.conversation.billing.request_price import RequestPrice, price_for_request
+from obsmask_core.conversation.billing.terms import BillingTerms
 from obsmask_core.conversation.body.quick_body import QuickBody
 from obsmask_core.conversation.body.request_body import (
     ExactBody,
@@ -148,11 +149,10 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                           reuse.previous.kept if reuse is not None else None)
     found = sighting_of(visit, planned[0], policy) \
         if planned is not None and visit is not None else Sighting()
+    terms = BillingTerms(layout, found.cold_ends, price, found.braked_from)
     plan = plan_masking(index, policy, items, recall=recall,
-                        recalled=frozenset(r.location for r in recalls),
-                        layout=layout, cold_ends=found.cold_ends, memory=memory, price=price,
-                        braked_from=found.braked_from,
-                        hint=reuse.plan_hint(recall, name) if reuse is not None
+                        recalled=frozenset(r.location for r in recalls), terms=terms,
+                        memory=memory, hint=reuse.plan_hint(recall, name) if reuse is not None
                         else PlanHint(name=name))
     if planned is not None and plan.bill is not None:
         plan.bill = replace(plan.bill, history=planned[0].key.own)

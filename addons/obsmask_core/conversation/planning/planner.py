@@ -22,7 +22,7 @@ from obsmask_core.conversation.billing.breakpoints import (
     next_control,
 )
 from obsmask_core.conversation.billing.ledger import Prediction, prefix_tokens
-from obsmask_core.conversation.billing.request_price import RequestPrice
+from obsmask_core.conversation.billing.terms import PLAIN_TERMS, BillingTerms
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.refetch import refetch_facts
@@ -40,9 +40,8 @@ from obsmask_core.conversation.turns.turn_model import Location, ToolTurnIndex
 def plan_masking(
     index: ToolTurnIndex, policy: MaskPolicy, items: Sequence[object] = (),
     *, recall: bool = False, recalled: frozenset[Location] = frozenset(),
-    layout: CacheLayout | None = None, cold_ends: frozenset[int] = frozenset(),
-    hint: PlanHint = NO_HINT, memory: PlanMemory | None = None,
-    price: RequestPrice | None = None, braked_from: int | None = None,
+    terms: BillingTerms = PLAIN_TERMS, hint: PlanHint = NO_HINT,
+    memory: PlanMemory | None = None,
 ) -> MaskPlan:
     """The plan for one request: which old results are masked (older than the
     window and past the frontier, and no rule keeps them), then which recent
@@ -57,16 +56,10 @@ def plan_masking(
     conversation's previous request lends this one's plan when this one
     only adds items to it (``PlanHint``); ``memory`` the judgements and
     checkpoints kept under ``policy`` (without one, every result is judged
-    afresh and the frontier replayed in full: the same plan). ``layout`` is an
-    Anthropic request's cache breakpoints (``breakpoints.read_layout``):
-    the ledger then bills under Anthropic's cache, and the plan may add the
-    frontier breakpoint (``MaskPlan.breakpoint``); without one, OpenAI's.
-    ``cold_ends`` are the request ends (numbers of items) at which the
-    conversation came back after the cache's lifetime (``last_seen``): the
-    ledger bills those requests as read from no cache. ``price``: the
-    request's prices, from its model's row (``model_table``); without one,
-    those the policy's price model names. ``braked_from``: the request end
-    from which the provider's brake holds the frontier (``brake``).
+    afresh and the frontier replayed in full: the same plan). ``terms``:
+    what the ledger bills the request under (``BillingTerms``); with an
+    Anthropic layout the plan may add the frontier breakpoint
+    (``MaskPlan.breakpoint``).
     """
     name = hint.name if hint.name is not None else conversation_name(items)
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
@@ -79,8 +72,7 @@ def plan_masking(
         # Never masked, but billed like the others, so the two groups' bills
         # can be compared (with nothing maskable both bills are the same).
         plan.held_out = True
-        plan.bill = Frontier(index, items, policy, {}, layout=layout, cold_ends=cold_ends,
-                             price=price, braked_from=braked_from).bill()
+        plan.bill = Frontier(index, items, policy, {}, terms=terms).bill()
         return plan
 
     # Only results older than the window can ever be masked; for them the
@@ -114,7 +106,7 @@ def plan_masking(
             maskable[number] = judgement[1]
 
     frontier = _frontier(index, items, policy, maskable, plan.conversation, hint.written_open,
-                         layout, cold_ends, memory, price, braked_from)
+                         terms, memory)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     # The results of calls the model fetched again stay (``refetch_guard``).
@@ -174,7 +166,7 @@ def plan_masking(
     if policy.max_input_tokens and items:
         clip(plan, index, items, policy, frontier, recallable, recalled)
     if plan.masked:
-        plan.breakpoint = _added_breakpoint(frontier, items, layout, plan)
+        plan.breakpoint = _added_breakpoint(frontier, items, terms.layout, plan)
     plan.bill = frontier.bill(_prediction(frontier, plan))
     return plan
 
@@ -220,22 +212,18 @@ def _prediction(frontier: Frontier, plan: MaskPlan) -> Prediction | None:
 
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
-              written_open: bytes | None, layout: CacheLayout | None,
-              cold_ends: frozenset[int], memory: PlanMemory | None,
-              price: RequestPrice | None, braked_from: int | None) -> Frontier:
+              written_open: bytes | None, terms: BillingTerms,
+              memory: PlanMemory | None) -> Frontier:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits (``memory``)."""
     if memory is None or conversation is None:
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends,
-                        price=price, braked_from=braked_from)
+        return Frontier(index, items, policy, maskable, terms=terms)
     checkpoints = memory.checkpoints
     written = written_open if written_open is not None else items_json(items)
     if written is None:
-        return Frontier(index, items, policy, maskable, layout=layout, cold_ends=cold_ends,
-                        price=price, braked_from=braked_from)
+        return Frontier(index, items, policy, maskable, terms=terms)
     frontier = Frontier(index, items, policy, maskable,
-                        resume=checkpoints.find(conversation, written), layout=layout,
-                        cold_ends=cold_ends, price=price, braked_from=braked_from)
+                        resume=checkpoints.find(conversation, written), terms=terms)
     checkpoint = frontier.checkpoint(written, closed=written_open is None)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json
