@@ -20,14 +20,14 @@ if sys.version_info < (3, 11):  # noqa: UP036 - the check must run on older Pyth
 from _bootstrap import REPO, ensure_venv, venv_bin
 
 sys.path.insert(0, str(REPO / "addons"))
-from obsmask_core.mitm.command_line import LAUNCHERS, listen_host_default, split_tool
+from obsmask_core.cli.command_line import LAUNCHERS, listen_host_default, split_tool
 
 ensure_venv("main", "base")
 if sys.argv[1:2] and sys.argv[1] in LAUNCHERS:
     python = str(venv_bin("main", "python"))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO / "addons"), os.environ.get("PYTHONPATH")]))
-    os.execv(python, [python, "-m", "obsmask_core.mitm.cli", *sys.argv[1:]])
+    os.execv(python, [python, "-m", "obsmask_core.cli.main", *sys.argv[1:]])
 tool, arguments = split_tool(sys.argv[1:])
 program = str(venv_bin("main", tool))
 os.execv(program, [program, "-s", str(REPO / "addons" / "obsmask.py"),

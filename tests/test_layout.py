@@ -1,6 +1,6 @@
 """The rules of the package's layout, checked on the tree itself.
 
-``addons/obsmask_core`` has nine folders. Which may import which:
+``addons/obsmask_core`` has ten folders. Which may import which:
 
 - ``shared/``: no folder of ours (it is what the others build on);
 - ``conversation/`` and ``mcp/``: ``shared/`` only (the two features never
@@ -12,20 +12,18 @@
 - ``totals/``: ``shared/`` only (it adds up the facts the features leave in
   flow metadata, so it leans on neither);
 - ``offline/`` (``obsmask report`` and ``obsmask measure``: recorded traffic
-  replayed and billed away from the proxy): ``shared/``, ``conversation/``
-  and ``totals/``; and, in its three readers only (``recorded_requests.py``,
-  which reads flow files, ``report/flow_file.py``, which reads them for the
-  page, and
-  ``proxy_settings.py``, which takes ``--set`` options with mitmproxy's own
-  parser and obsmask's addons), ``mitm/`` and mitmproxy, imported inside
-  the functions that read, so that loading offline/ loads no mitmproxy (the
+  replayed and billed away from the proxy): ``shared/``, ``conversation/``,
+  ``totals/`` and ``mitm/``, whose readers of flow files and of ``--set``
+  options are the one place mitmproxy is used for it (imported inside the
+  functions that read, so that loading offline/ loads no mitmproxy: the
   third test checks it, as for every folder but mitm/);
 - ``launch/`` (``obsmask claude``, ``obsmask codex``, ``obsmask run``: the
   proxy started as a child process for one run of an agent): ``shared/``
   and ``recall/`` (the recall tool's route, registered with the agent);
-- ``mitm/``: any of them (offline/ and launch/ for the commands of
-  ``obsmask``); and it
-  is the only folder that imports mitmproxy, with offline/'s readers.
+- ``mitm/``: any of them but offline/, launch/ and cli/ (no arrow runs back
+  up from the adapters); and it is the only folder that imports mitmproxy;
+- ``cli/`` (the ``obsmask`` command): ``shared/``, ``mitm/`` (mitmproxy's
+  tools), ``offline/`` and ``launch/``; nothing imports it.
 
 Every module lives in one of the folders: nothing but ``__init__.py`` at the
 top of the package.
@@ -55,7 +53,7 @@ from support.processes import REPO
 
 PACKAGE = "obsmask_core"
 ROOMS = ("shared", "conversation", "mcp", "recall", "gateway", "totals", "offline", "launch",
-         "mitm")
+         "mitm", "cli")
 MAY_IMPORT = {
     "shared": set(),
     "conversation": {"shared"},
@@ -63,10 +61,10 @@ MAY_IMPORT = {
     "recall": {"shared"},
     "gateway": {"shared", "mcp"},
     "totals": {"shared"},
-    "offline": {"shared", "conversation", "totals"},
+    "offline": {"shared", "conversation", "totals", "mitm"},
     "launch": {"shared", "recall"},
-    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals", "offline",
-             "launch"},
+    "mitm": {"shared", "conversation", "mcp", "recall", "gateway", "totals"},
+    "cli": {"shared", "mitm", "offline", "launch"},
 }
 CONVERSATION_MAY_IMPORT = {
     "body": set(),
@@ -82,10 +80,6 @@ CONVERSATION_MAY_IMPORT = {
              "masking"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
-# The modules of offline/ that read flow files or mitmproxy options: they may
-# import mitm/ and mitmproxy (inside functions: the third test).
-OFFLINE_READERS = frozenset({"offline/recorded_requests.py", "offline/proxy_settings.py",
-                             "offline/report/flow_file.py"})
 
 
 def imported_modules(source: str) -> set[str]:
@@ -118,11 +112,8 @@ def layout_violations(package_dir: Path) -> list[str]:
         if room == "conversation":
             problems.extend(_conversation_violations(relative, imported))
         targets = {".".join(module.split(".")[:2]) for module in imported}
-        reader = relative.as_posix() in OFFLINE_READERS
         for target in sorted(targets):
             top, _, other = target.partition(".")
-            if reader and (top == "mitmproxy" or other == ONLY_ROOM_WITH_MITMPROXY):
-                continue
             if top == "mitmproxy" and room != ONLY_ROOM_WITH_MITMPROXY:
                 problems.append(f"{relative}: imports mitmproxy; only mitm/ may import it")
             if top == PACKAGE and other in ROOMS and other != room:
@@ -158,9 +149,9 @@ def test_the_package_keeps_its_folder_rules():
 
 def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     """The check can fail: a conversation module that imports the MCP half,
-    a shared module that imports a feature, mitmproxy outside mitm/ (and
-    outside offline/'s readers, which may import it), and a module at the
-    top are each reported."""
+    a shared module that imports a feature, mitmproxy outside mitm/ (even
+    in offline/'s readers, which use mitm/'s), an adapter that imports
+    offline/, and a module at the top are each reported."""
     package = tmp_path / PACKAGE
     for room in ROOMS:
         (package / room).mkdir(parents=True)
@@ -175,17 +166,19 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     (package / "gateway" / "fine.py").write_text("from obsmask_core.mcp import jsonrpc\n")
     (package / "recall" / "bad.py").write_text("from obsmask_core.conversation import recall\n")
     (package / "loose.py").write_text("")
-    (package / "offline" / "recorded_requests.py").write_text(
-        "def read():\n    from mitmproxy import io\n    from obsmask_core.mitm import flows\n")
+    (package / "offline" / "fine.py").write_text(
+        "def read():\n    from obsmask_core.mitm import recorded_flows\n")
     (package / "offline" / "bad.py").write_text(
         "from mitmproxy import io\nfrom obsmask_core.mcp import cut\n")
+    (package / "mitm" / "bad.py").write_text("from obsmask_core.offline import commands\n")
     problems = layout_violations(package)
     assert problems == [
         "conversation/planning/bad.py: imports obsmask_core.mcp; conversation/ may not "
         "import mcp/",
         "loose.py: a module outside the folders shared, conversation, mcp, recall, gateway, "
-        "totals, offline, launch, mitm",
+        "totals, offline, launch, mitm, cli",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
+        "mitm/bad.py: imports obsmask_core.offline; mitm/ may not import offline/",
         "offline/bad.py: imports mitmproxy; only mitm/ may import it",
         "offline/bad.py: imports obsmask_core.mcp; offline/ may not import mcp/",
         "recall/bad.py: imports obsmask_core.conversation; recall/ may not import "

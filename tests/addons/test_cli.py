@@ -1,4 +1,4 @@
-"""The ``obsmask`` command's arguments (mitm/cli.py, mitm/command_line.py):
+"""The ``obsmask`` command's arguments (cli/main.py, cli/command_line.py):
 which mitmproxy tool it runs, that the addon script comes first, and that it
 listens on the loopback unless told otherwise. The installed command itself
 is run by tests/e2e/test_e2e_install.py."""
@@ -9,8 +9,8 @@ from types import MappingProxyType
 
 import pytest
 
-from obsmask_core.mitm import cli
-from obsmask_core.mitm.command_line import listen_host_default
+from obsmask_core.cli import main as cli
+from obsmask_core.cli.command_line import listen_host_default
 from obsmask_core.shared.config_file import RECOMMENDED_CONFIG
 from support.processes import ADDON
 
@@ -76,11 +76,11 @@ def test_init_refuses_to_replace_a_settings_file_without_force(tmp_path, monkeyp
 
 def test_version_names_obsmask_then_runs_the_tools_own(monkeypatch, capsys):
     called = []
-    monkeypatch.setattr(cli, "TOOLS", MappingProxyType(
-        {**cli.TOOLS, "mitmweb": lambda arguments: called.append(arguments)}))
+    monkeypatch.setattr(cli, "run_tool",
+                        lambda tool, arguments: called.append((tool, arguments)) or 0)
     assert cli.main(["mitmweb", "--version"]) == 0
     assert capsys.readouterr().out.startswith("obsmask: ")
-    assert called == [["--version"]]
+    assert called == [("mitmweb", ["--version"])]
 
 
 def test_report_and_measure_are_commands_not_mitmdump_arguments(monkeypatch):
@@ -114,6 +114,6 @@ def test_the_agent_commands_are_commands_not_mitmdump_arguments(monkeypatch):
 
 def test_the_commands_scripts_proxy_hands_on_are_commands_of_obsmask():
     """scripts/proxy.py passes these to the obsmask command in a checkout."""
-    from obsmask_core.mitm.command_line import LAUNCHERS
+    from obsmask_core.cli.command_line import LAUNCHERS
 
     assert set(LAUNCHERS) <= set(cli.COMMANDS)

@@ -532,7 +532,7 @@ def test_a_file_that_is_not_flows_stops_the_report_with_a_message(tmp_path):
                              str(tmp_path / "r.html")], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode != 0
-    assert "cannot be read as mitmproxy flows" in result.stderr
+    assert "notes.mitm: not a mitmproxy flow file" in result.stderr
     assert not (tmp_path / "r.html").exists()
 
 

@@ -1,7 +1,7 @@
 """Run ``obsmask claude`` / ``obsmask codex`` / ``obsmask run`` as a user
 does, and read what it says about the proxy it started.
 
-The command is the package's own (``python -m obsmask_core.mitm.cli``, what
+The command is the package's own (``python -m obsmask_core.cli.main``, what
 the installed ``obsmask`` runs) with this checkout's ``addons/`` on the
 path. Its first line names the proxy's address and process id; after the
 run the proxy must be gone: ``LaunchRun`` says whether it was, and stops
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from support.processes import REPO
 
-OBSMASK = [sys.executable, "-m", "obsmask_core.mitm.cli"]
+OBSMASK = [sys.executable, "-m", "obsmask_core.cli.main"]
 START_LINE = re.compile(
     r"obsmask: \S+ through the proxy at http://127\.0\.0\.1:(\d+)\S* \(proxy pid (\d+), "
     r"upstream (\S+?)(, recall on)?; log (\S+)\)")

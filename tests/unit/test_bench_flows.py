@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchlib.errors import BenchError
-from obsmask_core.offline.recorded_requests import client_request, post_bodies, recorded_requests
+from obsmask_core.mitm.recorded_flows import FlowFile
+from obsmask_core.offline.recorded_requests import post_bodies, recorded_requests
 from support.flow_files import post_flow, with_unreadable_backup, write_flows
 
 ORIGINAL = b'{"messages": [{"role": "tool", "content": "a long tool result"}]}'
@@ -79,14 +80,18 @@ def test_the_backup_is_read_again_on_every_read(tmp_path):
     assert list(post_bodies(path)) == list(post_bodies(path)) == [("/v1/responses", ORIGINAL)]
 
 
-def test_the_client_request_is_the_backups_or_else_the_flows_own():
-    """The one reader of the backup, which report.py uses beside the body
-    that went out: a flow without a backup gives its own request."""
-    masked = post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED, gzipped=True)
-    assert client_request(masked).get_content() == ORIGINAL
-    assert masked.request.get_content() == MASKED
-    unmasked = post_flow("/v1/chat/completions", ORIGINAL)
-    assert client_request(unmasked) is unmasked.request
+def test_the_client_body_is_the_backups_or_else_the_flows_own(tmp_path):
+    """The one reader of flow files (the report's too) gives the body the
+    client sent beside the one that went out: the backup's when obsmask
+    masked the flow, else the flow's own."""
+    path = write_flows(tmp_path / "flows.mitm", [
+        post_flow("/v1/chat/completions", ORIGINAL, masked=MASKED, gzipped=True),
+        post_flow("/v1/chat/completions", ORIGINAL),
+    ])
+    masked, unmasked = FlowFile(path).http_flows()
+    assert (masked.client_body, masked.sent_body, masked.from_backup) == (ORIGINAL, MASKED, True)
+    assert (unmasked.client_body, unmasked.sent_body, unmasked.from_backup) == (
+        ORIGINAL, ORIGINAL, False)
 
 
 @pytest.mark.parametrize("content", [b'{"messages": []}', b"\x00\x01 not flows"])

@@ -163,7 +163,7 @@ def test_any_program_gets_the_variable_it_names():
 def test_the_proxy_is_a_reverse_proxy_on_the_loopback_with_the_settings_named():
     spec = ProxySpec("https://api.anthropic.com", 0, "my.toml", log=None)  # type: ignore[arg-type]
     line = spec.command()
-    assert line[1:4] == ["-m", "obsmask_core.mitm.cli", "mitmdump"]
+    assert line[1:4] == ["-m", "obsmask_core.cli.main", "mitmdump"]
     assert ["--mode", "reverse:https://api.anthropic.com"] == line[4:6]
     assert line[6:] == ["--listen-host", "127.0.0.1", "--listen-port", "0",
                         "--set", "obsmask_config=my.toml"]

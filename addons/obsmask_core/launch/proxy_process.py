@@ -56,7 +56,7 @@ class ProxySpec:
         chosen = ["--set", f"obsmask_config={self.settings}"] if self.settings else []
         for option in self.options:
             chosen += ["--set", option]
-        return [sys.executable, "-m", "obsmask_core.mitm.cli", "mitmdump",
+        return [sys.executable, "-m", "obsmask_core.cli.main", "mitmdump",
                 "--mode", f"reverse:{self.origin}", "--listen-host", LOOPBACK,
                 "--listen-port", str(self.port), *chosen]
 

@@ -1,7 +1,7 @@
 """The eight addons of obsmask, in the order mitmproxy must run them.
 
 ``addons/obsmask.py`` (the script ``mitmdump -s`` loads) and the ``obsmask``
-command (``mitm/cli.py``, which loads that script) both take them from here.
+command (``cli/main.py``, which loads that script) both take them from here.
 """
 
 from __future__ import annotations

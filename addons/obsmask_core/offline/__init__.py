@@ -14,7 +14,8 @@ request with and without obsmask, and billed under each price model.
 - ``commands``: the two commands' command lines;
 - ``errors``: OfflineError, bad input that stops a command.
 
-Only ``flows``, ``proxy_settings`` and ``report/flow_file`` use mitmproxy
-(and mitm/), inside the functions that read flows or options:
-tests/test_layout.py has the rule.
+None of it imports mitmproxy: flow files and ``--set`` options are read by
+mitm/'s adapters (``recorded_flows``, ``option_values``), imported inside
+the functions that read them, so that loading offline/ loads no mitmproxy
+(tests/test_layout.py has the rules).
 """

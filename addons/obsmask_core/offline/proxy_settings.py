@@ -17,18 +17,16 @@ the names, types and value syntax of ``--set`` are the proxy's, parsed by
 mitmproxy's own code; the file is read by ``shared/config_file.py`` and the
 values checked by ``shared/settings.py``.
 
-One of the two modules of offline/ that use mitmproxy (with ``flows``):
-its option parser and obsmask's addons (mitm/) are imported when settings
-are read, not when the module is, so that the replay and the report load
+The options are mitm/'s (``option_values.py``), imported when settings are
+read, not when this module is, so that the replay and the report load
 without mitmproxy (tests/test_layout.py).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 from obsmask_core.conversation.masking.summary import describe_policy
 from obsmask_core.conversation.settings.policy import (
@@ -50,7 +48,7 @@ from obsmask_core.shared.master_switch import (
 from obsmask_core.shared.settings import build, declared, typed_value
 
 if TYPE_CHECKING:  # imported when settings are read (the module docstring says why)
-    from mitmproxy import optmanager
+    from obsmask_core.mitm.option_values import ProxyOptions
 
 # The proxy's option prefix (mitm/conversation_addon.py PREFIX).
 PREFIX = "obsmask_"
@@ -94,35 +92,6 @@ class ProxySettings:
         return describe_policy(self.policy, self.source)
 
 
-class _OptionRegistry:
-    """What an addon's ``load`` uses of mitmproxy's Loader: ``add_option``
-    and ``master.options`` (where pending ``--set`` values are checked)."""
-
-    def __init__(self) -> None:
-        from mitmproxy import optmanager
-
-        self.options = optmanager.OptManager()
-        self.master = self
-
-    def add_option(self, name: str, typespec: type, default: object, help: str,
-                   choices: Sequence[str] | None = None) -> None:
-        self.options.add_option(name, typespec, default, help, choices)
-
-
-def proxy_options() -> optmanager.OptManager:
-    """Every option of obsmask, registered by the proxy's own addons."""
-    from mitmproxy.addonmanager import Loader
-
-    from obsmask_core.mitm.addons import obsmask_addons
-
-    registry = _OptionRegistry()
-    for addon in obsmask_addons():
-        load = getattr(addon, "load", None)
-        if callable(load):
-            load(cast(Loader, registry))
-    return registry.options
-
-
 def policy_options() -> frozenset[str]:
     """The options that set the masking policy: its settings (``MaskPolicy``'s),
     the master switch, and the settings file and profile that hold them.
@@ -153,40 +122,16 @@ def option_names(specs: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(spec.split("=", 1)[0] for spec in specs))
 
 
-def apply_set_options(options: optmanager.OptManager, specs: Sequence[str]) -> set[str]:
-    """Parse ``--set NAME=VALUE`` specs into ``options`` as mitmproxy does
-    (a repeated option is an array); the names set. SettingsRefused names
-    an unknown option (with the closest known one) or a wrong value."""
-    from mitmproxy import exceptions
-
-    names = option_names(specs)
-    for name in names:
-        if name not in options:
-            close = difflib.get_close_matches(name, sorted(options._options), n=1)
-            hint = (f"did you mean {close[0]}?" if close else
-                    "not an option of obsmask; they are in the README's settings tables")
-            raise SettingsRefused(f"unknown option {name} ({hint})")
-        mine = [spec for spec in specs if spec.split("=", 1)[0] == name]
-        try:
-            options.set(*mine)
-        except exceptions.OptionsError as e:
-            values = ",".join(spec.partition("=")[2] for spec in mine)
-            raise SettingsRefused(f"--set {name}={values}: {e}") from None
-    return set(names)
-
-
-def _explicit_values(cls: type, prefix: str, options: optmanager.OptManager,
+def _explicit_values(cls: type, prefix: str, options: ProxyOptions,
                      explicit: set[str]) -> dict[str, object]:
     """The typed values of ``cls``'s options given with ``--set``."""
-    from obsmask_core.mitm.options import from_option
-
     values: dict[str, object] = {}
     for item in declared(cls):
         name = item.option_name(prefix)
         if name not in explicit:
             continue
         try:
-            values[item.key] = typed_value(item, from_option(item, getattr(options, name)))
+            values[item.key] = typed_value(item, options.setting_value(item, prefix))
         except SettingError as e:
             raise SettingsRefused(f"{name}: {e.message}") from None
     return values
@@ -205,13 +150,17 @@ def settings_in_force(specs: Sequence[str], config: str | None = None,
     the ``--config``/``--profile`` shorthands (``--set obsmask_config=``,
     ``--set obsmask_profile=``); SettingsRefused says what is wrong."""
     from obsmask_core.mitm.file_tables import FILE_TABLES
+    from obsmask_core.mitm.option_values import ProxyOptions, RefusedOption
 
-    options = proxy_options()
+    options = ProxyOptions()
     shorthands = [f"{CONFIG_OPTION}={config}"] if config is not None else []
     shorthands += [f"{PROFILE_OPTION}={profile}"] if profile is not None else []
-    explicit = apply_set_options(options, [*shorthands, *specs])
-    config_name = getattr(options, CONFIG_OPTION)
-    profile_option = getattr(options, PROFILE_OPTION)
+    try:
+        explicit = options.apply([*shorthands, *specs])
+    except RefusedOption as e:
+        raise SettingsRefused(str(e)) from None
+    config_name = options.value(CONFIG_OPTION)
+    profile_option = options.value(PROFILE_OPTION)
     chosen_profile = profile_option if isinstance(profile_option, str) else ""
     try:
         file = load_config(config_name if isinstance(config_name, str) else None, FILE_TABLES)

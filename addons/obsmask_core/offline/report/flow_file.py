@@ -1,17 +1,14 @@
 """The flows of mitmproxy flow files (.mitm) that the report draws, read
-with ``mitmproxy.io`` (the one module of the report that imports mitmproxy,
-when it reads, so that the report's other modules load without it):
-the requests on the conversation routes, each with the body the client sent
-and the body that went out, and the MCP answers obsmask cut.
+by ``mitm/recorded_flows.py`` (the one reader of flow files, measure's too;
+imported when the report reads, so that its other modules load without
+mitmproxy): the requests on the conversation routes, each with the body
+the client sent and the body that went out, and the MCP answers obsmask
+cut.
 
-A flow that obsmask masked keeps the client's request in its backup
-(mitmproxy's ``flow.backup()``, saved with the flow: what mitmweb's Revert
-brings back); its request is the masked body that was forwarded. A flow
-without a backup went out as the client sent it. The backup is read by
-``obsmask_core.offline.recorded_requests.client_request``, as for measure.py: one reader of it. A
-flow obsmask masked whose backup is missing or cannot be read has no
-original: it is skipped (neither drawn nor billed) and listed, as measure.py
-skips it, rather than drawn with the masked body as the client's.
+A flow obsmask masked whose backup (the client's request) is missing or
+cannot be read has no original: it is skipped (neither drawn nor billed)
+and listed, as measure skips it, rather than drawn with the masked body as
+the client's.
 
 What obsmask left in a flow's metadata is read with
 ``obsmask_core.shared.read_back``: a flow file may hold anything.
@@ -27,11 +24,10 @@ from typing import TYPE_CHECKING
 from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat
 from obsmask_core.offline.errors import OfflineError
-from obsmask_core.offline.recorded_requests import client_request, original_lost
-from obsmask_core.shared.read_back import mapping, word
+from obsmask_core.shared.read_back import word
 
 if TYPE_CHECKING:
-    from mitmproxy import http
+    from obsmask_core.mitm.recorded_flows import RecordedFlow
 
 # What obsmask_core.mcp.summary.McpSummary.as_metadata says of a cut answer.
 MCP_CUT_ACTION = "truncated"
@@ -79,10 +75,6 @@ class RecordedFlows:
     lost_originals: list[LostOriginal] = field(default_factory=list)
 
 
-def _metadata(metadata: Mapping[str, object], key: str) -> Mapping[str, object]:
-    return mapping(metadata.get(key))
-
-
 def _format(masking: Mapping[str, object], routes: Routes, method: str, path: str,
             host: str) -> WireFormat | None:
     """The format obsmask read the request as (its metadata says), else the
@@ -96,42 +88,34 @@ def _format(masking: Mapping[str, object], routes: Routes, method: str, path: st
 def read_flow_files(paths: Iterable[Path], routes: Routes) -> RecordedFlows:
     """Every conversation request and MCP cut of the files, in order;
     OfflineError for a file that cannot be read as flows."""
-    from mitmproxy import http, io
-    from mitmproxy.exceptions import FlowReadException
+    from obsmask_core.mitm.recorded_flows import FlowFile, UnreadableFlowFile
 
     recorded = RecordedFlows()
     for path in paths:
         recorded.files.append(str(path))
+        file = FlowFile(path)
+        read_before = recorded.flows
         try:
-            with open(path, "rb") as file:
-                for flow in io.FlowReader(file).stream():
-                    recorded.flows += 1
-                    if isinstance(flow, http.HTTPFlow):
-                        _add(recorded, flow, path.name, routes)
-        except (OSError, FlowReadException) as e:
-            raise OfflineError(f"{path}: cannot be read as mitmproxy flows ({e})") from e
+            for flow in file.http_flows():
+                _add(recorded, flow, read_before + flow.position, path.name, routes)
+        except UnreadableFlowFile as e:
+            raise OfflineError(str(e)) from e
+        recorded.flows = read_before + file.flows_read
     return recorded
 
 
-def _add(recorded: RecordedFlows, flow: http.HTTPFlow, source: str, routes: Routes) -> None:
-    from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA
-
-    request = flow.request
-    path = request.path.split("?", 1)[0]
-    masking = _metadata(flow.metadata, CONVERSATION_METADATA)
-    cut = _metadata(flow.metadata, MCP_METADATA)
+def _add(recorded: RecordedFlows, flow: RecordedFlow, number: int, source: str,
+         routes: Routes) -> None:
+    masking, cut = flow.conversation, flow.mcp
     if cut.get("action") == MCP_CUT_ACTION:
-        recorded.mcp_cuts.append(RecordedMcpCut(recorded.flows, source, path, cut))
-    fmt = _format(masking, routes, request.method, path, request.pretty_host)
+        recorded.mcp_cuts.append(RecordedMcpCut(number, source, flow.path, cut))
+    fmt = _format(masking, routes, flow.method, flow.path, flow.host)
     if fmt is None:
         return
-    client = client_request(flow)
-    if original_lost(flow, client):
-        recorded.lost_originals.append(LostOriginal(recorded.flows, source, path))
+    if flow.original_lost:
+        recorded.lost_originals.append(LostOriginal(number, source, flow.path))
         return
-    # Both bodies decoded from their content-encoding by mitmproxy; one
-    # whose encoding cannot be undone is kept as it is (strict=False).
-    sent = request.get_content(strict=False) or b""
-    original = sent if client is request else (client.get_content(strict=False) or b"")
+    # Both bodies decoded from their content-encoding; one whose encoding
+    # cannot be undone is kept as it is.
     recorded.requests.append(RecordedRequest(
-        recorded.flows, source, path, fmt, original, sent, masking))
+        number, source, flow.path, fmt, flow.client_body_as_recorded, flow.sent_body, masking))

@@ -16,7 +16,7 @@ recommended settings the package ships (shared/config_file.py), which
 
 The proxy: it does what ``python3 scripts/proxy.py`` does in a checkout: it calls
 mitmproxy's own console entry point (``mitmproxy.tools.main.mitmdump``, what
-the ``mitmdump`` command runs) with ``-s`` naming the addon script,
+the ``mitmdump`` command runs, through ``mitm/tools.py``) with ``-s`` naming the addon script,
 ``obsmask.py``, and every other argument as given. The package installs that
 script beside ``obsmask_core`` (in a checkout it is ``addons/obsmask.py``, the
 same place relative to the package).
@@ -38,18 +38,13 @@ from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 
-from mitmproxy.tools import main as mitmproxy_tools
-
+from obsmask_core.cli.command_line import listen_host_default, split_tool
 from obsmask_core.launch.command import agent_main, run_main
-from obsmask_core.mitm.command_line import listen_host_default, split_tool
+from obsmask_core.mitm.tools import run_tool
 from obsmask_core.offline.commands import measure_main, report_main
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME, RECOMMENDED_CONFIG
 
 ADDON_SCRIPT = Path(__file__).resolve().parents[2] / "obsmask.py"
-TOOLS: Mapping[str, Callable[[list[str]], int | None]] = MappingProxyType({
-    "mitmdump": mitmproxy_tools.mitmdump,
-    "mitmweb": mitmproxy_tools.mitmweb,
-})
 
 
 def tool_arguments(arguments: Sequence[str]) -> tuple[str, list[str]]:
@@ -145,13 +140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     tool, rest = split_tool(arguments)
     if rest[:1] == ["--version"]:
         print(f"obsmask: {obsmask_version()}", flush=True)
-        return TOOLS[tool](["--version"]) or 0
+        return run_tool(tool, ["--version"])
     if not ADDON_SCRIPT.is_file():
         print(f"obsmask: the addon script {ADDON_SCRIPT} is missing; reinstall obsmask",
               file=sys.stderr)
         return 1
     tool, arguments = tool_arguments(arguments)
-    return TOOLS[tool](arguments) or 0
+    return run_tool(tool, arguments)
 
 
 if __name__ == "__main__":

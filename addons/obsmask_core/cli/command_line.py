@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 TOOLS = ("mitmdump", "mitmweb")
 # The commands of ``obsmask`` that are not mitmproxy's, which
-# ``scripts/proxy.py`` hands to the ``obsmask`` command (mitm/cli.py).
+# ``scripts/proxy.py`` hands to the ``obsmask`` command (cli/main.py).
 LAUNCHERS = ("claude", "codex", "run", "help")
 LOOPBACK_ARGUMENTS = ("--listen-host", "127.0.0.1")
 
