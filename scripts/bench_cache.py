@@ -112,7 +112,7 @@ session has them; Chat Completions and Responses as they are. It goes
 through obsmask's ``mask_request_body(body, policy, fmt)``: a ``Masked``
 outcome's body is forwarded, any other outcome forwards the client's body.
 The forwarded bytes are parsed and cut into blocks in cache order
-(scripts/benchlib/cache/prompts.py, tokens.py): each tool definition, the
+(offline/cache/prompts.py, block_tokens.py): each tool definition, the
 system blocks, each item's content blocks (one for a string content); a
 block's tokens are the cl100k_base tokens of its string values
 (``cache_control`` left out, a plain text block read as its text), with

@@ -13,10 +13,11 @@
   flow metadata, so it leans on neither);
 - ``offline/`` (``obsmask report`` and ``obsmask measure``: recorded traffic
   replayed and billed away from the proxy): ``shared/``, ``conversation/``,
-  ``totals/`` and ``mitm/``, whose readers of flow files and of ``--set``
-  options are the one place mitmproxy is used for it (imported inside the
-  functions that read, so that loading offline/ loads no mitmproxy: the
-  third test checks it, as for every folder but mitm/);
+  ``totals/`` and ``mitm/``'s adapters (its reader of flow files, of
+  ``--set`` options and its list of the settings file's tables: the one
+  place mitmproxy is used for it), imported inside the functions that
+  read, so that loading offline/ loads no mitmproxy (the third test checks
+  it, as for every folder but mitm/);
 - ``launch/`` (``obsmask claude``, ``obsmask codex``, ``obsmask run``: the
   proxy started as a child process for one run of an agent): ``shared/``
   and ``recall/`` (the recall tool's route, registered with the agent);
@@ -80,6 +81,11 @@ CONVERSATION_MAY_IMPORT = {
              "masking"},
 }
 ONLY_ROOM_WITH_MITMPROXY = "mitm"
+# What offline/ may use of mitm/: its adapters (flow files, the proxy's
+# options, the tables of the settings file), not its addons.
+OFFLINE_ADAPTERS = frozenset({"obsmask_core.mitm.recorded_flows",
+                              "obsmask_core.mitm.option_values",
+                              "obsmask_core.mitm.file_tables"})
 
 
 def imported_modules(source: str) -> set[str]:
@@ -111,6 +117,11 @@ def layout_violations(package_dir: Path) -> list[str]:
         imported = imported_modules(path.read_text(encoding="utf-8"))
         if room == "conversation":
             problems.extend(_conversation_violations(relative, imported))
+        if room == "offline":
+            problems.extend(f"{relative}: imports {module}; offline/ uses only mitm/'s adapters"
+                            for module in sorted(imported)
+                            if module.startswith(f"{PACKAGE}.mitm.")
+                            and module not in OFFLINE_ADAPTERS)
         targets = {".".join(module.split(".")[:2]) for module in imported}
         for target in sorted(targets):
             top, _, other = target.partition(".")
@@ -167,7 +178,9 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
     (package / "recall" / "bad.py").write_text("from obsmask_core.conversation import recall\n")
     (package / "loose.py").write_text("")
     (package / "offline" / "fine.py").write_text(
-        "def read():\n    from obsmask_core.mitm import recorded_flows\n")
+        "def read():\n    from obsmask_core.mitm.recorded_flows import FlowFile\n")
+    (package / "offline" / "addon.py").write_text(
+        "def read():\n    from obsmask_core.mitm.conversation_addon import ConversationMasking\n")
     (package / "offline" / "bad.py").write_text(
         "from mitmproxy import io\nfrom obsmask_core.mcp import cut\n")
     (package / "mitm" / "bad.py").write_text("from obsmask_core.offline import commands\n")
@@ -179,6 +192,8 @@ def test_the_rule_check_finds_a_feature_importing_the_other(tmp_path):
         "totals, offline, launch, mitm, cli",
         "mcp/bad.py: imports mitmproxy; only mitm/ may import it",
         "mitm/bad.py: imports obsmask_core.offline; mitm/ may not import offline/",
+        "offline/addon.py: imports obsmask_core.mitm.conversation_addon; offline/ uses only "
+        "mitm/'s adapters",
         "offline/bad.py: imports mitmproxy; only mitm/ may import it",
         "offline/bad.py: imports obsmask_core.mcp; offline/ may not import mcp/",
         "recall/bad.py: imports obsmask_core.conversation; recall/ may not import "

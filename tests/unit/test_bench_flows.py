@@ -1,6 +1,8 @@
-"""Reading flow files (``scripts/benchlib/flows.py``): every request as the
-client sent it, the flow's backup when obsmask masked it; what obsmask left
-in the flow's metadata; and one line for a file that holds no flows."""
+"""Reading flow files (``offline/recorded_requests.py`` over
+``mitm/recorded_flows.py``): every HTTP request, numbered among the HTTP
+flows, as the client sent it, the flow's backup when obsmask masked it;
+what obsmask left in the flow's metadata; and one line for a file that
+holds no flows."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+from mitmproxy.test import tflow
 
 from benchlib.errors import BenchError
 from obsmask_core.mitm.recorded_flows import FlowFile
@@ -105,3 +108,13 @@ def test_a_file_of_no_flows_is_refused_with_one_line(tmp_path, content):
 def test_a_missing_file_is_refused_with_one_line(tmp_path):
     with pytest.raises(BenchError, match=r"missing\.mitm: cannot be read"):
         list(recorded_requests(Path(tmp_path / "missing.mitm")))
+
+
+def test_requests_are_numbered_among_the_http_flows_only(tmp_path):
+    """A file may hold TCP or UDP flows between the HTTP ones: measure
+    numbers the HTTP requests it reads (the report numbers every flow)."""
+    path = write_flows(tmp_path / "mixed.mitm", [
+        tflow.ttcpflow(), post_flow("/v1/chat/completions", ORIGINAL), tflow.tudpflow(),
+        post_flow("/v1/responses", ORIGINAL)])
+    assert [(r.number, r.path) for r in recorded_requests(path)] == [
+        (1, "/v1/chat/completions"), (2, "/v1/responses")]

@@ -1,5 +1,5 @@
-"""The report's figures and totals (scripts/benchlib/report/figures.py,
-totals.py), from numbers alone: what each plot draws and what its table
+"""The report's figures and totals (offline/report/figures.py,
+totals_section.py), from numbers alone: what each plot draws and what its table
 says."""
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""The flows the report draws (``scripts/benchlib/report/flow_file.py``):
-each conversation request with the body the client sent (read from the
-flow's backup by ``obsmask_core.offline.recorded_requests``, the reader measure.py uses) beside the
-body that went out, obsmask's record of it, and the MCP answers obsmask cut,
-numbered over every flow of every file."""
+"""The flows the report draws (``offline/report/flow_file.py``): each
+conversation request with the body the client sent (read from the flow's
+backup by ``mitm/recorded_flows.py``, the one reader of flow files, which
+measure uses too) beside the body that went out, obsmask's record of it,
+and the MCP answers obsmask cut, numbered over every flow of every file,
+of any kind."""
 
 from __future__ import annotations
 
 import pytest
+from mitmproxy.test import tflow
 
 from benchlib.errors import BenchError
 from obsmask_core.conversation.settings.routes import Routes
@@ -85,6 +87,18 @@ def test_flows_are_numbered_over_every_file_and_only_conversations_and_mcp_cuts_
         (2, "first.mitm", "/v1/chat/completions"), (4, "second.mitm", "/v1/messages")]
     assert [(c.flow_number, c.source, c.path, c.cut) for c in recorded.mcp_cuts] == [
         (3, "second.mitm", "/mcp", cut)]
+
+
+def test_flows_of_any_kind_count_in_the_reports_numbers(tmp_path):
+    """A TCP or UDP flow between the HTTP ones, and one ending a file, is a
+    flow of the file: the numbers the page gives are the file's."""
+    first = write_flows(tmp_path / "first.mitm", [
+        tflow.ttcpflow(), post_flow("/v1/chat/completions", ORIGINAL), tflow.tudpflow()])
+    second = write_flows(tmp_path / "second.mitm", [post_flow("/v1/messages", ORIGINAL)])
+    recorded = read_flow_files([first, second], Routes())
+    assert recorded.flows == 4
+    assert [(r.flow_number, r.path) for r in recorded.requests] == [
+        (2, "/v1/chat/completions"), (4, "/v1/messages")]
 
 
 def test_the_backup_reads_the_same_every_time(tmp_path):

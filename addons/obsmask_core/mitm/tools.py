@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-TOOLS = ("mitmdump", "mitmweb")
-
 
 def run_tool(tool: str, arguments: Sequence[str]) -> int:
-    """Run mitmproxy's ``tool`` (``mitmdump`` or ``mitmweb``) as its own
-    console entry point does, with ``arguments``; its exit status."""
+    """Run mitmproxy's ``tool`` (``mitmdump`` or ``mitmweb``, the names of
+    ``cli/command_line.TOOLS``) as its own console entry point does, with
+    ``arguments``; its exit status."""
     from mitmproxy.tools import main
 
-    entry = main.mitmweb if tool == "mitmweb" else main.mitmdump
-    return entry(list(arguments)) or 0
+    entries = {"mitmdump": main.mitmdump, "mitmweb": main.mitmweb}
+    if tool not in entries:
+        raise ValueError(f"{tool}: not a mitmproxy tool obsmask runs")
+    return entries[tool](list(arguments)) or 0

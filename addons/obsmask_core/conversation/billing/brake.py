@@ -99,7 +99,7 @@ def trips(with_masking: float, without_masking: float, allowance_percent: int,
     return surprise > room(with_masking, without_masking, allowance_percent)
 
 
-# AnswerWeighed the flow's figures ------------------------------------------------------
+# Reading the flow's figures -----------------------------------------------------------
 
 
 def predicted_figures(bill: Mapping[str, object]) -> CacheBill | None:

@@ -1,7 +1,7 @@
 """``obsmask report`` (scripts/report.py): one self-contained HTML page with pictures of what
 obsmask did to the flows of .mitm files.
 
-``flow_file`` (the flows, read with mitmproxy.io) -> ``conversations`` (the
+``flow_file`` (the flows, read by ``mitm/recorded_flows``) -> ``conversations`` (the
 requests grouped by conversation, bodies read as their wire format) ->
 ``policy_choice`` (the policy each conversation is replayed under) ->
 ``request_numbers`` (tokens by ``estimates``, provider usage, obsmask's

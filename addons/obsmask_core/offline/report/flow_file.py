@@ -5,8 +5,10 @@ mitmproxy): the requests on the conversation routes, each with the body
 the client sent and the body that went out, and the MCP answers obsmask
 cut.
 
-A flow obsmask masked whose backup (the client's request) is missing or
-cannot be read has no original: it is skipped (neither drawn nor billed)
+The method, path and host are the client's (the backup's, as measure reads
+them; for a flow obsmask recorded, the same as what went out: it changes
+bodies only). A flow obsmask masked whose backup (the client's request) is
+missing or cannot be read has no original: it is skipped (neither drawn nor billed)
 and listed, as measure skips it, rather than drawn with the masked body as
 the client's.
 
@@ -67,7 +69,7 @@ class LostOriginal:
 
 
 @dataclass
-class RecordedFlows:
+class ReportFlows:
     files: list[str] = field(default_factory=list)
     flows: int = 0  # every flow read, of any kind
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -85,12 +87,12 @@ def _format(masking: Mapping[str, object], routes: Routes, method: str, path: st
     return routes.format_of(method, path, host)
 
 
-def read_flow_files(paths: Iterable[Path], routes: Routes) -> RecordedFlows:
+def read_flow_files(paths: Iterable[Path], routes: Routes) -> ReportFlows:
     """Every conversation request and MCP cut of the files, in order;
     OfflineError for a file that cannot be read as flows."""
     from obsmask_core.mitm.recorded_flows import FlowFile, UnreadableFlowFile
 
-    recorded = RecordedFlows()
+    recorded = ReportFlows()
     for path in paths:
         recorded.files.append(str(path))
         file = FlowFile(path)
@@ -104,7 +106,7 @@ def read_flow_files(paths: Iterable[Path], routes: Routes) -> RecordedFlows:
     return recorded
 
 
-def _add(recorded: RecordedFlows, flow: RecordedFlow, number: int, source: str,
+def _add(recorded: ReportFlows, flow: RecordedFlow, number: int, source: str,
          routes: Routes) -> None:
     masking, cut = flow.conversation, flow.mcp
     if cut.get("action") == MCP_CUT_ACTION:
