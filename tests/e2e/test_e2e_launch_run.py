@@ -78,7 +78,10 @@ def test_a_signal_sent_to_obsmask_reaches_the_program_and_the_proxy_still_stops(
 
 
 def test_a_signal_before_the_program_starts_stops_the_proxy(tmp_path, env):
-    with RunningObsmask(["run", *UPSTREAM, "true"], tmp_path, env) as running:
+    """Sent as soon as the proxy process exists, while it starts. (The
+    program sleeps: should a loaded machine deliver the signal after the
+    start, the program gets it and the status is the same.)"""
+    with RunningObsmask(["run", *UPSTREAM, "sleep", "60"], tmp_path, env) as running:
         proxy = running.proxy_pid()
         running.process.send_signal(signal.SIGTERM)
         assert running.wait(60) == 128 + signal.SIGTERM
