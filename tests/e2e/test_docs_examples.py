@@ -57,8 +57,8 @@ from pathlib import Path
 
 import pytest
 
-from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
-from support.claude_code import NPM_BIN, claude_environment, claude_executable, network_trap
+from support.agents import CLIENTS, CLIENTS_PYTHON, NPM_BIN, client_env, needs_clients
+from support.claude_code import claude_environment, claude_executable, network_trap
 from support.claude_code import prepare_folder as prepare_claude_folder
 from support.codex import codex_environment, codex_executable
 from support.codex import prepare_folder as prepare_codex_folder

@@ -57,9 +57,10 @@ from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
-from support.flow_files import original_content
+from support.flow_files import flows_in_answer_order, original_content
 from support.json_values import as_list, as_object
 from support.processes import REPO, running_mitmdump, wait_for_lines
+from support.recording_server import keep_bodies
 from support.scripted_anthropic import Served, scripted_anthropic
 from support.splices import compact, splice_problems
 from support.sse import sse_events
@@ -233,13 +234,6 @@ def _run_task(root: Path, base_url: str, model: str) -> ClaudeRun:
     return run_claude(root, base_url, PROMPT, arguments)
 
 
-def _keep_bodies(folder: Path, served: list[Served]) -> None:
-    """Every body the server received, in files, to read after a failure."""
-    folder.mkdir()
-    for number, one in enumerate(served):
-        (folder / f"{number:02d}-{one.kind}.json").write_bytes(one.recorded.body)
-
-
 @pytest.fixture(scope="module", params=MODELS)
 def sessions(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -255,7 +249,7 @@ def sessions(
         run = _run_task(root, server.url, model)
         direct = Session(model, run, list(server.served), server.task(), [], "")
     root.rename(base / "direct")
-    _keep_bodies(base / "direct" / "received", direct.served)
+    keep_bodies(base / "direct" / "received", direct.served)
 
     config = base / "obsmask.toml"
     config.write_text("")  # the built-in defaults: the repository's mitm.toml must not count
@@ -279,7 +273,7 @@ def sessions(
         proxied_served = list(server.served)
         proxied_task = server.task()
         log = proxy.output()
-    _keep_bodies(root / "received", proxied_served)
+    keep_bodies(root / "received", proxied_served)
     with open(flows_file, "rb") as file:
         flows = [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
     return direct, Session(model, run, proxied_served, proxied_task, flows, log)
@@ -513,13 +507,8 @@ def test_report_figures(sessions: tuple[Session, Session]) -> None:
 
 def _task_flows(session: Session) -> list[http.HTTPFlow]:
     """The flows of the task's requests, in the order the server answered them."""
-    numbers = {served.request_id: number for number, served in enumerate(session.task)}
-    flows = [
-        (numbers[str(f.response.headers.get("request-id"))], f)
-        for f in session.flows
-        if f.response is not None and f.response.headers.get("request-id") in numbers
-    ]
-    return [f for _, f in sorted(flows, key=lambda pair: pair[0])]
+    return flows_in_answer_order(session.flows, [served.request_id for served in session.task],
+                                 "request-id")
 
 
 # The scripted server on its own --------------------------------------------------------

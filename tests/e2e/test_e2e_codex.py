@@ -57,9 +57,10 @@ from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import RESPONSES
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from support.codex import API_KEY, MODEL, CodexRun, codex_executable, prepare_folder, run_codex
-from support.flow_files import original_content
+from support.flow_files import flows_in_answer_order, original_content
 from support.json_values import as_list, as_object, as_str
 from support.processes import REPO, running_mitmdump, wait_for_lines
+from support.recording_server import keep_bodies
 from support.scripted_responses import Served, scripted_responses, shell_tool
 from support.splices import compact, splice_problems
 from support.sse import sse_events
@@ -195,13 +196,6 @@ def _run_task(root: Path, base_url: str) -> CodexRun:
     return run_codex(root, base_url, PROMPT)
 
 
-def _keep_bodies(folder: Path, served: list[Served]) -> None:
-    """Every body the server received, in files, to read after a failure."""
-    folder.mkdir()
-    for number, one in enumerate(served):
-        (folder / f"{number:02d}-{one.kind}.json").write_bytes(one.recorded.body)
-
-
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Session]:
     """The task run directly, then through mitmdump with obsmask, in the same
@@ -214,7 +208,7 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Session
         run = _run_task(root, f"{server.url}/v1")
         direct = Session(run, list(server.served), server.task(), [], "")
     root.rename(base / "direct")
-    _keep_bodies(base / "direct" / "received", direct.served)
+    keep_bodies(base / "direct" / "received", direct.served)
 
     config = base / "obsmask.toml"
     config.write_text("")  # the built-in defaults: the repository's mitm.toml must not count
@@ -238,7 +232,7 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Session
         proxied_served = list(server.served)
         proxied_task = server.task()
         log = proxy.output()
-    _keep_bodies(root / "received", proxied_served)
+    keep_bodies(root / "received", proxied_served)
     with open(flows_file, "rb") as file:
         flows = [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
     return direct, Session(run, proxied_served, proxied_task, flows, log)
@@ -246,13 +240,8 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Session
 
 def _task_flows(session: Session) -> list[http.HTTPFlow]:
     """The flows of the task's requests, in the order the server answered them."""
-    numbers = {served.request_id: number for number, served in enumerate(session.task)}
-    flows = [
-        (numbers[str(f.response.headers.get("x-request-id"))], f)
-        for f in session.flows
-        if f.response is not None and f.response.headers.get("x-request-id") in numbers
-    ]
-    return [f for _, f in sorted(flows, key=lambda pair: pair[0])]
+    return flows_in_answer_order(session.flows, [served.request_id for served in session.task],
+                                 "x-request-id")
 
 
 # The tests ---------------------------------------------------------------------------

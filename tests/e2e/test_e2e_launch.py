@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from support.agents import NPM_BIN
 from support.claude_code import (
-    NPM_BIN,
     USER_ID,
     claude_environment,
     claude_executable,
@@ -37,6 +37,7 @@ from support.launcher import (
     LaunchRun,
     ProxyStarted,
     alive,
+    launch_settings,
     listening,
     obsmask_environment,
     run_obsmask,
@@ -56,16 +57,6 @@ COMMANDS = ["seq 1 3000", "seq 3001 6000", "seq 6001 9000", ENVIRONMENT_STEP]
 FINAL = "Scripted launch task done."
 PLACEHOLDER = "[Observation masquée: "
 RECALL_TOOL = "mcp__obsmask-recall__recall"
-# Masking from the first old result on (no cache gate: the scripted server
-# bills by a rough model), recall on with its store in the run's folder.
-SETTINGS = """\
-[observation_masking.schema1]
-window_turns = 1
-
-[recall]
-enabled = true
-data_dir = "{data_dir}"
-"""
 CLAUDE_ARGUMENTS = ["--output-format", "json", "--allowedTools", "Bash",
                     "--max-turns", str(len(COMMANDS) + 3), "--strict-mcp-config"]
 
@@ -76,15 +67,9 @@ class Launched:
     server: ScriptedAnthropic
 
 
-def write_settings(folder: Path) -> Path:
-    path = folder / "obsmask.toml"
-    path.write_text(SETTINGS.format(data_dir=folder / "recall"), encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def settings_file(tmp_path: Path) -> Path:
-    return write_settings(tmp_path)
+    return launch_settings(tmp_path)
 
 
 # Where the user's Claude Code would send its requests without obsmask.
@@ -123,7 +108,7 @@ def launched_claude(root: Path, settings: Path, *, upstream: str = DIRECT,
 def task_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
     """The task run once with ``obsmask claude -p`` (several tests read it)."""
     folder = tmp_path_factory.mktemp("launch")
-    with launched_claude(folder / "run", write_settings(folder)) as launched:
+    with launched_claude(folder / "run", launch_settings(folder)) as launched:
         yield launched
 
 

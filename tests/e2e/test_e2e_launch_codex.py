@@ -23,17 +23,24 @@ from pathlib import Path
 
 import pytest
 
+from support.agents import NPM_BIN
 from support.claude_code import network_trap
 from support.codex import (
     HERMETIC_ARGUMENTS,
     MODEL,
-    NPM_BIN,
     CodexRun,
     codex_environment,
     codex_executable,
     prepare_folder,
 )
-from support.launcher import LaunchRun, alive, listening, obsmask_environment, run_obsmask
+from support.launcher import (
+    LaunchRun,
+    alive,
+    launch_settings,
+    listening,
+    obsmask_environment,
+    run_obsmask,
+)
 from support.scripted_responses import ScriptedResponses, scripted_responses
 
 pytestmark = pytest.mark.e2e
@@ -44,14 +51,6 @@ COMMANDS = ["seq 1 3000", "seq 3001 6000", "seq 6001 9000"]
 FINAL = "Scripted Codex launch done."
 PLACEHOLDER = "[Observation masquée: "
 RECALL_TOOL = "mcp__obsmask_recall"
-SETTINGS = """\
-[observation_masking.schema1]
-window_turns = 1
-
-[recall]
-enabled = true
-data_dir = "{data_dir}"
-"""
 # codex exec's hermetic flags but --ignore-user-config: the run reads the
 # config.toml that names the upstream, as a user's Codex does.
 EXEC_ARGUMENTS = ["exec", *(a for a in HERMETIC_ARGUMENTS if a != "--ignore-user-config"),
@@ -74,8 +73,7 @@ def launched_codex(folder: Path, arguments: list[str]) -> Iterator[Launched]:
     codex_executable()
     root = folder / "run"
     work = prepare_folder(root)
-    settings = folder / "obsmask.toml"
-    settings.write_text(SETTINGS.format(data_dir=folder / "recall"), encoding="utf-8")
+    settings = launch_settings(folder)
     with scripted_responses(PROMPT_MARKER, COMMANDS, FINAL) as server, \
             network_trap() as (trap, caught):
         config = root / "home" / ".codex" / "config.toml"

@@ -15,6 +15,9 @@ import pytest
 from support.processes import REPO, MitmdumpProcess
 
 CLIENTS_PYTHON = os.environ.get("OBSMASK_CLIENTS_PYTHON")
+# The npm agents' folder (Claude Code, Codex), set by scripts/test.py, or why not.
+NPM_BIN = os.environ.get("OBSMASK_NPM_AGENTS_BIN")
+NPM_PROBLEM = os.environ.get("OBSMASK_NPM_AGENTS_PROBLEM")
 AGENT_TIMEOUT = 120.0
 CLIENTS = REPO / "tests" / "clients"
 
@@ -29,6 +32,20 @@ def clients_python() -> str:
     without it)."""
     assert CLIENTS_PYTHON is not None
     return CLIENTS_PYTHON
+
+
+def npm_agent(program: str, title: str) -> Path:
+    """The npm agent ``program`` (``claude``, ``codex``); the test is skipped,
+    saying why, without it."""
+    if not NPM_BIN:
+        problem = NPM_PROBLEM or (
+            "OBSMASK_NPM_AGENTS_BIN is not set (run the tests with scripts/test.py)"
+        )
+        pytest.skip(f"{title} is not installed: {problem}")
+    executable = Path(NPM_BIN) / program
+    if not executable.exists():
+        pytest.skip(f"{title} is not installed: no {executable}")
+    return executable
 
 
 def client_env() -> dict[str, str]:

@@ -31,12 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from support.agents import npm_agent, run_program
 
-from support.agents import run_program
-
-NPM_BIN = os.environ.get("OBSMASK_NPM_AGENTS_BIN")
-NPM_PROBLEM = os.environ.get("OBSMASK_NPM_AGENTS_PROBLEM")
 SESSION_ID = "0b5e55ed-0000-4000-8000-00000000c0de"
 USER_ID = "0b5e" * 16
 RUN_TIMEOUT = 60.0
@@ -44,15 +40,7 @@ RUN_TIMEOUT = 60.0
 
 def claude_executable() -> Path:
     """The ``claude`` program; the test is skipped, saying why, without it."""
-    if not NPM_BIN:
-        problem = NPM_PROBLEM or (
-            "OBSMASK_NPM_AGENTS_BIN is not set (run the tests with scripts/test.py)"
-        )
-        pytest.skip(f"Claude Code is not installed: {problem}")
-    executable = Path(NPM_BIN) / "claude"
-    if not executable.exists():
-        pytest.skip(f"Claude Code is not installed: no {executable}")
-    return executable
+    return npm_agent("claude", "Claude Code")
 
 
 @dataclass(frozen=True)

@@ -77,13 +77,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from support.agents import run_program
+from support.agents import npm_agent, run_program
 from support.claude_code import network_trap
 
-NPM_BIN = os.environ.get("OBSMASK_NPM_AGENTS_BIN")
-NPM_PROBLEM = os.environ.get("OBSMASK_NPM_AGENTS_PROBLEM")
 # A model Codex's catalog does not know: the classic tools (see the docstring).
 MODEL = "obsmask-scripted-model"
 API_KEY = "sk-obsmask-e2e-not-a-real-key"
@@ -113,15 +109,7 @@ HERMETIC_ARGUMENTS = (
 
 def codex_executable() -> Path:
     """The ``codex`` program; the test is skipped, saying why, without it."""
-    if not NPM_BIN:
-        problem = NPM_PROBLEM or (
-            "OBSMASK_NPM_AGENTS_BIN is not set (run the tests with scripts/test.py)"
-        )
-        pytest.skip(f"Codex is not installed: {problem}")
-    executable = Path(NPM_BIN) / "codex"
-    if not executable.exists():
-        pytest.skip(f"Codex is not installed: no {executable}")
-    return executable
+    return npm_agent("codex", "Codex")
 
 
 def base_url_arguments(base_url: str) -> list[str]:

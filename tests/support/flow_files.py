@@ -61,3 +61,16 @@ def original_content(flow: http.HTTPFlow) -> bytes:
     content = copy.request.content
     assert isinstance(content, bytes)
     return content
+
+
+def flows_in_answer_order(flows: Sequence[http.HTTPFlow], request_ids: Sequence[str],
+                          header: str) -> list[http.HTTPFlow]:
+    """The flows whose answers carry one of ``request_ids`` in ``header``
+    (a scripted server names each answer so), in the order of those ids."""
+    numbers = {request_id: number for number, request_id in enumerate(request_ids)}
+    found = [
+        (numbers[str(f.response.headers.get(header))], f)
+        for f in flows
+        if f.response is not None and f.response.headers.get(header) in numbers
+    ]
+    return [f for _, f in sorted(found, key=lambda pair: pair[0])]

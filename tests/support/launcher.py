@@ -29,6 +29,24 @@ START_LINE = re.compile(
     r"obsmask: \S+ through the proxy at http://127\.0\.0\.1:(\d+)\S* \(proxy pid (\d+), "
     r"upstream (\S+?)(, recall on)?; log (\S+)\)")
 RUN_TIMEOUT = 120.0
+# The launch tests' settings: masking from the first old result on (no
+# cache gate: the scripted servers bill by a rough model), recall on with
+# its store in the run's folder.
+LAUNCH_SETTINGS = """\
+[observation_masking.schema1]
+window_turns = 1
+
+[recall]
+enabled = true
+data_dir = "{data_dir}"
+"""
+
+
+def launch_settings(folder: Path) -> Path:
+    """The launch tests' settings file, in ``folder`` (recall's store too)."""
+    path = folder / "obsmask.toml"
+    path.write_text(LAUNCH_SETTINGS.format(data_dir=folder / "recall"), encoding="utf-8")
+    return path
 
 
 def obsmask_environment(base: Mapping[str, str], path_first: str | None = None) -> dict[str, str]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 
 @dataclass
@@ -119,3 +121,21 @@ def common_prefix_length(a: bytes, b: bytes) -> int:
         else:
             high = middle - 1
     return low
+
+
+class ServedRequest(Protocol):
+    """A request a scripted server answered (``scripted_anthropic.Served``,
+    ``scripted_responses.Served``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def recorded(self) -> Recorded: ...
+
+
+def keep_bodies(folder: Path, served: Sequence[ServedRequest]) -> None:
+    """Every body a scripted server received, in files, to read after a failure."""
+    folder.mkdir()
+    for number, one in enumerate(served):
+        (folder / f"{number:02d}-{one.kind}.json").write_bytes(one.recorded.body)
