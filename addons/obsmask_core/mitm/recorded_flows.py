@@ -90,13 +90,16 @@ def _recorded(flow: http.HTTPFlow, number: int, position: int) -> RecordedFlow:
             else None
     except ValueError:  # an encoding that cannot be undone
         body = None
+    # Decoded once where the strict decoding worked, and once for both
+    # requests where the client's is the one that went out.
+    as_recorded = body if body is not None else (client.get_content(strict=False) or b"")
     conversation = dict(mapping(flow.metadata.get(CONVERSATION_METADATA)))
     return RecordedFlow(
         number=number, position=position, method=client.method,
         path=client.path.split("?", 1)[0], host=client.pretty_host,
         client_body=body,
-        client_body_as_recorded=client.get_content(strict=False) or b"",
-        sent_body=sent.get_content(strict=False) or b"",
+        client_body_as_recorded=as_recorded,
+        sent_body=as_recorded if client is sent else (sent.get_content(strict=False) or b""),
         from_backup=client.raw_content != sent.raw_content,
         original_lost=(word(conversation.get("action")) == MASKED
                        and client.raw_content == sent.raw_content),
