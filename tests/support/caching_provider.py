@@ -18,6 +18,11 @@ boundary ``i`` has ``preamble + messages(i)`` tokens, and the whole prompt
 are not prompt content): moving a breakpoint changes neither the cached
 content nor any count.
 
+An Anthropic cache told ``count`` (a tokenizer of the test's, the tokens of
+one string) counts like a provider instead: ``count`` of every string value
+in place of ``chars // 4`` (of a tool definition's JSON: a provider reads
+the schema), the 3 tokens a message and the rest unchanged.
+
 The stub bills at message boundaries and at the end of the preamble only:
 a prefix that ends inside the preamble (a breakpoint on a tool, or on a
 system block) counts the whole preamble, and one that ends on a block that is
@@ -214,20 +219,55 @@ def string_chars(value: object) -> int:
     return 0
 
 
-def items_tokens(items: Sequence[object]) -> list[int]:
+# A tokenizer of the stub's own (an "honest" count, as a real provider's,
+# for tests that compare obsmask's estimates with what a provider counts):
+# the tokens of one string. None: the stub's estimate, characters / 4.
+StringTokens = Callable[[str], int] | None
+
+
+def string_tokens(value: object, count: Callable[[str], int]) -> int:
+    """``count`` of every string value inside ``value`` (keys not counted),
+    ``cache_control`` members left out."""
+    if isinstance(value, str):
+        return count(value)
+    if isinstance(value, dict):
+        return sum(string_tokens(v, count) for k, v in value.items() if k != CACHE_CONTROL)
+    if isinstance(value, list):
+        return sum(string_tokens(v, count) for v in value)
+    return 0
+
+
+def items_tokens(items: Sequence[object], count: StringTokens = None) -> list[int]:
     """The tokens of the first ``i`` items (messages), for ``i`` from 0 to
-    ``len(items)``: ``chars // 4 + 3 * i``."""
+    ``len(items)``: ``chars // 4 + 3 * i`` (with ``count``: its tokens
+    of the strings, + 3 * i)."""
     out = [0]
     chars = 0
     for number, item in enumerate(items, start=1):
-        chars += string_chars(item)
-        out.append(chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * number)
+        if count is None:
+            chars += string_chars(item)
+            out.append(chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * number)
+        else:
+            chars += string_tokens(item, count)
+            out.append(chars + TOKENS_PER_MESSAGE * number)
     return out
 
 
 def preamble_tokens(*parts: object) -> int:
     """``chars(parts) // 4``: the tokens before the first message."""
     return sum(string_chars(part) for part in parts) // CHARS_PER_TOKEN
+
+
+def anthropic_preamble_tokens(tools: object, system: object, count: StringTokens) -> int:
+    """The tokens before the first message: ``preamble_tokens``, or with
+    ``count`` its tokens of each tool definition's JSON (a provider reads a
+    tool's schema, not only its strings) and of the system's strings."""
+    if count is None:
+        return preamble_tokens(tools, system)
+    definitions = tools if isinstance(tools, list) else []
+    return (sum(count(json.dumps(without_cache_control(tool), ensure_ascii=False))
+                for tool in definitions)
+            + string_tokens(system, count))
 
 
 def _object(value: object) -> Json:
@@ -359,16 +399,16 @@ def _as_blocks(value: object) -> list[object]:
     return []
 
 
-def _blocks(request: Json) -> list[_Block]:
+def _blocks(request: Json, count: StringTokens = None) -> list[_Block]:
     """Every block of ``request``, in cache order."""
     tools, system = request.get("tools"), request.get("system")
     messages = _list(request.get("messages"))
-    preamble = preamble_tokens(tools, system)
+    preamble = anthropic_preamble_tokens(tools, system, count)
     out = [_Block("tools", None, n, ["tools", without_cache_control(tool)], preamble)
            for n, tool in enumerate(tools if isinstance(tools, list) else [])]
     out += [_Block("system", None, n, ["system", without_cache_control(block)], preamble)
             for n, block in enumerate(_as_blocks(system))]
-    through = items_tokens(messages)
+    through = items_tokens(messages, count)
     for m, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
@@ -437,8 +477,10 @@ class AnthropicPromptCache:
     and writes it for one request and records the bill in ``bills``."""
 
     def __init__(self, *, models: Sequence[ModelTerms] = ANTHROPIC_MODELS,
-                 minimum_tokens: int | None = None, clock: Clock = time.monotonic) -> None:
+                 minimum_tokens: int | None = None, clock: Clock = time.monotonic,
+                 count: StringTokens = None) -> None:
         self.models = tuple(models)
+        self.count = count
         # When told, every model's minimum; else each model's own.
         self.minimum_tokens = minimum_tokens
         self.clock = clock
@@ -462,7 +504,7 @@ class AnthropicPromptCache:
         if not isinstance(request.get("messages"), list):
             raise InvalidRequest("messages: Field required")
         marks = breakpoints(request)
-        blocks = _blocks(request)
+        blocks = _blocks(request, self.count)
         model = str(request.get("model", ""))
         terms = self.terms(model)
         minimum = terms.minimum if self.minimum_tokens is None else self.minimum_tokens
@@ -471,8 +513,9 @@ class AnthropicPromptCache:
         for block in blocks:
             key = _chained(key, block.key)
             keys.append(key)
-        total = (preamble_tokens(request.get("tools"), request.get("system"))
-                 + items_tokens(_list(request.get("messages")))[-1])
+        total = (anthropic_preamble_tokens(request.get("tools"), request.get("system"),
+                                           self.count)
+                 + items_tokens(_list(request.get("messages")), self.count)[-1])
         with self._lock:
             now = self.clock()
             read_at = self._read(marks, keys, now)
