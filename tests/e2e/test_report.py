@@ -407,7 +407,8 @@ def test_the_page_of_a_session_masked_by_obsmask_shows_the_flows_figures(tmp_pat
     # are the flows'. Under their price model ("none", the built-in one they
     # recorded) a bill is the tokens of its requests: the estimate is the
     # tokens sent so far over those the client sent, the provider's line the
-    # prompt tokens it reported so far over the latter.
+    # prompt tokens it reported so far over the latter put in its tokens (by
+    # what it reported over the replay's count of the same requests sent).
     assert next(iter(page.plots)) == f"plot-saved-saved-{anchor}"
     saved = page.tables[f"table-saved-saved-{anchor}"]
     without = numbers(tokens.column("Without masking"))
@@ -418,15 +419,20 @@ def test_the_page_of_a_session_masked_by_obsmask_shows_the_flows_figures(tmp_pat
 
     assert numbers(saved.column("Estimate")) == pytest.approx(
         [w / wo for w, wo in zip(so_far(replayed), so_far(without), strict=True)], abs=1e-4)
+    # Without a cache, that is the tokens sent over the tokens without, both
+    # in the replay's count: the provider's scale cancels out.
+    sent = numbers(tokens.column("With masking"))
     assert numbers(saved.column("Provider's counts")) == pytest.approx(
-        [p / wo for p, wo in zip(so_far(prompts), so_far(without), strict=True)], abs=1e-4)
+        [s / wo for s, wo in zip(so_far(sent), so_far(without), strict=True)], abs=1e-4)
     assert page.plots[f"plot-saved-saved-{anchor}"].points["estimate (replay)"] == list(zip(
         [1.0, 2.0, 3.0], numbers(saved.column("Estimate")), strict=True))
     [line] = [text for text in re.findall(r'<p class="lead saved-line">(.*?)</p>',
                                           page_path.read_text(encoding="utf-8"))]
     final = sum(replayed) / sum(without)
     assert f"the bill is {final:.3f}× the bill without" in html.unescape(line)
-    assert f"own counts (3 request(s)): {sum(prompts) / sum(without):.3f}×" in html.unescape(line)
+    assert (f"own counts (3 request(s); tool definitions, system and messages on both sides; "
+            f"{sum(prompts) / sum(sent):.2f} of its tokens to one of the replay's): "
+            f"{sum(sent) / sum(without):.3f}×") in html.unescape(line)
 
     # The MCP cut, as its flow recorded it.
     mcp = page.tables["table-mcp-mcp"]

@@ -18,8 +18,9 @@ from obsmask_core.offline.report.headline import (
 from obsmask_core.offline.report.request_numbers import ProviderFigures, RequestNumbers
 
 
-def numbers(number: int, provider: ProviderFigures | None) -> RequestNumbers:
-    return RequestNumbers(number, number, "masked", "", None, None, provider, None, None,
+def numbers(number: int, provider: ProviderFigures | None,
+            tokens_sent: int | None = None) -> RequestNumbers:
+    return RequestNumbers(number, number, "masked", "", None, tokens_sent, provider, None, None,
                           None, None, None, None, None)
 
 
@@ -36,27 +37,35 @@ def test_auto_headlines_anthropics_prices_for_messages_and_openais_for_the_other
 
 
 def test_the_providers_counts_are_priced_as_the_replay_prices_its_own():
-    # Anthropic: 100 uncached + 900 read + 0 written = a prompt of 1,000;
-    # 900 read at 0.1, the other 100 at 1.25.
-    figures = ProviderFigures(100, 900, 0, cache_outside_input=True)
-    assert provider_cost(figures, "anthropic") == pytest.approx(900 * 0.1 + 100 * 1.25)
-    assert provider_cost(figures, "none") == 1000
+    # Anthropic: 100 plain + 900 read + 200 written = a prompt of 1,200;
+    # 900 read at 0.1, 200 written at 1.25, the other 100 at the base price.
+    figures = ProviderFigures(100, 900, 200, cache_outside_input=True)
+    assert provider_cost(figures, "anthropic") == pytest.approx(900 * 0.1 + 200 * 1.25 + 100)
+    assert provider_cost(figures, "none") == 1200
+    # OpenAI: the input holds the cached tokens; the rest at 1.0.
+    openai = ProviderFigures(1000, 600, None, cache_outside_input=False)
+    assert provider_cost(openai, "openai") == pytest.approx(600 * 0.1 + 400)
 
 
 def test_the_line_and_plot_give_the_final_ratio_and_the_providers_beside_it():
     # Without: 1000, then 1000 more; with obsmask: 1000, then 500 more.
     conversation = bill((1000.0, 2000.0), (1000.0, 1500.0))
-    reported = [numbers(1, None),
-                numbers(2, ProviderFigures(400, 0, None, cache_outside_input=False))]
+    # Request 2 went out as 500 tokens by the replay's count; the provider
+    # counted 400 of its own: 0.8 of its tokens to one of the replay's.
+    reported = [numbers(1, None, 700),
+                numbers(2, ProviderFigures(400, 0, None, cache_outside_input=False), 500)]
     s = saving("c1-chat", "Conversation 1", conversation, reported, "auto", anthropic=False)
     assert s.model == "openai"
     assert s.estimate == (1.0, 0.75)
-    # Only request 2 has counts: 400 uncached at 1.0 over its 1,000 without.
-    assert s.provider == (None, 0.4)
+    # Only request 2 has counts: 400 uncached at 1.0 over its 1,000 without,
+    # in the provider's tokens 800.
+    assert s.provider_scale == pytest.approx(0.8)
+    assert s.provider == (None, pytest.approx(0.5))
     line = saving_line(s)
     assert line.startswith("Conversation 1: with obsmask the bill is 0.750× the bill without "
                            "(-25.0%; 500 input tokens at the base price saved)")
-    assert "from the provider's own counts (1 request(s)): 0.400×" in line
+    assert ("from the provider's own counts (1 request(s); tool definitions, system and "
+            "messages on both sides; 0.80 of its tokens to one of the replay's): 0.500×") in line
     figure = saving_figure(s)
     assert [series.name for series in figure.plot.series] == [
         "estimate (replay)", "provider's counts"]

@@ -86,11 +86,12 @@ def _read_document(path: Path) -> tuple[object, WireFormat]:
     return document, fmt
 
 
-def read_body(path: Path) -> Body:
-    """The conversation of a request body file, in the format its shape says."""
+def read_body(path: Path) -> tuple[Body, dict[str, object]]:
+    """The conversation of a request body file, in the format its shape
+    says, and the body's other members (model, tools...)."""
     document, fmt = _read_document(path)
     items, preamble = conversation(document, fmt)
-    return items, preamble, fmt
+    return (items, preamble, fmt), other_members(document, fmt)
 
 
 def body_session(path: Path, name: str, kind: str) -> Session:
@@ -171,11 +172,11 @@ def last_bodies(bodies: Sequence[Body]) -> list[int]:
     ]
 
 
-def _flow_bodies(path: Path) -> list[Body]:
+def _flow_bodies(path: Path) -> list[tuple[Body, dict[str, object]]]:
     """The conversations of the POSTs of a .mitm file to the addon's default
-    routes, each of the format of its route; each body is the client's (the
-    flow's backup when obsmask masked it)."""
-    bodies: list[Body] = []
+    routes, each of the format of its route, with the body's other members;
+    each body is the client's (the flow's backup when obsmask masked it)."""
+    bodies: list[tuple[Body, dict[str, object]]] = []
     for route, content in post_bodies(path):
         route_format = next((f for suffix, f in ROUTE_SUFFIXES if route.endswith(suffix)), None)
         if route_format is None:
@@ -186,7 +187,7 @@ def _flow_bodies(path: Path) -> list[Body]:
         except ValueError:
             continue  # not JSON, or not a request body of the format
         if items:
-            bodies.append((items, preamble, route_format))
+            bodies.append(((items, preamble, route_format), other_members(document, route_format)))
     return bodies
 
 
@@ -196,17 +197,17 @@ def load_input(path: Path) -> list[Session]:
     ``.../v1/responses``, which give the format), each the client's own
     (the flow's backup when obsmask masked it), where a body whose list
     continues in another body of the same format is one of that body's
-    prefixes and is dropped (``last_bodies``). A request body keeps its
-    other members (model, tools); a flow file's conversations keep only
-    their list and what is sent in front of it."""
+    prefixes and is dropped (``last_bodies``). Each keeps its body's other
+    members (model, tools): the last request's, for a flow file's."""
     if path.suffix != ".mitm":
         return [body_session(path, path.name, "input")]
-    bodies = _flow_bodies(path)
-    ends = [bodies[position] for position in last_bodies(bodies)]
+    read = _flow_bodies(path)
+    ends = [read[position] for position in last_bodies([body for body, _ in read])]
     if not ends:
         raise OfflineError(f"{path}: no POST to a chat, messages or responses route "
                          "with a JSON body")
     return [
-        Session(f"{path.name}#{number}", "input", items, fmt=fmt, preamble=preamble)
-        for number, (items, preamble, fmt) in enumerate(ends, start=1)
+        Session(f"{path.name}#{number}", "input", items, fmt=fmt, preamble=preamble,
+                members=members)
+        for number, ((items, preamble, fmt), members) in enumerate(ends, start=1)
     ]

@@ -51,7 +51,8 @@ def group_conversations(requests: Sequence[SentRequest]) -> list[Conversation]:
     for number, position in enumerate(last_bodies(bodies), start=1):
         last = requests[position]
         items, preamble, fmt = last.body
-        session = Session(f"#{number}", SESSION_KIND, items, fmt=fmt, preamble=preamble)
+        session = Session(f"#{number}", SESSION_KIND, items, fmt=fmt, preamble=preamble,
+                          members=last.members)
         conversations.append(Conversation(number, session, last))
     for request in requests:
         # A request's list may start two conversations (the same system

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES, Routes
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
-from obsmask_core.offline.cache.formats import conversation
+from obsmask_core.offline.cache.formats import conversation, other_members
 from obsmask_core.offline.cache.sessions import Body, read_body
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.offline.measure.usage import usage_from_metadata
@@ -62,6 +62,9 @@ class SentRequest:
     # through obsmask, or a body file.
     action: str | None = None
     usage: ProviderUsage | None = None  # the provider's own figures, if the flow has them
+    # The body's other top-level members (the model, the tool definitions):
+    # sent with every request, and counted by the provider.
+    members: dict[str, object] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -96,9 +99,10 @@ def is_request_body_file(path: Path) -> bool:
 
 
 def _body_of(recorded: RecordedRequest, routes: Routes,
-             summary: InputSummary) -> Body | None:
-    """The conversation of a recorded request the proxy reads as one; None
-    (and the reason counted in ``summary``) when it cannot be measured."""
+             summary: InputSummary) -> tuple[Body, dict[str, object]] | None:
+    """The conversation of a recorded request the proxy reads as one, and
+    the body's other members; None (and the reason counted in ``summary``)
+    when it cannot be measured."""
     fmt = routes.format_of(recorded.method, recorded.path, recorded.host)
     if fmt is None:
         recorded_format = word(recorded.obsmask.get("format"))
@@ -112,14 +116,15 @@ def _body_of(recorded: RecordedRequest, routes: Routes,
         summary.skip(ORIGINAL_LOST)
         return None
     try:
-        items, preamble = conversation(json.loads(recorded.body), fmt)
+        document = json.loads(recorded.body)
+        items, preamble = conversation(document, fmt)
     except ValueError:  # not JSON, or no list of the format
         summary.skip(f"not a JSON {FORMAT_TITLES[fmt.name]} request")
         return None
     if not items:
         summary.skip("an empty conversation")
         return None
-    return items, preamble, fmt
+    return (items, preamble, fmt), other_members(document, fmt)
 
 
 def read_flows(path: Path, routes: Routes) -> tuple[list[SentRequest], InputSummary]:
@@ -127,13 +132,14 @@ def read_flows(path: Path, routes: Routes) -> tuple[list[SentRequest], InputSumm
     requests = []
     for recorded in recorded_requests(path):
         summary.http_requests += 1
-        body = _body_of(recorded, routes, summary)
-        if body is None:
+        read = _body_of(recorded, routes, summary)
+        if read is None:
             continue
+        body, members = read
         action = word(recorded.obsmask.get("action"))
         usage = usage_from_metadata(recorded.obsmask.get("provider_usage"))
         requests.append(SentRequest(str(path), recorded.number, body, recorded.from_backup,
-                                    action, usage))
+                                    action, usage, members))
         summary.conversation_requests += 1
         summary.from_backup += recorded.from_backup
         summary.masked_when_recorded += action == MASKED
@@ -149,10 +155,10 @@ def read_inputs(paths: Sequence[Path],
     summaries: list[InputSummary] = []
     for path in paths:
         if is_request_body_file(path):
-            body = read_body(path)
+            body, members = read_body(path)
             if not body[0]:
                 raise OfflineError(f"{path}: an empty conversation")
-            requests.append(SentRequest(str(path), None, body))
+            requests.append(SentRequest(str(path), None, body, members=members))
             summaries.append(InputSummary(str(path), REQUEST_BODY, 1, 1))
             continue
         found, summary = read_flows(path, routes)

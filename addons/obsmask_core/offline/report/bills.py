@@ -85,7 +85,7 @@ def bill_conversation(bodies: Sequence[NumberedBody], fmt: WireFormat, policy: M
         last = run[-1][1]
         session = Session(f"run {number}", "input", last.items,
                           request_ends=[len(body.items) for _, body in run], fmt=fmt,
-                          preamble=last.preamble)
+                          preamble=last.preamble, members=last.members)
         originals = [tokens.segment(item) for item in session.messages]
         for sums, run_policy in ((without, NO_MASKING), (with_masking, policy)):
             so_far = replay(session, run_policy, tokens, originals).bill.so_far

@@ -20,7 +20,7 @@ from obsmask_core.conversation.body.request_text import UnsupportedBody, parse_r
 from obsmask_core.conversation.planning.holdout import conversation_id
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES
 from obsmask_core.conversation.turns.wire_formats import WireFormat
-from obsmask_core.offline.cache.formats import conversation
+from obsmask_core.offline.cache.formats import conversation, other_members
 from obsmask_core.offline.report.flow_file import RecordedRequest
 from obsmask_core.shared.read_back import word
 
@@ -29,12 +29,14 @@ OTHER = "other"
 
 @dataclass(frozen=True)
 class ParsedBody:
-    """A request body's conversation list (``messages``, ``input``) and what
+    """A request body's conversation list (``messages``, ``input``), what
     is sent in front of it (Anthropic's ``system``, Responses'
-    ``instructions``; None: nothing)."""
+    ``instructions``; None: nothing), and its other top-level members (the
+    model, the tool definitions...), which the provider counts too."""
 
     items: list[object]
     preamble: object
+    members: dict[str, object] = field(default_factory=dict)
 
 
 def parse_body(body: bytes, fmt: WireFormat) -> ParsedBody | None:
@@ -45,7 +47,7 @@ def parse_body(body: bytes, fmt: WireFormat) -> ParsedBody | None:
         items, preamble = conversation(parsed.members, fmt)
     except (UnicodeDecodeError, UnsupportedBody, ValueError):
         return None
-    return ParsedBody(items, preamble)
+    return ParsedBody(items, preamble, other_members(parsed.members, fmt))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from obsmask_core.offline.report.conversations import ParsedBody
 
 def prompt_tokens(body: ParsedBody, fmt: WireFormat, tokens: MessageTokens) -> int:
     client = ClientRequests(Session("request", "input", body.items, fmt=fmt,
-                                    preamble=body.preamble))
+                                    preamble=body.preamble, members=body.members))
     sent = client.request(len(body.items))
     reading = PromptReader(ItemReadings(fmt, tokens, client.items)).read(sent.request)
     return reading.prompt(0.0, None).total

@@ -6,10 +6,15 @@ the bill so far without, under the price model the conversation's policy
 bills by (``auto``: Anthropic's for Anthropic Messages, OpenAI's for the
 others; ``none`` when there is no cache). Where the flows hold the
 provider's own usage (obsmask records it on each answer), the provider's
-line puts what the provider counted beside it: over the requests with
-figures, the prompt tokens it reported, its cached ones at the model's
-cache price and the rest at its uncached price, over the replay's bill
-without masking of the same requests. Below 1, obsmask saved.
+line puts what the provider billed beside it, like for like: over the
+requests with figures, the prompt it counted (tool definitions, system and
+messages, as sent), its cache reads at the model's read price, its cache
+writes at the write price and the rest at the base price; over the replay's
+bill without masking of the same requests, which counts the same parts of
+the prompt (``estimates``). The provider's tokenizer is not the replay's:
+the bill without masking is put in the provider's tokens by the ratio of
+the prompt tokens it reported to the replay's count of the same requests as
+they went out (``Saving.provider_scale``). Below 1, obsmask saved.
 """
 
 from __future__ import annotations
@@ -38,8 +43,16 @@ def provider_cost(figures: ProviderFigures, model: str) -> float | None:
     if prompt is None:
         return None
     prices = PRICE_MODELS[model]
-    cached = min(figures.cached_input_tokens or 0, prompt) if prices.has_cache else 0
-    return (prices.read * cached + prices.uncached * (prompt - cached)) / PRICE_UNIT
+    if not prices.has_cache:
+        return float(prompt)
+    cached = min(figures.cached_input_tokens or 0, prompt)
+    if not figures.cache_outside_input:
+        return (prices.read * cached + prices.uncached * (prompt - cached)) / PRICE_UNIT
+    # Anthropic says what it wrote to the cache; the rest (after the last
+    # breakpoint) is billed at the base price, as the replay bills it.
+    written = min(figures.cache_creation_input_tokens or 0, prompt - cached)
+    rest = prompt - cached - written
+    return (prices.read * cached + prices.uncached * written + PRICE_UNIT * rest) / PRICE_UNIT
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,9 @@ class Saving:
     with_masking: float  # the final bills of the estimate
     without_masking: float
     provider_requests: int  # requests with the provider's counts
+    # The provider's prompt tokens per token of the replay's count, over the
+    # same requests as they went out (None: no request to scale by).
+    provider_scale: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -80,21 +96,27 @@ def saving(anchor: str, title: str, bill: ConversationBill, numbers: Sequence[Re
                                                     chosen.without_masking, strict=True))
     provider: list[float | None] = []
     reported = base = 0.0
+    counted_prompt = estimated_prompt = 0
     counted = 0
     previous = 0.0
     for number, without in zip(bill.request_numbers, chosen.without_masking, strict=True):
         request = by_number.get(number)
         figures = request.provider if request is not None else None
         cost = provider_cost(figures, model) if figures is not None else None
-        if cost is not None:
+        if figures is not None and cost is not None and request is not None \
+                and request.tokens_with and figures.prompt_tokens:
             reported += cost
             base += without - previous
+            counted_prompt += figures.prompt_tokens
+            estimated_prompt += request.tokens_with
             counted += 1
         previous = without
-        provider.append(_ratio(reported, base) if counted else None)
+        provider.append(_ratio(reported, base * counted_prompt / estimated_prompt)
+                        if counted else None)
     return Saving(anchor, title, model, bill.request_numbers, estimate, tuple(provider),
                   chosen.with_masking[-1] if chosen.with_masking else 0.0,
-                  chosen.without_masking[-1] if chosen.without_masking else 0.0, counted)
+                  chosen.without_masking[-1] if chosen.without_masking else 0.0, counted,
+                  counted_prompt / estimated_prompt if counted else None)
 
 
 def saving_line(s: Saving) -> str:
@@ -105,8 +127,10 @@ def saving_line(s: Saving) -> str:
     line = (f"{s.title}: with obsmask the bill is {s.ratio:.3f}× the bill without "
             f"({s.ratio - 1:+.1%}; {saved:,.0f} input tokens at the base price saved), "
             f"estimated by the replay under the “{s.model}” price model")
-    if s.provider_ratio is not None:
-        line += (f"; from the provider's own counts ({s.provider_requests} request(s)): "
+    if s.provider_ratio is not None and s.provider_scale is not None:
+        line += (f"; from the provider's own counts ({s.provider_requests} request(s); "
+                 "tool definitions, system and messages on both sides; "
+                 f"{s.provider_scale:.2f} of its tokens to one of the replay's): "
                  f"{s.provider_ratio:.3f}×")
     else:
         line += "; the flows hold no usage figures of the provider"

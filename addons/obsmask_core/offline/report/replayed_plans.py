@@ -46,7 +46,8 @@ def replay_plan(original: ParsedBody, sent: ParsedBody | None, fmt: WireFormat,
     judgements and checkpoints, kept over the conversation's requests (the
     plan is the same without, made later)."""
     plan = plan_masking(fmt.index(original.items), policy, original.items, memory=memory)
-    replayed = ParsedBody(apply_plan(original.items, plan, fmt), original.preamble)
+    replayed = ParsedBody(apply_plan(original.items, plan, fmt), original.preamble,
+                          original.members)
     as_sent = None if sent is None else replayed == sent
     return ReplayedPlan(plan.frontier_turn, plan.tool_turns, plan.stage, plan.masked,
                         plan.clipped, prompt_tokens(replayed, fmt, tokens), as_sent,
