@@ -1,8 +1,9 @@
-"""End to end: `obsmask report` on flows recorded from the real Claude Code
-program through a real mitmdump with obsmask, against the caching Anthropic
-stub (tests/support/caching_provider.py) told to count tokens as a provider
-does: cl100k_base over every string of the prompt, tool definitions and
-system included (a tokenizer of the test's, not obsmask's code).
+"""End to end: `obsmask report` and `obsmask measure` on flows recorded from
+the real Claude Code program through a real mitmdump with obsmask, against
+the caching Anthropic stub (tests/support/caching_provider.py) told to count
+tokens as a provider does: cl100k_base over every string of the prompt, a
+tool definition by its JSON, system included (a tokenizer of the test's,
+not obsmask's code).
 
 The task is test_e2e_claude_code_cache.py's (ten ``Bash`` turns, most with
 outputs of several KB), with ``claude-sonnet-4-5`` and the same settings
@@ -14,8 +15,10 @@ Checked: the report's two figures for the conversation, its estimate (the
 replay's bill with obsmask over the bill without) and the same ratio from
 the provider's own counts, are within 5% of each other, and the page says
 what both sides count (tool definitions, system and messages). Before the
-report counted the tool definitions, the provider's figure was 0.79 of the
-estimate here.
+report counted the tool definitions, the provider's figure was 1.33 times the
+estimate here (1.215x against 0.913x). And the proxy's end-of-run net bill
+line, written when mitmdump stops, is the line the report and measure print
+for the flows it wrote.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import tiktoken
 from support.caching_provider import AnthropicPromptCache
 from support.claude_code import claude_executable, prepare_folder, run_claude
 from support.flow_files import read_flows
+from support.one_bill import measure_net_line
 from support.processes import REPO, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import scripted_anthropic
 
@@ -77,6 +81,7 @@ class Recorded:
     flows: Path
     config: Path
     masked_requests: int
+    summary_net_line: str  # the proxy's end-of-run net bill line
 
 
 @pytest.fixture(scope="module")
@@ -102,14 +107,17 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
                              ["--allowedTools", "Bash", "--max-turns", str(len(COMMANDS) + 3),
                               "--model", MODEL])
             wait_for_lines(proxy, r"obsmask: provider reported", len(server.served), 10.0)
+    # Stopped: the end-of-run summary is written.
+    [summary] = re.findall(r"obsmask: (totals: net bill .*)$", proxy.output(), re.MULTILINE)
     assert run.result()["is_error"] is False, run.describe()
     masked = sum(1 for flow in read_flows(flows)
                  if flow.metadata.get("obsmask", {}).get("masked_tool_results"))
-    return Recorded(flows, config, masked)
+    return Recorded(flows, config, masked, summary)
 
 
-def report_line(recorded: Recorded, workdir: Path) -> str:
-    """The report's saving line of the one conversation, as text."""
+def report_line(recorded: Recorded, workdir: Path) -> tuple[str, str]:
+    """The report's line of the proxy's bill, and the saving line of the one
+    conversation, as text."""
     page = workdir / "report.html"
     command = [sys.executable, "-m", "obsmask_core.cli.main", "report", str(recorded.flows),
                "-o", str(page), "--config", str(recorded.config)]
@@ -118,9 +126,10 @@ def report_line(recorded: Recorded, workdir: Path) -> str:
     result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=300,
                             env={"PYTHONPATH": str(REPO / "addons"), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stdout + result.stderr
-    [line] = re.findall(r'<p class="lead saved-line">(.*?)</p>',
-                        page.read_text(encoding="utf-8"))
-    return html.unescape(line)
+    text = page.read_text(encoding="utf-8")
+    [proxy] = re.findall(r'<p class="lead proxy-bill">[^<]*?gives it: (.*?)</p>', text)
+    [line] = re.findall(r'<p class="lead saved-line">(.*?)</p>', text)
+    return html.unescape(proxy), html.unescape(line)
 
 
 def test_the_reports_provider_figure_agrees_with_its_estimate_when_the_provider_counts_honestly(
@@ -130,7 +139,7 @@ def test_the_reports_provider_figure_agrees_with_its_estimate_when_the_provider_
     definitions, system, messages), so a provider that counts honestly
     gives the ratio the replay estimates, within 5%."""
     assert recorded.masked_requests > 0, "obsmask masked nothing: nothing to compare"
-    line = report_line(recorded, tmp_path)
+    line = report_line(recorded, tmp_path)[1]
     estimate = re.search(r"the bill is ([0-9.]+)× the bill without", line)
     provider = re.search(r"from the provider's own counts \((\d+) request\(s\); "
                          r"tool definitions, system and messages on both sides; "
@@ -141,3 +150,15 @@ def test_the_reports_provider_figure_agrees_with_its_estimate_when_the_provider_
     assert ratio < 1.0, line
     assert int(provider.group(1)) == len(COMMANDS) + 1, line
     assert abs(reported - ratio) <= AGREEMENT * ratio, line
+
+
+def test_the_proxys_summary_the_report_and_measure_print_the_same_bill(
+    recorded: Recorded, tmp_path: Path,
+) -> None:
+    """The flows of a live run: the proxy's end-of-run net bill line, the
+    report's and measure's are one and the same."""
+    options = [f"--set=obsmask_{name}={value}" for name, value in SETTINGS.items()]
+    assert re.search(r"estimated: [0-9.]+× ", recorded.summary_net_line)
+    assert report_line(recorded, tmp_path)[0] == recorded.summary_net_line
+    assert measure_net_line(recorded.flows, tmp_path, "--config", str(recorded.config),
+                            *options) == recorded.summary_net_line

@@ -50,8 +50,10 @@ MEASURE_TIMEOUT = 300.0
 WINDOW_TURNS = 2
 MASKING_ON = ("--set", f"obsmask_window_turns={WINDOW_TURNS}")
 MASKING_OFF = ("--set", "obsmask_enabled=false")
-# What the recordings themselves say; everything else must be equal.
-RECORDING_KEYS = frozenset({"file", "recorded"})
+# What the recordings themselves say; everything else must be equal. The
+# proxy's bill is what the proxy did when it recorded (masking on or off),
+# where a flow holds obsmask's record.
+RECORDING_KEYS = frozenset({"file", "recorded", "proxy_bill"})
 
 Json = dict[str, object]
 
@@ -98,6 +100,9 @@ def _check_same_figures(on: Json, off: Json, requests: int) -> tuple[Json, Json]
     """The two documents agree on every figure; the recordings differ as
     they should. Returns each one's only conversation."""
     assert without_recording(on) == without_recording(off)
+    # The proxy's own bill is what it did: it sent fewer tokens masking.
+    assert re.search(r"; [1-9][0-9,]* input tokens not sent", str(on["proxy_bill"]))
+    assert "; 0 input tokens not sent" in str(off["proxy_bill"])
     [on_input], [off_input] = as_list(on["inputs"]), as_list(off["inputs"])
     on_recorded = as_object(as_object(on_input)["recorded"])
     off_recorded = as_object(as_object(off_input)["recorded"])

@@ -53,6 +53,9 @@ class RecordedFlow:
     # obsmask masked it and its original is not in the flow (no backup, or
     # one that cannot be read): the client's body is unknown.
     original_lost: bool
+    # When the request that went out started (a replay through the proxy,
+    # mitmdump -nr, plans it at that time).
+    started: float = 0.0
     conversation: Mapping[str, object] = field(default_factory=dict)  # metadata["obsmask"]
     mcp: Mapping[str, object] = field(default_factory=dict)  # metadata["obsmask_mcp"]
 
@@ -103,6 +106,7 @@ def _recorded(flow: http.HTTPFlow, number: int, position: int) -> RecordedFlow:
         from_backup=client.raw_content != sent.raw_content,
         original_lost=(word(conversation.get("action")) == MASKED
                        and client.raw_content == sent.raw_content),
+        started=sent.timestamp_start,
         conversation=conversation,
         mcp=dict(mapping(flow.metadata.get(MCP_METADATA))),
     )

@@ -52,6 +52,9 @@ class RecordedRequest:
     # obsmask masked it and its original is not in the flow: ``body`` is
     # the masked one, not the client's.
     original_lost: bool = False
+    # When the request that went out started (the time a replay through
+    # the proxy plans it at).
+    started: float = 0.0
 
 
 def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
@@ -67,7 +70,7 @@ def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
                 number=flow.number, method=flow.method, path=flow.path, host=flow.host,
                 body=flow.client_body,
                 from_backup=flow.from_backup, obsmask=dict(flow.conversation),
-                original_lost=flow.original_lost)
+                original_lost=flow.original_lost, started=flow.started)
     except UnreadableFlowFile as e:
         raise OfflineError(str(e)) from None
 

@@ -18,6 +18,7 @@ from obsmask_core.offline.measure.figures import (
     total_figures,
 )
 from obsmask_core.offline.measure.inputs import InputSummary, read_inputs
+from obsmask_core.offline.proxy_bill import proxy_net_line
 from obsmask_core.offline.proxy_settings import ProxySettings
 
 # The encoding load_encoder loads (its offline copy first).
@@ -30,6 +31,9 @@ class Measurement:
     inputs: list[InputSummary]
     conversations: list[ConversationFigures]
     total: TotalFigures
+    # The end-of-run summary's net bill line, had the proxy seen these
+    # flows (``offline.proxy_bill``).
+    proxy_bill: str = ""
 
 
 def measure(paths: Sequence[Path], settings: ProxySettings) -> Measurement:
@@ -40,4 +44,5 @@ def measure(paths: Sequence[Path], settings: ProxySettings) -> Measurement:
                              bill_conversation(conversation.session, settings.policy, tokens))
         for conversation in group_conversations(requests)
     ]
-    return Measurement(settings, inputs, figures, total_figures(figures))
+    return Measurement(settings, inputs, figures, total_figures(figures),
+                       proxy_net_line(paths, settings.routes, settings.policy))

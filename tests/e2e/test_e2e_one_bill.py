@@ -1,0 +1,51 @@
+"""End to end: one bill. The proxy's end-of-run summary, `obsmask report` and
+`obsmask measure` print the same net bill line for the same flows and the
+same settings (the ledger's bill with obsmask over the bill without, per
+price model, and the input tokens not sent).
+
+On each saved flow file of fixtures/flows/ (recorded without obsmask), the
+proxy is a real mitmdump replaying the file through obsmask (``mitmdump -nr
+FILE``, the shipped mitm.toml in its directory), and the report and measure
+commands run on the same file in the same directory. The run of the real
+Claude Code through a live proxy is tests/e2e/test_e2e_claude_code_report.py.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from support.one_bill import measure_net_line, report_net_line
+from support.processes import REPO, MitmdumpProcess
+
+pytestmark = pytest.mark.e2e
+
+FLOW_FILES = sorted((REPO / "fixtures" / "flows").glob("*.mitm"))
+NET_LINE = re.compile(r"obsmask: (totals: net bill .*)$", re.MULTILINE)
+
+
+def proxy_net_line(flows: Path, workdir: Path) -> str:
+    """The summary's net bill line of a replay of ``flows`` through obsmask."""
+    proxy = MitmdumpProcess(["-n", "-r", str(flows)], workdir, workdir / "confdir")
+    try:
+        assert proxy.wait_for_exit() == 0, proxy.output()
+    finally:
+        proxy.stop()
+    [line] = NET_LINE.findall(proxy.output())
+    return line
+
+
+@pytest.mark.parametrize("flows", FLOW_FILES, ids=lambda path: path.stem)
+def test_the_summary_the_report_and_measure_print_the_same_bill(flows: Path,
+                                                                tmp_path: Path) -> None:
+    """The same flows under the same settings: one bill, to the last digit."""
+    shutil.copyfile(REPO / "mitm.toml", tmp_path / "mitm.toml")
+    summary = proxy_net_line(flows, tmp_path)
+    assert re.search(r"estimated: [0-9.]+× .* under ", summary), summary
+    assert report_net_line(flows, tmp_path) == summary
+    assert measure_net_line(flows, tmp_path) == summary
+    assert html.unescape(summary) == summary  # compared as text, nothing escaped
