@@ -27,6 +27,7 @@ from obsmask_core.mcp.answer_messages import (
     strings_of,
 )
 from obsmask_core.shared.read_back import whole, word
+from obsmask_core.shared.request_record import McpKey
 from obsmask_core.shared.truncation import TruncationMarker
 from obsmask_core.shared.view_text import (
     DiffNames,
@@ -158,10 +159,10 @@ class CutRecord:
         def figure(key: str) -> int | None:
             return whole(metadata.get(key))
 
-        ids = metadata.get("recall_ids")
-        return cls(word(metadata.get("transport")), figure("messages_truncated"),
-                   figure("strings_cut"), figure("chars_before"), figure("chars_after"),
-                   figure("tokens_saved"),
+        ids = metadata.get(McpKey.RECALL_IDS)
+        return cls(word(metadata.get(McpKey.TRANSPORT)), figure(McpKey.MESSAGES_TRUNCATED),
+                   figure(McpKey.STRINGS_CUT), figure(McpKey.CHARS_BEFORE),
+                   figure(McpKey.CHARS_AFTER), figure(McpKey.TOKENS_SAVED),
                    tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ())
 
     def figures(self) -> str:

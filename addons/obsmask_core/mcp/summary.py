@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from obsmask_core.mcp.cut import TextTruncation
+from obsmask_core.shared.request_record import TRUNCATED, McpKey
 from obsmask_core.shared.tokens import TokenCount, TokenCounter
 from obsmask_core.shared.truncation import TruncationMarker
 
@@ -81,17 +82,17 @@ class McpSummary:
 
     def as_metadata(self) -> dict[str, object]:
         recall: dict[str, object] = (
-            {"recall_ids": list(self.recall_ids)} if self.recall_ids else {})
+            {McpKey.RECALL_IDS: list(self.recall_ids)} if self.recall_ids else {})
         return {
-            "action": "truncated",
-            "transport": self.transport,
-            "messages_truncated": self.messages_truncated,
-            "strings_cut": self.strings_cut,
-            "chars_before": self.chars_before,
-            "chars_after": self.chars_after,
-            "tokens_saved": self.tokens_saved,
-            "token_encoding": self.token_encoding,
-            **({"tokens_estimated": True} if self.tokens_estimated else {}),
+            McpKey.ACTION: TRUNCATED,
+            McpKey.TRANSPORT: self.transport,
+            McpKey.MESSAGES_TRUNCATED: self.messages_truncated,
+            McpKey.STRINGS_CUT: self.strings_cut,
+            McpKey.CHARS_BEFORE: self.chars_before,
+            McpKey.CHARS_AFTER: self.chars_after,
+            McpKey.TOKENS_SAVED: self.tokens_saved,
+            McpKey.TOKEN_ENCODING: self.token_encoding,
+            **({McpKey.TOKENS_ESTIMATED: True} if self.tokens_estimated else {}),
             **recall,
         }
 

@@ -27,9 +27,10 @@ from mitmproxy import http
 from obsmask_core.conversation.billing.brake import reading
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, guarded, where
+from obsmask_core.shared.request_record import Key
 
 logger = logging.getLogger(__name__)
-BRAKE_METADATA = "brake"
+BRAKE_METADATA = Key.BRAKE
 
 
 class ProviderBrake:
@@ -58,15 +59,15 @@ class ProviderBrake:
         summary = flow.metadata.get(CONVERSATION_METADATA)
         if not isinstance(summary, dict) or BRAKE_METADATA in summary:
             return
-        bill, usage = summary.get("bill"), summary.get("provider_usage")
+        bill, usage = summary.get(Key.BILL), summary.get(Key.PROVIDER_USAGE)
         if not isinstance(bill, Mapping) or not isinstance(usage, Mapping):
             return
         # The request's key in the table (its history), where the next
         # request of the conversation finds the brake.
-        history, conversation = bill.get("history"), summary.get("conversation")
+        history, conversation = bill.get("history"), summary.get(Key.CONVERSATION)
         if not isinstance(history, str):
             return
-        read = reading(bill, usage, anthropic=summary.get("format") == "anthropic")
+        read = reading(bill, usage, anthropic=summary.get(Key.FORMAT) == "anthropic")
         if read is None:
             return
         # The table the request was planned with, at the answer's time.

@@ -44,6 +44,7 @@ from obsmask_core.mitm.flows import (
     where,
 )
 from obsmask_core.mitm.mcp_addon import McpTruncation
+from obsmask_core.shared.request_record import Key
 from obsmask_core.shared.truncation import DEFAULT_MARKER
 from obsmask_core.shared.view_text import LineKind, ViewLine, page_text, pretty_body, text, title
 
@@ -80,7 +81,7 @@ def _peer(kind: type[_Addon]) -> _Addon | None:
 
 def _action(flow: Flow, key: str) -> object:
     facts = flow.metadata.get(key)
-    return facts.get("action") if isinstance(facts, dict) else None
+    return facts.get(Key.ACTION) if isinstance(facts, dict) else None
 
 
 def page_kind(flow: Flow | None, message: object) -> PageKind | None:

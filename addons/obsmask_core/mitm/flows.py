@@ -14,13 +14,15 @@ from typing import TypeVarTuple
 
 from mitmproxy import http
 
+from obsmask_core.shared.request_record import CONVERSATION_RECORD, MCP_RECORD
+
 logger = logging.getLogger(__name__)
 
 # mitmweb shows marked flows with this emoji.
 MARK = ":scissors:"
 # flow.metadata keys (mitmproxy saves metadata with the flow).
-CONVERSATION_METADATA = "obsmask"
-MCP_METADATA = "obsmask_mcp"
+CONVERSATION_METADATA = CONVERSATION_RECORD
+MCP_METADATA = MCP_RECORD
 
 Ts = TypeVarTuple("Ts")
 

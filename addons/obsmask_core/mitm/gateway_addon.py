@@ -45,6 +45,7 @@ from obsmask_core.mitm.settings_addon import FILE_OPTIONS, SettingsFile
 from obsmask_core.shared.config_file import ConfigFile
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.networks import client_networks
+from obsmask_core.shared.request_record import McpKey
 
 logger = logging.getLogger(__name__)
 
@@ -176,8 +177,8 @@ class McpGateway:
             facts = flow.metadata.setdefault(MCP_METADATA, {})
             facts["gateway_body_streamed"] = True
             logger.info("obsmask: gateway %s %s -> %s, its body streamed through the relay",
-                        flow.request.method, facts.get("gateway_server"),
-                        facts.get("gateway_upstream", "no server (refused)"))
+                        flow.request.method, facts.get(McpKey.GATEWAY_SERVER),
+                        facts.get(McpKey.GATEWAY_UPSTREAM, "no server (refused)"))
             return True
         for header in (RELAY_HEADER, KEEP_ALIVE_HEADER, REFUSED_HEADER):
             flow.request.headers.pop(header, None)
@@ -195,7 +196,7 @@ class McpGateway:
             return
         code = response.headers.pop(ERROR_HEADER)
         facts = flow.metadata.setdefault(MCP_METADATA, {})
-        facts["gateway_error"] = int(code) if code.lstrip("-").isdigit() else code
+        facts[McpKey.GATEWAY_ERROR] = int(code) if code.lstrip("-").isdigit() else code
         try:
             message = str(json.loads(response.content or b"{}")["error"]["message"])
         except (ValueError, KeyError, TypeError):

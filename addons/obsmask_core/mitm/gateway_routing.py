@@ -28,6 +28,7 @@ from obsmask_core.gateway.relay import GatewayRelay
 from obsmask_core.gateway.upstream_answers import Answer
 from obsmask_core.gateway.upstreams import GatewaySpec, Upstream
 from obsmask_core.mitm.flows import MCP_METADATA, add_comment, log_once_sent, where
+from obsmask_core.shared.request_record import McpKey
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class GatewayRouting:
         failure = spec.refusal(str(peer[0]) if peer else None, name)
         facts: dict[str, object] = {"gateway_server": name}
         if failure is None:
-            facts["gateway_upstream"] = spec.servers[name].url
+            facts[McpKey.GATEWAY_UPSTREAM] = spec.servers[name].url
         flow.metadata[MCP_METADATA] = facts
         return failure
 
@@ -195,7 +196,7 @@ def fail(flow: http.HTTPFlow, name: str, failure: GatewayFailure) -> None:
     answer = error_response(id_text, failure, name)
     flow.response = http.Response.make(answer.status, answer.body,
                                        {"content-type": "application/json"})
-    flow.metadata[MCP_METADATA]["gateway_error"] = failure.code
+    flow.metadata[MCP_METADATA][McpKey.GATEWAY_ERROR] = failure.code
     add_comment(flow, answer.message)
     logger.warning("obsmask: %s: %s (JSON-RPC error %d)", where(flow), answer.message,
                    failure.code)

@@ -24,6 +24,7 @@ from obsmask_core.mcp.scope import (
 )
 from obsmask_core.mitm.flows import MCP_METADATA
 from obsmask_core.mitm.options import refuse
+from obsmask_core.shared.request_record import McpKey
 
 PREFIX = "mcpmask_"
 # The ids of recent MCP requests, per server, by which a GET stream that
@@ -67,7 +68,7 @@ class McpScope:
             return None
         facts = flow.metadata.get(MCP_METADATA)
         if isinstance(facts, dict):
-            if "gateway_server" in facts:
+            if McpKey.GATEWAY_SERVER in facts:
                 return "gateway", EVERY_RESPONSE
             if facts.get("mcp") == "method":
                 ids = facts.get("mcp_ids")
@@ -93,7 +94,7 @@ class McpScope:
         except UnicodeDecodeError:
             return
         facts = flow.metadata.get(MCP_METADATA)
-        if not (isinstance(facts, dict) and "gateway_server" in facts):
+        if not (isinstance(facts, dict) and McpKey.GATEWAY_SERVER in facts):
             answers = answers_to_request(scan)
             if answers is None:
                 return
@@ -149,7 +150,7 @@ def server_name(flow: http.HTTPFlow) -> str:
     """The server a flow talks to, as max_chars_for rules name it: the
     gateway's name for it, else the request's host."""
     facts = flow.metadata.get(MCP_METADATA)
-    name = facts.get("gateway_server") if isinstance(facts, dict) else None
+    name = facts.get(McpKey.GATEWAY_SERVER) if isinstance(facts, dict) else None
     return name if isinstance(name, str) else flow.request.pretty_host
 
 
@@ -165,7 +166,7 @@ def _server_key(flow: http.HTTPFlow) -> tuple[str, int]:
     flow's server by its name (all of them go to the one relay), any other
     by its host and port."""
     facts = flow.metadata.get(MCP_METADATA)
-    name = facts.get("gateway_server") if isinstance(facts, dict) else None
+    name = facts.get(McpKey.GATEWAY_SERVER) if isinstance(facts, dict) else None
     if isinstance(name, str):
         return (f"gateway/{name}", 0)
     return (flow.request.host, flow.request.port)

@@ -46,12 +46,13 @@ from obsmask_core.recall.settings import (
 from obsmask_core.recall.store import RecallStorage, RecallStore, StoredText, StoreError
 from obsmask_core.shared.networks import Network, client_allowed, client_networks
 from obsmask_core.shared.redis_link import redacted
+from obsmask_core.shared.request_record import RECALL_RECORD
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "obsmask_recall_"
 # flow.metadata key of a flow the recall server answered.
-RECALL_METADATA = "obsmask_recall"
+RECALL_METADATA = RECALL_RECORD
 JSON_TYPE: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
 
 

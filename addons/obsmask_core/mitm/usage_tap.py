@@ -11,6 +11,7 @@ from mitmproxy import http
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage, usage_from_json
 from obsmask_core.conversation.usage.usage_stream import SseUsageReader, usage_from_sse
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, log_once_sent, where
+from obsmask_core.shared.request_record import Key
 
 logger = logging.getLogger(__name__)
 USAGE_LINE_PREFIX = "obsmask: provider reported "
@@ -60,9 +61,9 @@ class UsageTap:
             return
         problem = f"the stream was cut before the provider's usage report ({reason})"
         summary = self.flow.metadata.setdefault(CONVERSATION_METADATA, {})
-        summary["provider_usage_problem"] = problem
+        summary[Key.PROVIDER_USAGE_PROBLEM] = problem
         if self.reader.usage is not None:  # what the first events said
-            summary["provider_usage"] = self.reader.usage.as_metadata()
+            summary[Key.PROVIDER_USAGE] = self.reader.usage.as_metadata()
         logger.warning("obsmask: %s: %s", where(self.flow), problem)
 
     def _record(self) -> None:
@@ -98,9 +99,9 @@ def record_usage(
     summary = flow.metadata.setdefault(CONVERSATION_METADATA, {})
     if usage is None:
         if problem:
-            summary["provider_usage_problem"] = problem
+            summary[Key.PROVIDER_USAGE_PROBLEM] = problem
         return
-    summary["provider_usage"] = usage.as_metadata()
+    summary[Key.PROVIDER_USAGE] = usage.as_metadata()
     line = usage.comment_line()
     add_comment(flow, line, replacing=USAGE_LINE_PREFIX)
     if log:

@@ -24,6 +24,7 @@ from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.offline.recorded_requests import recorded_requests
 from obsmask_core.shared.read_back import word
+from obsmask_core.shared.request_record import Key
 from obsmask_core.shared.tokens import TokenCounter
 from obsmask_core.totals.totals import Totals
 
@@ -38,7 +39,7 @@ def proxy_totals(paths: Sequence[Path], routes: Routes, policy: MaskPolicy) -> T
     masker, last_seen = Masker(policy), LastSeen()
     for path in paths:
         for recorded in recorded_requests(path):
-            if word(recorded.obsmask.get("action")) is not None:
+            if word(recorded.obsmask.get(Key.ACTION)) is not None:
                 totals.add_flow(recorded.obsmask, None)
                 continue
             fmt = routes.format_of(recorded.method, recorded.path, recorded.host)

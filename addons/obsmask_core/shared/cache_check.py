@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from obsmask_core.shared.read_back import count, mapping, word
+from obsmask_core.shared.request_record import Key
 
 # The one wire format whose provider leaves the cached tokens out of its
 # input_tokens (provider_usage.ProviderUsage).
@@ -95,10 +96,10 @@ class CacheCheck:
         """From a conversation flow's metadata; None without the ledger's
         prediction (no price model with a cache, or a flow of an earlier
         version)."""
-        bill = mapping(facts.get("bill"))
+        bill = mapping(facts.get(Key.BILL))
         cache, predicted = word(bill.get("cache")), CacheTokens.predicted(bill.get("predicted"))
         if cache is None or predicted is None:
             return None
-        fmt = word(facts.get("format"))
+        fmt = word(facts.get(Key.FORMAT))
         return cls(fmt or "unknown", cache, predicted,
-                   CacheTokens.reported(facts.get("provider_usage"), fmt))
+                   CacheTokens.reported(facts.get(Key.PROVIDER_USAGE), fmt))

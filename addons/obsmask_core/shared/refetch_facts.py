@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from obsmask_core.shared.read_back import count, mapping
+from obsmask_core.shared.request_record import Key
 
 # The key of the dict in the conversation's metadata.
-REFETCHES_KEY = "refetches"
+REFETCHES_KEY = Key.REFETCHES
 # Where a re-fetch's tool has no name.
 UNKNOWN_TOOL = "unknown"
 

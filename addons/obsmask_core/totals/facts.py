@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
+from obsmask_core.shared.request_record import Key, McpKey
 from obsmask_core.totals.brake import BrakeFacts
 from obsmask_core.totals.cold import TurnFacts
 
@@ -96,43 +97,43 @@ class RequestFacts:
     @classmethod
     def read(cls, value: object) -> RequestFacts | None:
         facts = mapping(value)
-        action = facts.get("action")
-        if "action" not in facts and (
-                "provider_usage" in facts or "provider_usage_problem" in facts):
+        action = facts.get(Key.ACTION)
+        if Key.ACTION not in facts and (
+                Key.PROVIDER_USAGE in facts or Key.PROVIDER_USAGE_PROBLEM in facts):
             # Only the usage of the answer: the rewrite hit an internal
             # error and the request went out as it came.
             action = "passed_through"
         if action not in ("masked", "unchanged", "passed_through"):
             return None
-        conversation = facts.get("conversation")
-        before, after = (count(facts.get("masked_tokens_before")),
-                         count(facts.get("masked_tokens_after")))
+        conversation = facts.get(Key.CONVERSATION)
+        before, after = (count(facts.get(Key.MASKED_TOKENS_BEFORE)),
+                         count(facts.get(Key.MASKED_TOKENS_AFTER)))
         masked = action == "masked"
-        usage = mapping(facts.get("provider_usage"))
+        usage = mapping(facts.get(Key.PROVIDER_USAGE))
         provider = {name: tokens for name in PROVIDER_FIELDS
                     if (tokens := count(usage.get(name))) is not None}
         return cls(
             action=str(action),
             conversation=conversation if isinstance(conversation, str) else None,
-            held_out=facts.get("holdout") is True,
-            masked_results=_count(facts, "masked_tool_results"),
-            clipped_results=_count(facts, "clipped_tool_results"),
-            recalled_results=_count(facts, "recalled_tool_results"),
+            held_out=facts.get(Key.HOLDOUT) is True,
+            masked_results=_count(facts, Key.MASKED_TOOL_RESULTS),
+            clipped_results=_count(facts, Key.CLIPPED_TOOL_RESULTS),
+            recalled_results=_count(facts, Key.RECALLED_TOOL_RESULTS),
             tokens_saved=(before - after if before is not None and after is not None
                           else None) if masked else 0,
-            tool_chars_saved=(_count(facts, "tool_chars_before")
-                              - _count(facts, "tool_chars_after")) if masked else 0,
-            body_bytes_saved=(_count(facts, "body_bytes_before")
-                              - _count(facts, "body_bytes_after")) if masked else 0,
-            mask_ms=amount(facts.get("mask_ms")),
-            bill=BillFacts.read(facts.get("bill")),
+            tool_chars_saved=(_count(facts, Key.TOOL_CHARS_BEFORE)
+                              - _count(facts, Key.TOOL_CHARS_AFTER)) if masked else 0,
+            body_bytes_saved=(_count(facts, Key.BODY_BYTES_BEFORE)
+                              - _count(facts, Key.BODY_BYTES_AFTER)) if masked else 0,
+            mask_ms=amount(facts.get(Key.MASK_MS)),
+            bill=BillFacts.read(facts.get(Key.BILL)),
             provider=provider,
             cache=CacheFacts.read(facts),
             refetches=RefetchFacts.read(facts.get(REFETCHES_KEY)),
-            brake=BrakeFacts.read(facts.get("brake")),
+            brake=BrakeFacts.read(facts.get(Key.BRAKE)),
             cache_miss_reason=reason if isinstance(
                 reason := usage.get("cache_miss_reason"), str) else None,
-            turn=TurnFacts.read(facts.get("bill")),
+            turn=TurnFacts.read(facts.get(Key.BILL)),
         )
 
 
@@ -153,12 +154,12 @@ class McpFacts:
     def read(cls, value: object) -> McpFacts | None:
         if not isinstance(value, Mapping):
             return None
-        truncated = value.get("action") == "truncated"
+        truncated = value.get(McpKey.ACTION) == "truncated"
         return cls(
             truncated=truncated,
-            messages_truncated=_count(value, "messages_truncated"),
-            strings_cut=_count(value, "strings_cut"),
-            chars_saved=_count(value, "chars_before") - _count(value, "chars_after"),
-            tokens_saved=whole(value.get("tokens_saved")) if truncated else 0,
-            gateway_error="gateway_error" in value,
+            messages_truncated=_count(value, McpKey.MESSAGES_TRUNCATED),
+            strings_cut=_count(value, McpKey.STRINGS_CUT),
+            chars_saved=_count(value, McpKey.CHARS_BEFORE) - _count(value, McpKey.CHARS_AFTER),
+            tokens_saved=whole(value.get(McpKey.TOKENS_SAVED)) if truncated else 0,
+            gateway_error=McpKey.GATEWAY_ERROR in value,
         )

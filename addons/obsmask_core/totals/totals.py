@@ -236,5 +236,6 @@ def _conversation_json(entry: ConversationEntry, cents_per_million: int) -> dict
         figures = BillTotal(bill.price_model, 1, bill.with_masking,
                             bill.without_masking).as_json(cents_per_million)
         del figures["conversations"]
-        out["bill"] = {"price_model": bill.price_model, "requests": bill.requests, **figures}
+        out = {**out, "bill": {"price_model": bill.price_model, "requests": bill.requests,
+                               **figures}}
     return out

@@ -8,6 +8,7 @@ from typing import Literal
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.planning.plan import RECALLED, MaskPlan
 from obsmask_core.conversation.settings.policy import MaskPolicy
+from obsmask_core.shared.request_record import Action, Key
 from obsmask_core.shared.tokens import TokenCounter
 
 
@@ -97,17 +98,17 @@ class MaskSummary:
         )
 
     def as_metadata(self) -> dict[str, object]:
-        out: dict[str, object] = {"action": "masked", **_values(self)}
+        out: dict[str, object] = {Key.ACTION: Action.MASKED, **_values(self)}
         if self.bill is None:
-            del out["bill"]  # no price model with a cache: no ledger
+            del out[Key.BILL]  # no price model with a cache: no ledger
         if not self.recalled_tool_results:
-            del out["recalled_tool_results"]  # recall off, or nothing recalled
+            del out[Key.RECALLED_TOOL_RESULTS]  # recall off, or nothing recalled
         if not self.tokens_estimated:
-            del out["tokens_estimated"]
+            del out[Key.TOKENS_ESTIMATED]
         if not self.reused_previous_body:
-            del out["reused_previous_body"]
-        return _without_none(out, "conversation", "mask_ms", "frontier_breakpoint",
-                             "refetches")
+            del out[Key.REUSED_PREVIOUS_BODY]
+        return _without_none(out, Key.CONVERSATION, Key.MASK_MS, Key.FRONTIER_BREAKPOINT,
+                             Key.REFETCHES)
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results
@@ -157,8 +158,8 @@ class LeftAlone:
     def as_metadata(self) -> dict[str, object]:
         out = _values(self)
         if not self.holdout:
-            del out["holdout"]
-        return _without_none(out, "bill", "conversation", "mask_ms", "refetches", "why")
+            del out[Key.HOLDOUT]
+        return _without_none(out, Key.BILL, Key.CONVERSATION, Key.MASK_MS, Key.REFETCHES, Key.WHY)
 
 
 def _values(summary: MaskSummary | LeftAlone) -> dict[str, object]:

@@ -23,6 +23,7 @@ from obsmask_core.conversation.view.explain_refetches import REFETCHED_MEANING, 
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
+from obsmask_core.shared.request_record import Key
 from obsmask_core.shared.view_text import (
     DiffNames,
     ViewLine,
@@ -87,14 +88,14 @@ class MaskingRecord:
         def figure(key: str) -> int | None:
             return whole(metadata.get(key))
 
-        return cls(word(metadata.get("format")), word(metadata.get("stage")),
-                   figure("frontier_turn"), figure("window_turns"), figure("tool_turns"),
-                   figure("tool_results"), figure("body_bytes_before"),
-                   figure("body_bytes_after"), figure("tool_chars_before"),
-                   figure("tool_chars_after"), CacheCheck.read(metadata),
-                   _cold_ends(metadata.get("bill")),
+        return cls(word(metadata.get(Key.FORMAT)), word(metadata.get(Key.STAGE)),
+                   figure(Key.FRONTIER_TURN), figure(Key.WINDOW_TURNS), figure(Key.TOOL_TURNS),
+                   figure(Key.TOOL_RESULTS), figure(Key.BODY_BYTES_BEFORE),
+                   figure(Key.BODY_BYTES_AFTER), figure(Key.TOOL_CHARS_BEFORE),
+                   figure(Key.TOOL_CHARS_AFTER), CacheCheck.read(metadata),
+                   _cold_ends(metadata.get(Key.BILL)),
                    RefetchFacts.read(metadata.get(REFETCHES_KEY)),
-                   _braked_from(metadata.get("bill")))
+                   _braked_from(metadata.get(Key.BILL)))
 
 
 def _braked_from(bill: object) -> int | None:

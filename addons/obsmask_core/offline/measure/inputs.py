@@ -36,6 +36,7 @@ from obsmask_core.offline.recorded_requests import (
     recorded_requests,
 )
 from obsmask_core.shared.read_back import word
+from obsmask_core.shared.request_record import Key
 
 FLOWS = "flows"
 REQUEST_BODY = "request body"
@@ -105,7 +106,7 @@ def _body_of(recorded: RecordedRequest, routes: Routes,
     when it cannot be measured."""
     fmt = routes.format_of(recorded.method, recorded.path, recorded.host)
     if fmt is None:
-        recorded_format = word(recorded.obsmask.get("format"))
+        recorded_format = word(recorded.obsmask.get(Key.FORMAT))
         if recorded_format is not None and recorded_format in FORMAT_TITLES:
             summary.skip(off_route_reason(recorded_format))
         return None
@@ -136,8 +137,8 @@ def read_flows(path: Path, routes: Routes) -> tuple[list[SentRequest], InputSumm
         if read is None:
             continue
         body, members = read
-        action = word(recorded.obsmask.get("action"))
-        usage = usage_from_metadata(recorded.obsmask.get("provider_usage"))
+        action = word(recorded.obsmask.get(Key.ACTION))
+        usage = usage_from_metadata(recorded.obsmask.get(Key.PROVIDER_USAGE))
         requests.append(SentRequest(str(path), recorded.number, body, recorded.from_backup,
                                     action, usage, members))
         summary.conversation_requests += 1

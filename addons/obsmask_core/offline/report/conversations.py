@@ -23,6 +23,7 @@ from obsmask_core.conversation.turns.wire_formats import WireFormat
 from obsmask_core.offline.cache.formats import conversation, other_members
 from obsmask_core.offline.report.flow_file import RecordedRequest
 from obsmask_core.shared.read_back import word
+from obsmask_core.shared.request_record import Key
 
 OTHER = "other"
 
@@ -73,7 +74,7 @@ class Conversation:
 
 def conversation_name(recorded: RecordedRequest, original: ParsedBody | None) -> str | None:
     """The name obsmask recorded, else the one the body gives; None for none."""
-    named = word(recorded.masking.get("conversation"))
+    named = word(recorded.masking.get(Key.CONVERSATION))
     if named:
         return named
     return conversation_id(original.items) if original is not None else None

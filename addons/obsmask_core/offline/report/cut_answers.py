@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from obsmask_core.offline.report.flow_file import RecordedMcpCut
 from obsmask_core.shared.read_back import count
+from obsmask_core.shared.request_record import McpKey
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,9 @@ class McpCut:
 
 def mcp_cuts(recorded: Iterable[RecordedMcpCut]) -> list[McpCut]:
     return [
-        McpCut(number, cut.flow_number, cut.path, count(cut.cut.get("strings_cut")) or 0,
-               count(cut.cut.get("chars_before")) or 0, count(cut.cut.get("chars_after")) or 0,
-               count(cut.cut.get("tokens_saved")))
+        McpCut(number, cut.flow_number, cut.path, count(cut.cut.get(McpKey.STRINGS_CUT)) or 0,
+               count(cut.cut.get(McpKey.CHARS_BEFORE)) or 0,
+               count(cut.cut.get(McpKey.CHARS_AFTER)) or 0,
+               count(cut.cut.get(McpKey.TOKENS_SAVED)))
         for number, cut in enumerate(recorded, start=1)
     ]

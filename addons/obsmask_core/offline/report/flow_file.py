@@ -27,6 +27,7 @@ from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.read_back import word
+from obsmask_core.shared.request_record import Key
 
 if TYPE_CHECKING:
     from obsmask_core.mitm.recorded_flows import RecordedFlow
@@ -81,7 +82,7 @@ def _format(masking: Mapping[str, object], routes: Routes, method: str, path: st
             host: str) -> WireFormat | None:
     """The format obsmask read the request as (its metadata says), else the
     one its route gives."""
-    named = word(masking.get("format"))
+    named = word(masking.get(Key.FORMAT))
     if named is not None and named in FORMATS:
         return FORMATS[named]
     return routes.format_of(method, path, host)
@@ -109,7 +110,7 @@ def read_flow_files(paths: Iterable[Path], routes: Routes) -> ReportFlows:
 def _add(recorded: ReportFlows, flow: RecordedFlow, number: int, source: str,
          routes: Routes) -> None:
     masking, cut = flow.conversation, flow.mcp
-    if cut.get("action") == MCP_CUT_ACTION:
+    if cut.get(Key.ACTION) == MCP_CUT_ACTION:
         recorded.mcp_cuts.append(RecordedMcpCut(number, source, flow.path, cut))
     fmt = _format(masking, routes, flow.method, flow.path, flow.host)
     if fmt is None:

@@ -42,6 +42,7 @@ from obsmask_core.offline.proxy_settings import (
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.read_back import mapping, whole, word
+from obsmask_core.shared.request_record import Key
 from obsmask_core.shared.settings import build, declared
 
 # What a conversation's flows record of the policy, and where.
@@ -74,11 +75,11 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
     model table)."""
     found: dict[str, object] = {}
     for summary in masking:
-        masked = word(summary.get("action")) == "masked"
-        window_turns = whole(summary.get("window_turns"))
+        masked = word(summary.get(Key.ACTION)) == "masked"
+        window_turns = whole(summary.get(Key.WINDOW_TURNS))
         if masked and window_turns is not None:
-            found["window_turns"] = window_turns
-        bill = mapping(summary.get("bill"))
+            found[Key.WINDOW_TURNS] = window_turns
+        bill = mapping(summary.get(Key.BILL))
         if masked and not bill:
             # A masked request was planned: without a bill, its price model
             # had no cache (conversation/masking/summary.py keeps the bill otherwise).

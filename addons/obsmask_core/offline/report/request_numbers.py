@@ -16,6 +16,7 @@ from obsmask_core.offline.report.estimates import prompt_tokens
 from obsmask_core.offline.report.replayed_plans import ReplayedPlan
 from obsmask_core.shared.read_back import count, mapping, word
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
+from obsmask_core.shared.request_record import Key
 from obsmask_core.totals.cold import TurnFacts
 
 NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
@@ -61,7 +62,7 @@ class ProviderFigures:
 def provider_figures(masking: Mapping[str, object], fmt_name: str) -> ProviderFigures | None:
     """The usage of ``flow.metadata["obsmask"]["provider_usage"]``; None
     when it holds no input figure that can be read."""
-    usage = mapping(masking.get("provider_usage"))
+    usage = mapping(masking.get(Key.PROVIDER_USAGE))
     figures = (_count(usage, "input_tokens"), _count(usage, "cached_input_tokens"),
                _count(usage, "cache_creation_input_tokens"))
     if all(figure is None for figure in figures):
@@ -96,26 +97,26 @@ class RequestNumbers:
 def request_numbers(request: ConversationRequest, tokens: MessageTokens,
                     replayed: ReplayedPlan | None) -> RequestNumbers:
     masking = request.recorded.masking
-    action = word(masking.get("action"))
-    before = _count(masking, "masked_tokens_before")
-    after = _count(masking, "masked_tokens_after")
+    action = word(masking.get(Key.ACTION))
+    before = _count(masking, Key.MASKED_TOKENS_BEFORE)
+    after = _count(masking, Key.MASKED_TOKENS_AFTER)
     return RequestNumbers(
         number=request.number,
         flow_number=request.recorded.flow_number,
         action=action if action is not None else NO_RECORD,
-        reason=word(masking.get("reason")) or "",
+        reason=word(masking.get(Key.REASON)) or "",
         tokens_without=(prompt_tokens(request.original, request.recorded.fmt, tokens)
                         if request.original is not None else None),
         tokens_with=(prompt_tokens(request.sent, request.recorded.fmt, tokens)
                      if request.sent is not None else None),
         provider=provider_figures(masking, request.recorded.fmt.name),
-        frontier_turn=_count(masking, "frontier_turn"),
-        tool_turns=_count(masking, "tool_turns"),
-        stage=word(masking.get("stage")),
-        masked=_count(masking, "masked_tool_results"),
-        clipped=_count(masking, "clipped_tool_results"),
+        frontier_turn=_count(masking, Key.FRONTIER_TURN),
+        tool_turns=_count(masking, Key.TOOL_TURNS),
+        stage=word(masking.get(Key.STAGE)),
+        masked=_count(masking, Key.MASKED_TOOL_RESULTS),
+        clipped=_count(masking, Key.CLIPPED_TOOL_RESULTS),
         masked_tokens_saved=before - after if before is not None and after is not None else None,
         replayed=replayed,
         refetches=RefetchFacts.read(masking.get(REFETCHES_KEY)),
-        turn=TurnFacts.read(masking.get("bill")),
+        turn=TurnFacts.read(masking.get(Key.BILL)),
     )
