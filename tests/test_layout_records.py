@@ -7,24 +7,43 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from obsmask_core.conversation.billing.ledger import BillSoFar
+from obsmask_core.conversation.billing.model_table import ModelTable, shipped_rows
+from obsmask_core.conversation.billing.request_price import price_for_request
 from obsmask_core.conversation.masking.summary import LeftAlone, MaskSummary
+from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.mcp.summary import McpSummary
 from obsmask_core.shared.request_record import (
     CONVERSATION_RECORD,
     MCP_RECORD,
     RECALL_RECORD,
     Action,
+    BillKey,
+    BrakeKey,
     Key,
     McpKey,
+    PredictedKey,
+    RowKey,
+    UsageKey,
     declared,
 )
 
 PACKAGE = Path(__file__).resolve().parents[1] / "addons" / "obsmask_core"
 RECORD_MODULE = PACKAGE / "shared" / "request_record.py"
-RECORD_KEYS = declared(Key) | declared(McpKey)
+# The keys nested under a record's key, but those that are also the words
+# of something else the package reads by key: the provider's usage fields
+# (``ProviderUsage`` keeps the wire's names), a model table row's terms in
+# mitm.toml, a request body's "model", the settings' names.
+OTHER_WORDS = frozenset({
+    "input_tokens", "cached_input_tokens", "cache_creation_input_tokens", "output_tokens",
+    "cache_write_tokens", "cache_miss_reason", "cache", "provider", "minimum", "read",
+    "write", "write_1h", "model", "request", "requests", "price_model", "allowance_percent"})
+NESTED_KEYS = (declared(BillKey) | declared(PredictedKey) | declared(RowKey)
+               | declared(UsageKey) | declared(BrakeKey))
+RECORD_KEYS = declared(Key) | declared(McpKey) | (NESTED_KEYS - OTHER_WORDS)
 # The records' places: "obsmask" is the program's name too, so a place is
 # only looked for where a mapping is read or written by key.
 RECORD_PLACES = frozenset({CONVERSATION_RECORD, MCP_RECORD, RECALL_RECORD})
@@ -88,3 +107,26 @@ def test_an_mcp_answers_record_is_written_with_the_declared_keys() -> None:
     summary = McpSummary("http", tokens_estimated=True, recall_ids={"r1": None})
     assert set(summary.as_metadata()) <= declared(McpKey)
     assert summary.as_metadata()[McpKey.ACTION] == "truncated"
+
+
+def test_the_nested_values_are_written_with_the_declared_keys() -> None:
+    """The ledger's bill, its prediction and model row, and the provider's
+    usage are written with the keys declared for them."""
+    price = price_for_request("auto", ModelTable(shipped_rows()), anthropic=True,
+                              model="claude-sonnet-4-5")
+    assert price is not None
+    bill = BillSoFar("auto", 3, 900.0, 1000.0, 2, "breakpoints", 1200, 1000, 100,
+                     cold_ends=(4,), price_row=price.as_metadata(), moved=True,
+                     request_items=9, braked_from=5, history="h",
+                     request_with_masking=300.0, request_without_masking=320.0)
+    written = bill.as_metadata()
+    assert set(written) == declared(BillKey)
+    assert set(as_mapping(written[BillKey.PREDICTED])) == declared(PredictedKey)
+    assert set(as_mapping(written[BillKey.REQUEST])) <= declared(BillKey)
+    assert set(as_mapping(written[BillKey.MODEL_ROW])) == declared(RowKey)
+    assert {field.name for field in dataclasses.fields(ProviderUsage)} == declared(UsageKey)
+
+
+def as_mapping(value: object) -> Mapping[str, object]:
+    assert isinstance(value, Mapping), value
+    return value

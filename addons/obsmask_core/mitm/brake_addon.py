@@ -27,7 +27,7 @@ from mitmproxy import http
 from obsmask_core.conversation.billing.brake import reading
 from obsmask_core.mitm.conversation_addon import ConversationMasking
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, add_comment, guarded, where
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import BillKey, BrakeKey, Key
 
 logger = logging.getLogger(__name__)
 BRAKE_METADATA = Key.BRAKE
@@ -64,7 +64,7 @@ class ProviderBrake:
             return
         # The request's key in the table (its history), where the next
         # request of the conversation finds the brake.
-        history, conversation = bill.get("history"), summary.get(Key.CONVERSATION)
+        history, conversation = bill.get(BillKey.HISTORY), summary.get(Key.CONVERSATION)
         if not isinstance(history, str):
             return
         read = reading(bill, usage, anthropic=summary.get(Key.FORMAT) == "anthropic")
@@ -75,14 +75,14 @@ class ProviderBrake:
         braking = visit.table.add_surprise(history, visit.now, read.surprise, read.room,
                                            read.request_items)
         facts: dict[str, object] = {
-            "surprise": round(read.surprise, 1),
-            "conversation_surprise": round(braking.surprise, 1),
-            "room": round(read.room, 1),
+            BrakeKey.SURPRISE: round(read.surprise, 1),
+            BrakeKey.CONVERSATION_SURPRISE: round(braking.surprise, 1),
+            BrakeKey.ROOM: round(read.room, 1),
         }
         if braking.braked_from is not None:
-            facts["braked_from"] = braking.braked_from
+            facts[BrakeKey.BRAKED_FROM] = braking.braked_from
         if braking.tripped:
-            facts["tripped"] = True
+            facts[BrakeKey.TRIPPED] = True
         summary[BRAKE_METADATA] = facts
         if braking.tripped:
             line = (f"obsmask: provider brake: conversation {conversation or history} billed "

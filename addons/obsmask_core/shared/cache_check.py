@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from obsmask_core.shared.read_back import count, mapping, word
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import BillKey, Key, PredictedKey, UsageKey
 
 # The one wire format whose provider leaves the cached tokens out of its
 # input_tokens (provider_usage.ProviderUsage).
@@ -47,16 +47,16 @@ class CacheTokens:
 
     def as_json(self) -> dict[str, int]:
         # The names of the ledger's prediction in the flow's metadata.
-        return {"input_tokens": self.input, "cache_read_tokens": self.read,
-                "cache_write_tokens": self.written}
+        return {PredictedKey.INPUT_TOKENS: self.input, PredictedKey.CACHE_READ_TOKENS: self.read,
+                PredictedKey.CACHE_WRITE_TOKENS: self.written}
 
     @classmethod
     def predicted(cls, value: object) -> CacheTokens | None:
         """The ledger's ``bill.predicted``, or None if a figure is missing."""
         facts = mapping(value)
-        total, read, written = (count(facts.get("input_tokens")),
-                                count(facts.get("cache_read_tokens")),
-                                count(facts.get("cache_write_tokens")))
+        total, read, written = (count(facts.get(PredictedKey.INPUT_TOKENS)),
+                                count(facts.get(PredictedKey.CACHE_READ_TOKENS)),
+                                count(facts.get(PredictedKey.CACHE_WRITE_TOKENS)))
         if total is None or read is None or written is None:
             return None
         return cls(total, read, written)
@@ -70,10 +70,11 @@ class CacheTokens:
         added up; OpenAI's counts its cached and written tokens, and only
         GPT-5.6 and later report writes (``cache_write_tokens``): else 0."""
         usage = mapping(value)
-        uncached, read = count(usage.get("input_tokens")), count(usage.get("cached_input_tokens"))
+        uncached = count(usage.get(UsageKey.INPUT_TOKENS))
+        read = count(usage.get(UsageKey.CACHED_INPUT_TOKENS))
         if uncached is None or read is None:
             return None
-        written = count(usage.get("cache_creation_input_tokens"))
+        written = count(usage.get(UsageKey.CACHE_CREATION_INPUT_TOKENS))
         anthropic = fmt == ANTHROPIC_FORMAT if fmt is not None else written is not None
         written = written or 0
         return cls(uncached + read + written if anthropic else uncached, read, written)
@@ -97,7 +98,8 @@ class CacheCheck:
         prediction (no price model with a cache, or a flow of an earlier
         version)."""
         bill = mapping(facts.get(Key.BILL))
-        cache, predicted = word(bill.get("cache")), CacheTokens.predicted(bill.get("predicted"))
+        cache, predicted = word(bill.get(BillKey.CACHE)), CacheTokens.predicted(
+            bill.get(BillKey.PREDICTED))
         if cache is None or predicted is None:
             return None
         fmt = word(facts.get(Key.FORMAT))

@@ -10,8 +10,10 @@ totals, metrics and content view, the report and measure read them back.
 
 Every module of the package that reads or writes a record names its keys
 from here: none spells one (tests/test_layout_records.py checks it). The
-values nested under a key (the bill, the usage, the re-fetches) are each
-written and read by their own value object.
+values nested under a key are declared here too (the bill, its prediction
+and model row, the provider's usage, the brake's figures), but for the
+re-fetches, whose value object declares and reads its own
+(``refetch_facts``).
 """
 
 from __future__ import annotations
@@ -88,6 +90,78 @@ class McpKey:
 
 
 TRUNCATED: Final = "truncated"  # an MCP record's action when strings were cut
+
+
+# The values nested under a conversation record's key, each written by its
+# own value object.
+
+
+class BillKey:
+    """The ledger's bill so far (``Key.BILL``: ``BillSoFar.as_metadata``)."""
+
+    PRICE_MODEL: Final = "price_model"
+    REQUESTS: Final = "requests"
+    ESTIMATED_WITH_MASKING: Final = "estimated_with_masking"
+    ESTIMATED_WITHOUT_MASKING: Final = "estimated_without_masking"
+    RATIO: Final = "ratio"
+    ALLOWANCE_PERCENT: Final = "allowance_percent"
+    ALLOWANCE_USED: Final = "allowance_used"
+    CACHE: Final = "cache"
+    PREDICTED: Final = "predicted"  # ``PredictedKey``
+    COLD_ENDS: Final = "cold_ends"
+    COLD: Final = "cold"
+    REQUEST_ITEMS: Final = "request_items"
+    # This request's own cost: ESTIMATED_WITH_MASKING, ESTIMATED_WITHOUT_MASKING.
+    REQUEST: Final = "request"
+    HISTORY: Final = "history"
+    BRAKED_FROM: Final = "braked_from"
+    MODEL_ROW: Final = "model_row"  # ``RowKey``
+    MOVED: Final = "moved"
+
+
+class PredictedKey:
+    """What the ledger predicts the provider reports (``BillKey.PREDICTED``)."""
+
+    INPUT_TOKENS: Final = "input_tokens"
+    CACHE_READ_TOKENS: Final = "cache_read_tokens"
+    CACHE_WRITE_TOKENS: Final = "cache_write_tokens"
+
+
+class RowKey:
+    """The model table's row a request was billed by (``BillKey.MODEL_ROW``)."""
+
+    ROW: Final = "row"
+    TABLE_ROW: Final = "table_row"
+    MODEL: Final = "model"
+    KNOWN: Final = "known"
+    CAUTIOUS: Final = "cautious"
+    PROVIDER: Final = "provider"
+    CACHE: Final = "cache"
+    READ: Final = "read"
+    WRITE: Final = "write"
+    WRITE_1H: Final = "write_1h"
+    MINIMUM: Final = "minimum"
+
+
+class UsageKey:
+    """The provider's usage report (``Key.PROVIDER_USAGE``: the fields of
+    ``ProviderUsage``)."""
+
+    INPUT_TOKENS: Final = "input_tokens"
+    CACHED_INPUT_TOKENS: Final = "cached_input_tokens"
+    CACHE_CREATION_INPUT_TOKENS: Final = "cache_creation_input_tokens"
+    OUTPUT_TOKENS: Final = "output_tokens"
+    CACHE_MISS_REASON: Final = "cache_miss_reason"
+
+
+class BrakeKey:
+    """The provider brake's figures for an answer (``Key.BRAKE``)."""
+
+    SURPRISE: Final = "surprise"
+    CONVERSATION_SURPRISE: Final = "conversation_surprise"
+    ROOM: Final = "room"
+    BRAKED_FROM: Final = "braked_from"
+    TRIPPED: Final = "tripped"
 
 
 def declared(keys: type) -> frozenset[str]:

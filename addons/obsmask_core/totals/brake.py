@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from obsmask_core.shared.read_back import count, mapping
+from obsmask_core.shared.request_record import BrakeKey
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,11 @@ class BrakeFacts:
     @classmethod
     def read(cls, value: object) -> BrakeFacts | None:
         facts = mapping(value)
-        surprise = facts.get("surprise")
+        surprise = facts.get(BrakeKey.SURPRISE)
         if isinstance(surprise, bool) or not isinstance(surprise, (int, float)):
             return None
-        return cls(float(surprise), count(facts.get("braked_from")) is not None,
-                   facts.get("tripped") is True)
+        return cls(float(surprise), count(facts.get(BrakeKey.BRAKED_FROM)) is not None,
+                   facts.get(BrakeKey.TRIPPED) is True)
 
 
 

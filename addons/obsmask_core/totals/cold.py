@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from obsmask_core.shared.read_back import amount, mapping
+from obsmask_core.shared.request_record import BillKey
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,12 @@ class TurnFacts:
     @classmethod
     def read(cls, bill: object) -> TurnFacts | None:
         facts = mapping(bill)
-        cost = mapping(facts.get("request"))
-        with_masking = amount(cost.get("estimated_with_masking"))
-        without_masking = amount(cost.get("estimated_without_masking"))
+        cost = mapping(facts.get(BillKey.REQUEST))
+        with_masking = amount(cost.get(BillKey.ESTIMATED_WITH_MASKING))
+        without_masking = amount(cost.get(BillKey.ESTIMATED_WITHOUT_MASKING))
         if with_masking is None or without_masking is None:
             return None
-        return cls(facts.get("cold") is True, with_masking, without_masking)
+        return cls(facts.get(BillKey.COLD) is True, with_masking, without_masking)
 
 
 @dataclass

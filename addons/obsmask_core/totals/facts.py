@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
-from obsmask_core.shared.request_record import Key, McpKey
+from obsmask_core.shared.request_record import BillKey, Key, McpKey, UsageKey
 from obsmask_core.totals.brake import BrakeFacts
 from obsmask_core.totals.cold import TurnFacts
 
-PROVIDER_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_input_tokens",
-                   "output_tokens")
+PROVIDER_FIELDS = (UsageKey.INPUT_TOKENS, UsageKey.CACHED_INPUT_TOKENS,
+                   UsageKey.CACHE_CREATION_INPUT_TOKENS, UsageKey.OUTPUT_TOKENS)
 
 
 def _count(facts: Mapping[str, object], key: str) -> int:
@@ -34,9 +34,9 @@ class BillFacts:
     @classmethod
     def read(cls, value: object) -> BillFacts | None:
         facts = mapping(value)
-        model, requests = facts.get("price_model"), count(facts.get("requests"))
-        with_masking = amount(facts.get("estimated_with_masking"))
-        without_masking = amount(facts.get("estimated_without_masking"))
+        model, requests = facts.get(BillKey.PRICE_MODEL), count(facts.get(BillKey.REQUESTS))
+        with_masking = amount(facts.get(BillKey.ESTIMATED_WITH_MASKING))
+        without_masking = amount(facts.get(BillKey.ESTIMATED_WITHOUT_MASKING))
         if (not isinstance(model, str) or requests is None or with_masking is None
                 or without_masking is None):
             return None
@@ -132,7 +132,7 @@ class RequestFacts:
             refetches=RefetchFacts.read(facts.get(REFETCHES_KEY)),
             brake=BrakeFacts.read(facts.get(Key.BRAKE)),
             cache_miss_reason=reason if isinstance(
-                reason := usage.get("cache_miss_reason"), str) else None,
+                reason := usage.get(UsageKey.CACHE_MISS_REASON), str) else None,
             turn=TurnFacts.read(facts.get(Key.BILL)),
         )
 

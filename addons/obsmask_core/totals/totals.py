@@ -8,6 +8,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from obsmask_core.shared.request_record import UsageKey
 from obsmask_core.totals.facts import BillFacts, McpFacts, RequestFacts
 from obsmask_core.totals.running_sums import McpFigures, RequestFigures
 
@@ -206,9 +207,10 @@ class Totals:
             p = r.provider
             lines.append(
                 f"totals: the provider reported {r.provider_reports:,} answer(s): "
-                f"{p['input_tokens']:,} input, {p['cached_input_tokens']:,} cached input, "
-                f"{p['cache_creation_input_tokens']:,} written to the cache, "
-                f"{p['output_tokens']:,} output tokens")
+                f"{p[UsageKey.INPUT_TOKENS]:,} input, "
+                f"{p[UsageKey.CACHED_INPUT_TOKENS]:,} cached input, "
+                f"{p[UsageKey.CACHE_CREATION_INPUT_TOKENS]:,} written to the cache, "
+                f"{p[UsageKey.OUTPUT_TOKENS]:,} output tokens")
         if (brake := r.brake).tripped or brake.braked_requests:
             lines.append(
                 f"totals: provider brake: {brake.tripped:,} conversation(s) stopped, "

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.price_models import PRICE_MODELS, PRICE_UNIT
 from obsmask_core.shared.read_back import amount, count
+from obsmask_core.shared.request_record import BillKey, PredictedKey, RowKey, UsageKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +105,12 @@ def trips(with_masking: float, without_masking: float, allowance_percent: int,
 
 def predicted_figures(bill: Mapping[str, object]) -> CacheBill | None:
     """The ledger's prediction for the request (its bill's ``predicted``)."""
-    predicted = bill.get("predicted")
+    predicted = bill.get(BillKey.PREDICTED)
     if not isinstance(predicted, Mapping):
         return None
     total, read, written = (count(predicted.get(key)) for key in
-                            ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
+                            (PredictedKey.INPUT_TOKENS, PredictedKey.CACHE_READ_TOKENS,
+                             PredictedKey.CACHE_WRITE_TOKENS))
     if total is None or read is None or written is None or read + written > total:
         return None
     return CacheBill(read, written, total - read - written)
@@ -119,9 +121,9 @@ def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheBi
     ``input_tokens`` is the plain input alone, OpenAI's the whole prompt
     (its cached and written tokens among them). None when the report
     does not say what was read."""
-    total = count(usage.get("input_tokens"))
-    read = count(usage.get("cached_input_tokens"))
-    written = count(usage.get("cache_creation_input_tokens")) or 0
+    total = count(usage.get(UsageKey.INPUT_TOKENS))
+    read = count(usage.get(UsageKey.CACHED_INPUT_TOKENS))
+    written = count(usage.get(UsageKey.CACHE_CREATION_INPUT_TOKENS)) or 0
     if total is None or read is None:
         return None
     if anthropic:
@@ -134,12 +136,12 @@ def reported_figures(usage: Mapping[str, object], *, anthropic: bool) -> CacheBi
 def bill_prices(bill: Mapping[str, object]) -> Prices | None:
     """The prices the ledger billed the request at: its model's row, or
     the named price model."""
-    row = bill.get("model_row")
+    row = bill.get(BillKey.MODEL_ROW)
     if isinstance(row, Mapping):
-        read, write = amount(row.get("read")), amount(row.get("write"))
+        read, write = amount(row.get(RowKey.READ)), amount(row.get(RowKey.WRITE))
         if read is not None and write is not None:
             return Prices(read, write)
-    model = PRICE_MODELS.get(str(bill.get("price_model")))
+    model = PRICE_MODELS.get(str(bill.get(BillKey.PRICE_MODEL)))
     if model is None:
         return None
     return Prices(model.read / PRICE_UNIT, model.uncached / PRICE_UNIT)
@@ -168,11 +170,12 @@ def reading(bill: Mapping[str, object], usage: Mapping[str, object], *,
     predicted = predicted_figures(bill)
     reported = reported_figures(usage, anthropic=anthropic)
     prices = bill_prices(bill)
-    with_masking = amount(bill.get("estimated_with_masking"))
-    without_masking = amount(bill.get("estimated_without_masking"))
-    allowance, items = count(bill.get("allowance_percent")), count(bill.get("request_items"))
+    with_masking = amount(bill.get(BillKey.ESTIMATED_WITH_MASKING))
+    without_masking = amount(bill.get(BillKey.ESTIMATED_WITHOUT_MASKING))
+    allowance = count(bill.get(BillKey.ALLOWANCE_PERCENT))
+    items = count(bill.get(BillKey.REQUEST_ITEMS))
     if predicted is None or reported is None or prices is None or with_masking is None \
             or without_masking is None or allowance is None or not items:
         return None
-    surprise = request_surprise(predicted, reported, prices, moved=bill.get("moved") is True)
+    surprise = request_surprise(predicted, reported, prices, moved=bill.get(BillKey.MOVED) is True)
     return AnswerWeighed(surprise, with_masking, without_masking, allowance, items)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from obsmask_core.conversation.billing.cache_billing import Billing, BillingState, Forwarded
 from obsmask_core.conversation.billing.prefix_billing import PrefixBilling
 from obsmask_core.conversation.billing.price_models import PRICE_UNIT, PriceModel
+from obsmask_core.shared.request_record import BillKey, PredictedKey
 
 # The estimate: about 4 characters a token, and the framing of each item
 # (OpenAI's cookbook counts 3).
@@ -99,28 +100,29 @@ class BillSoFar:
     def as_metadata(self) -> dict[str, object]:
         ratio = self.ratio
         return {
-            "price_model": self.price_model,
-            "requests": self.requests,
-            "estimated_with_masking": round(self.with_masking, 1),
-            "estimated_without_masking": round(self.without_masking, 1),
-            "ratio": round(ratio, 4) if ratio is not None else None,
-            "allowance_percent": self.allowance_percent,
+            BillKey.PRICE_MODEL: self.price_model,
+            BillKey.REQUESTS: self.requests,
+            BillKey.ESTIMATED_WITH_MASKING: round(self.with_masking, 1),
+            BillKey.ESTIMATED_WITHOUT_MASKING: round(self.without_masking, 1),
+            BillKey.RATIO: round(ratio, 4) if ratio is not None else None,
+            BillKey.ALLOWANCE_PERCENT: self.allowance_percent,
             # How much of the allowance the bill so far uses (0 while
             # masking has saved more than it re-billed).
-            "allowance_used": round(max(0.0, self.with_masking - self.without_masking), 1),
-            "cache": self.cache,
-            "predicted": {"input_tokens": self.predicted_input,
-                          "cache_read_tokens": self.predicted_read,
-                          "cache_write_tokens": self.predicted_written},
-            "cold_ends": list(self.cold_ends),
-            "cold": self.cold,
-            "request_items": self.request_items,
-            "request": {"estimated_with_masking": round(self.request_with_masking, 1),
-                        "estimated_without_masking": round(self.request_without_masking, 1)},
-            **({"history": self.history} if self.history is not None else {}),
-            **({"braked_from": self.braked_from} if self.braked_from is not None else {}),
-            **({"model_row": dict(self.price_row)} if self.price_row is not None else {}),
-            "moved": self.moved,
+            BillKey.ALLOWANCE_USED: round(max(0.0, self.with_masking - self.without_masking), 1),
+            BillKey.CACHE: self.cache,
+            BillKey.PREDICTED: {PredictedKey.INPUT_TOKENS: self.predicted_input,
+                                PredictedKey.CACHE_READ_TOKENS: self.predicted_read,
+                                PredictedKey.CACHE_WRITE_TOKENS: self.predicted_written},
+            BillKey.COLD_ENDS: list(self.cold_ends),
+            BillKey.COLD: self.cold,
+            BillKey.REQUEST_ITEMS: self.request_items,
+            BillKey.REQUEST: {
+                BillKey.ESTIMATED_WITH_MASKING: round(self.request_with_masking, 1),
+                BillKey.ESTIMATED_WITHOUT_MASKING: round(self.request_without_masking, 1)},
+            **({BillKey.HISTORY: self.history} if self.history is not None else {}),
+            **({BillKey.BRAKED_FROM: self.braked_from} if self.braked_from is not None else {}),
+            **({BillKey.MODEL_ROW: dict(self.price_row)} if self.price_row is not None else {}),
+            BillKey.MOVED: self.moved,
         }
 
 

@@ -17,6 +17,7 @@ from obsmask_core.conversation.billing.price_models import (
     PriceModel,
     openai_cache,
 )
+from obsmask_core.shared.request_record import RowKey
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,13 @@ class RequestPrice:
         """The row the model matched, and the terms the request was priced
         at (the row's under "auto", the named price model's otherwise)."""
         model, row = self.model, self.choice.row
-        return {"row": model.name, "table_row": row.name, "model": self.choice.model,
-                "known": self.choice.known, "cautious": self.cautious,
-                "provider": row.provider, "cache": self.cache,
-                "read": model.read / PRICE_UNIT, "write": model.uncached / PRICE_UNIT,
-                "write_1h": (model.long_write or model.uncached) / PRICE_UNIT,
-                "minimum": model.minimum_cached}
+        return {RowKey.ROW: model.name, RowKey.TABLE_ROW: row.name,
+                RowKey.MODEL: self.choice.model, RowKey.KNOWN: self.choice.known,
+                RowKey.CAUTIOUS: self.cautious, RowKey.PROVIDER: row.provider,
+                RowKey.CACHE: self.cache, RowKey.READ: model.read / PRICE_UNIT,
+                RowKey.WRITE: model.uncached / PRICE_UNIT,
+                RowKey.WRITE_1H: (model.long_write or model.uncached) / PRICE_UNIT,
+                RowKey.MINIMUM: model.minimum_cached}
 
 
 def price_for_request(setting: str, table: ModelTable, *, anthropic: bool, model: object,

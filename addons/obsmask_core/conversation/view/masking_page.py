@@ -23,7 +23,7 @@ from obsmask_core.conversation.view.explain_refetches import REFETCHED_MEANING, 
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import whole, word
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import BillKey, Key
 from obsmask_core.shared.view_text import (
     DiffNames,
     ViewLine,
@@ -100,12 +100,12 @@ class MaskingRecord:
 
 def _braked_from(bill: object) -> int | None:
     """The bill's ``braked_from``, a whole number, or None."""
-    return whole(bill.get("braked_from")) if isinstance(bill, Mapping) else None
+    return whole(bill.get(BillKey.BRAKED_FROM)) if isinstance(bill, Mapping) else None
 
 
 def _cold_ends(bill: object) -> frozenset[int]:
     """The bill's ``cold_ends``, each a whole number, or none."""
-    ends = bill.get("cold_ends") if isinstance(bill, Mapping) else None
+    ends = bill.get(BillKey.COLD_ENDS) if isinstance(bill, Mapping) else None
     if not isinstance(ends, list):
         return frozenset()
     read = [whole(end) for end in ends]

@@ -21,16 +21,17 @@ from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, WireFormat
 from obsmask_core.conversation.usage.provider_usage import ProviderUsage
 from obsmask_core.offline.cache.model import ANTHROPIC_RULE, OPENAI_RULE
 from obsmask_core.shared.read_back import count, mapping
+from obsmask_core.shared.request_record import UsageKey
 
 
 def usage_from_metadata(value: object) -> ProviderUsage | None:
     """The figures of a flow's ``provider_usage``; None when it has none."""
     usage = mapping(value)
     found = ProviderUsage(
-        input_tokens=count(usage.get("input_tokens")),
-        cached_input_tokens=count(usage.get("cached_input_tokens")),
-        cache_creation_input_tokens=count(usage.get("cache_creation_input_tokens")),
-        output_tokens=count(usage.get("output_tokens")))
+        input_tokens=count(usage.get(UsageKey.INPUT_TOKENS)),
+        cached_input_tokens=count(usage.get(UsageKey.CACHED_INPUT_TOKENS)),
+        cache_creation_input_tokens=count(usage.get(UsageKey.CACHE_CREATION_INPUT_TOKENS)),
+        output_tokens=count(usage.get(UsageKey.OUTPUT_TOKENS)))
     return found if found.as_metadata() else None
 
 

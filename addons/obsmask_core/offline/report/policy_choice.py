@@ -42,7 +42,7 @@ from obsmask_core.offline.proxy_settings import (
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.read_back import mapping, whole, word
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import BillKey, Key
 from obsmask_core.shared.settings import build, declared
 
 # What a conversation's flows record of the policy, and where.
@@ -85,7 +85,8 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
             # had no cache (conversation/masking/summary.py keeps the bill otherwise).
             found["price_model"] = "none"
             found.pop("allowance_percent", None)
-        price_model, allowance = word(bill.get("price_model")), whole(bill.get("allowance_percent"))
+        price_model, allowance = (word(bill.get(BillKey.PRICE_MODEL)),
+                                whole(bill.get(BillKey.ALLOWANCE_PERCENT)))
         if price_model is not None:
             # Under "auto" the bill names its model's row, which the
             # replay finds again from the request's model.

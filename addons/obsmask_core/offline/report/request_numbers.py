@@ -16,7 +16,7 @@ from obsmask_core.offline.report.estimates import prompt_tokens
 from obsmask_core.offline.report.replayed_plans import ReplayedPlan
 from obsmask_core.shared.read_back import count, mapping, word
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import Key, UsageKey
 from obsmask_core.totals.cold import TurnFacts
 
 NO_RECORD = "no record"  # obsmask wrote no metadata (not loaded, or masking off)
@@ -63,8 +63,8 @@ def provider_figures(masking: Mapping[str, object], fmt_name: str) -> ProviderFi
     """The usage of ``flow.metadata["obsmask"]["provider_usage"]``; None
     when it holds no input figure that can be read."""
     usage = mapping(masking.get(Key.PROVIDER_USAGE))
-    figures = (_count(usage, "input_tokens"), _count(usage, "cached_input_tokens"),
-               _count(usage, "cache_creation_input_tokens"))
+    figures = (_count(usage, UsageKey.INPUT_TOKENS), _count(usage, UsageKey.CACHED_INPUT_TOKENS),
+               _count(usage, UsageKey.CACHE_CREATION_INPUT_TOKENS))
     if all(figure is None for figure in figures):
         return None
     return ProviderFigures(*figures, fmt_name in CACHE_OUTSIDE_INPUT)
