@@ -45,9 +45,10 @@ from obsmask_core.shared.request_record import Key
 TITLE = "obsmask report"
 BILL_NOTE = (
     "Bills are in input tokens at the model's base price (1 = one input token without a "
-    "cache), for the conversation list and the system prompt. Each conversation's requests "
-    "as the client sent them are replayed by the cache benchmark's code: masked as the proxy would "
-    "under the policy its section states, and billed against the previous request under "
+    "cache), for the tool definitions, the system prompt and the conversation list, counted "
+    "with cl100k_base. Each conversation's requests as the client sent them are replayed: "
+    "masked as the proxy would under the policy its section states, and billed against "
+    "the previous request under "
     "each price model's cache rule (a cached prefix from 1,024 tokens; OpenAI's in steps "
     "of 128). anthropic: reads 0.1, every uncached token a write at 1.25; openai: cached "
     "0.1, uncached 1.0; openai_50: cached 0.5; none: no cache, every token 1.0."
