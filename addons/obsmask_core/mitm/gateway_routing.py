@@ -100,7 +100,7 @@ class GatewayRouting:
         peer = flow.client_conn.peername
         # No peer: a flow the proxy made itself (a client replay), not a client's.
         failure = spec.refusal(str(peer[0]) if peer else None, name)
-        facts: dict[str, object] = {"gateway_server": name}
+        facts: dict[str, object] = {McpKey.GATEWAY_SERVER: name}
         if failure is None:
             facts[McpKey.GATEWAY_UPSTREAM] = spec.servers[name].url
         flow.metadata[MCP_METADATA] = facts

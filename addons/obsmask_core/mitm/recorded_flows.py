@@ -54,6 +54,9 @@ class RecordedFlow:
     # obsmask masked it and its original is not in the flow (no backup, or
     # one that cannot be read): the client's body is unknown.
     original_lost: bool
+    # obsmask left a record of the request in the flow (its key is there,
+    # whatever it holds): a replay through the proxy keeps that record.
+    recorded_through_obsmask: bool = False
     # When the request that went out started (a replay through the proxy,
     # mitmdump -nr, plans it at that time).
     started: float = 0.0
@@ -107,6 +110,7 @@ def _recorded(flow: http.HTTPFlow, number: int, position: int) -> RecordedFlow:
         from_backup=client.raw_content != sent.raw_content,
         original_lost=(word(conversation.get(Key.ACTION)) == MASKED
                        and client.raw_content == sent.raw_content),
+        recorded_through_obsmask=CONVERSATION_METADATA in flow.metadata,
         started=sent.timestamp_start,
         conversation=conversation,
         mcp=dict(mapping(flow.metadata.get(MCP_METADATA))),

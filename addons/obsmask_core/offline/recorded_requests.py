@@ -55,6 +55,18 @@ class RecordedRequest:
     # When the request that went out started (the time a replay through
     # the proxy plans it at).
     started: float = 0.0
+    # obsmask left a record in the flow (``obsmask`` may still be empty).
+    recorded_through_obsmask: bool = False
+
+
+def is_request_body_file(path: Path) -> bool:
+    """A JSON document starts with ``{``; a flow file with a length."""
+    try:
+        with open(path, "rb") as file:
+            start = file.read(256).lstrip()
+    except OSError as e:
+        raise OfflineError(f"{path}: cannot be read ({e.strerror})") from None
+    return start.startswith(b"{")
 
 
 def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
@@ -70,7 +82,8 @@ def recorded_requests(path: Path) -> Iterator[RecordedRequest]:
                 number=flow.number, method=flow.method, path=flow.path, host=flow.host,
                 body=flow.client_body,
                 from_backup=flow.from_backup, obsmask=dict(flow.conversation),
-                original_lost=flow.original_lost, started=flow.started)
+                original_lost=flow.original_lost, started=flow.started,
+                recorded_through_obsmask=flow.recorded_through_obsmask)
     except UnreadableFlowFile as e:
         raise OfflineError(str(e)) from None
 

@@ -33,6 +33,7 @@ from obsmask_core.offline.recorded_requests import (
     MASKED,
     ORIGINAL_LOST,
     RecordedRequest,
+    is_request_body_file,
     recorded_requests,
 )
 from obsmask_core.shared.read_back import word
@@ -87,16 +88,6 @@ class InputSummary:
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
-
-
-def is_request_body_file(path: Path) -> bool:
-    """A JSON document starts with ``{``; a flow file with a length."""
-    try:
-        with open(path, "rb") as file:
-            start = file.read(256).lstrip()
-    except OSError as e:
-        raise OfflineError(f"{path}: cannot be read ({e.strerror})") from None
-    return start.startswith(b"{")
 
 
 def _body_of(recorded: RecordedRequest, routes: Routes,
