@@ -200,7 +200,7 @@ class QuickBody:
         """``body`` with the values replaced, found by their bytes, and the
         span where each edit's value was found; None if one is not found."""
         ordered = sorted(replacements, key=lambda r: (r.index, r.path))
-        spans = find_values(body, [(r.old, isinstance(r.path[-1], int),
+        spans = find_values(body, [(r.old, r.path[-1],
                                     r.anchor if isinstance(r, Replacement) else None)
                                    for r in ordered])
         if spans is None:

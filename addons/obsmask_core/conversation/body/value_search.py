@@ -10,9 +10,10 @@ orjson's compact UTF-8 (JavaScript's ``JSON.stringify``, serde_json, httpx),
 Python's ``json.dumps`` with its ASCII escapes, and the two other
 combinations of those separators and escapes.
 
-A match counts only where a value can start: after ``:`` (a member) or
-``[``/``,`` (an element), with a value's end after it, and past the end of
-the previous value found. Whatever is found is only a candidate: the masked
+A match counts only where a value can start: after its member's name and
+``:`` (a member: an id the value equals is no match) or ``[``/``,`` (an
+element), with a value's end after it, and past the end of the previous
+value found. Whatever is found is only a candidate: the masked
 body is parsed again and must equal the plan exactly (``masking.verify``),
 or the exact reader is used instead. A wrong guess costs time, never bytes.
 """
@@ -24,6 +25,7 @@ from collections.abc import Callable
 
 import orjson
 
+from obsmask_core.conversation.body.request_text import PathStep
 from obsmask_core.shared.json_text import Span
 
 # A value that is not where a first match is would be a sign of an
@@ -85,7 +87,22 @@ _NEEDLE_BYTES = 64
 _PREFIX_MISSES = 8
 
 
-def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes) -> Span | None:
+def _named(body: bytes, pos: int, name: bytes | None) -> bool:
+    """Is the value at ``pos`` (after a ``:``) the member ``name`` (its
+    JSON-encoded name; None: any)?"""
+    if name is None:
+        return True
+    colon = pos - 1
+    while colon >= 0 and body[colon] in _WHITESPACE:
+        colon -= 1
+    end = colon
+    while end > 0 and body[end - 1] in _WHITESPACE:
+        end -= 1
+    return body.endswith(name, 0, end)
+
+
+def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes,
+                  name: bytes | None = None) -> Span | None:
     needle = encoded[:_NEEDLE_BYTES]
     pos = body.find(needle, start)
     attempts = misses = 0
@@ -100,7 +117,7 @@ def _find_encoded(body: bytes, encoded: bytes, start: int, openers: bytes) -> Sp
         before = byte_before(body, pos)
         after = _byte_after(body, end)
         if before is not None and before in openers and after is not None \
-                and after in _AFTER_VALUE:
+                and after in _AFTER_VALUE and _named(body, pos, name):
             return pos, end
         attempts += 1
         pos = body.find(needle, pos + 1)
@@ -118,12 +135,15 @@ def _anchored(body: bytes, anchor: str | None, cursor: int) -> int:
 
 
 def find_values(body: bytes,
-                values: list[tuple[object, bool, str | None]]) -> list[Span] | None:
-    """The spans of ``values`` (each with whether it is an array element,
-    and its anchor: a string written after every earlier copy of the value
-    and before it), given in the order they are written; None if one is
-    not found. An agent repeats outputs (the same warning, the same file):
-    without its anchor a value would be found in an earlier copy that
+                values: list[tuple[object, PathStep, str | None]]) -> list[Span] | None:
+    """The spans of ``values`` (each with the last step of its path: an
+    array element's index, or the name of its member, which must be
+    written before it; and its anchor: a string written after every
+    earlier copy of the value and before it), given in the order they are
+    written; None if one is not found. A tool result that reads as its own
+    call id is found as the result, not as the id written before it. An
+    agent repeats outputs (the same warning, the same file): without its
+    anchor a value would be found in an earlier copy that
     stays. A value not found after its anchor (a client that writes the
     anchor after the value) is looked for from the previous value's end.
     A client writes a whole body with one encoder: the one that placed a
@@ -131,11 +151,12 @@ def find_values(body: bytes,
     spans: list[Span] = []
     cursor = 0
     order = list(ENCODERS)
-    for value, in_array, anchor in values:
-        openers = b"[," if in_array else b":"
+    for value, step, anchor in values:
+        openers = b"[," if isinstance(step, int) else b":"
+        name = orjson.dumps(step) if isinstance(step, str) else None
         span = None
         for start in dict.fromkeys((_anchored(body, anchor, cursor), cursor)):
-            span = _find_any(body, value, start, openers, order)
+            span = _find_any(body, value, start, openers, order, name)
             if span is not None:
                 break
         if span is None:
@@ -146,7 +167,7 @@ def find_values(body: bytes,
 
 
 def _find_any(body: bytes, value: object, start: int, openers: bytes,
-              order: list[Encoder]) -> Span | None:
+              order: list[Encoder], name: bytes | None = None) -> Span | None:
     """``value``'s first span from ``start`` as any encoder writes it; the
     encoder that found it goes first in ``order``."""
     tried: set[bytes] = set()
@@ -155,7 +176,7 @@ def _find_any(body: bytes, value: object, start: int, openers: bytes,
         if encoded is None or encoded in tried:
             continue
         tried.add(encoded)
-        span = _find_encoded(body, encoded, start, openers)
+        span = _find_encoded(body, encoded, start, openers, name)
         if span is not None:
             if number:
                 order.insert(0, order.pop(number))

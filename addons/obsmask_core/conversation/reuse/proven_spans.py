@@ -126,7 +126,7 @@ def prove_added(body: bytes, start: int, end: int, added: Sequence[object], firs
     if not wanted:
         return {}
     region = body[start:end]
-    spans = find_values(region, [(value, isinstance(place[1][-1], int), anchor)
+    spans = find_values(region, [(value, place[1][-1], anchor)
                                  for place, value, anchor in wanted])
     if spans is None:
         return {}
