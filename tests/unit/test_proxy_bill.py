@@ -9,7 +9,7 @@ from pathlib import Path
 
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.settings.routes import Routes
-from obsmask_core.offline.proxy_bill import proxy_net_line, proxy_totals
+from obsmask_core.offline.proxy_bill import proxy_bill_lines, proxy_totals
 from support.flow_files import read_flows, write_flows
 from support.processes import REPO
 
@@ -48,7 +48,7 @@ def test_an_empty_record_is_left_as_the_proxy_left_it(tmp_path: Path) -> None:
     count, none to mask again, and so no net line."""
     path = _with_record(tmp_path, {})
     assert proxy_totals([path], ROUTES, POLICY).requests.requests == 0
-    assert proxy_net_line([path], ROUTES, POLICY) == ""
+    assert proxy_bill_lines([path], ROUTES, POLICY) == ()
 
 
 def test_a_request_body_file_is_no_flow_file(tmp_path: Path) -> None:

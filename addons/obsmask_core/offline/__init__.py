@@ -10,7 +10,7 @@ request with and without obsmask, and billed under each price model.
   or JSON);
 - ``report/``: ``obsmask report`` (one HTML page with plots);
 - ``recorded_requests``: the requests of a flow file as the client sent them;
-- ``proxy_bill``: the proxy's end-of-run net bill line for flow files, one
+- ``proxy_bill``: the proxy's end-of-run bill lines for flow files, one
   for the proxy, the report and measure;
 - ``proxy_settings``: the settings the proxy would run with;
 - ``commands``: the two commands' command lines;

@@ -1,6 +1,6 @@
-"""The bill as the proxy's end-of-run summary gives it, for recorded flows:
-each conversation's latest bill by the proxy's own ledger, added up per
-price model (``totals.Totals``, the summary's own sums and words).
+"""The bill as the proxy's end-of-run summary gives it, for recorded flows
+(its net line and its bill lines): each conversation's latest bill by the
+proxy's own ledger, added up per price model (``totals.Totals``, the summary's own sums and words).
 
 A flow obsmask left a record in is counted by that record, as a replay
 through the proxy (``mitmdump -nr``) counts it: the request that went out
@@ -63,8 +63,12 @@ def proxy_totals(paths: Sequence[Path], routes: Routes, policy: MaskPolicy) -> T
     return totals
 
 
-def proxy_net_line(paths: Sequence[Path], routes: Routes, policy: MaskPolicy) -> str:
-    """The summary's net bill line for ``paths``; empty when the summary
-    has none (no conversation request)."""
+def proxy_bill_lines(paths: Sequence[Path], routes: Routes,
+                     policy: MaskPolicy) -> tuple[str, ...]:
+    """The summary's bill lines for ``paths``: the net bill, then the bill
+    added up per price model; none when the summary has none (no
+    conversation request)."""
     totals = proxy_totals(paths, routes, policy)
-    return totals.net_line() if totals.requests.requests else ""
+    if not totals.requests.requests:
+        return ()
+    return (totals.net_line(), *totals.bill_lines())

@@ -171,6 +171,22 @@ class Totals:
                 + ", ".join(parts) + f"; not the {not_sent}, which is no bill: a masked "
                 "result makes a caching provider bill again what follows it")
 
+    def bill_lines(self) -> list[str]:
+        """The bill of every conversation added up, a line per price model."""
+        lines = []
+        for total in self.bill_totals():
+            saved = total.without_masking - total.with_masking
+            ratio = f" ({total.with_masking / total.without_masking - 1:+.1%})" \
+                if total.without_masking else ""
+            money = (f", about ${dollars(saved, self.cents_per_million):,.2f}"
+                     if self.cents_per_million else "")
+            lines.append(
+                f"totals: bill estimate ({total.price_model}, {total.conversations:,} "
+                f"conversation(s)): {total.with_masking:,.0f} input tokens at base price with "
+                f"masking, {total.without_masking:,.0f} without{ratio}; saved "
+                f"{saved:,.0f}{money}")
+        return lines
+
     def summary_lines(self) -> list[str]:
         """The end-of-run summary, a few log lines."""
         r, m = self.requests, self.mcp
@@ -192,17 +208,7 @@ class Totals:
             lines.append(self.net_line())
         if r.refetches:
             lines.append(f"totals: {r.refetches.describe()}")
-        for total in self.bill_totals():
-            saved = total.without_masking - total.with_masking
-            ratio = f" ({total.with_masking / total.without_masking - 1:+.1%})" \
-                if total.without_masking else ""
-            money = (f", about ${dollars(saved, self.cents_per_million):,.2f}"
-                     if self.cents_per_million else "")
-            lines.append(
-                f"totals: bill estimate ({total.price_model}, {total.conversations:,} "
-                f"conversation(s)): {total.with_masking:,.0f} input tokens at base price with "
-                f"masking, {total.without_masking:,.0f} without{ratio}; saved "
-                f"{saved:,.0f}{money}")
+        lines += self.bill_lines()
         if r.provider_reports:
             p = r.provider
             lines.append(

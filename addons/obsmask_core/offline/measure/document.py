@@ -199,6 +199,6 @@ def json_document(measurement: Measurement) -> Json:
         "token_encoding": TOKEN_ENCODING,
         "inputs": [_input(summary) for summary in measurement.inputs],
         "total": _total(measurement.total),
-        "proxy_bill": measurement.proxy_bill,
+        "proxy_bill": list(measurement.proxy_bill),
         "conversations": [_conversation(figures) for figures in measurement.conversations],
     }

@@ -18,7 +18,7 @@ from obsmask_core.offline.measure.figures import (
     total_figures,
 )
 from obsmask_core.offline.measure.inputs import InputSummary, read_inputs
-from obsmask_core.offline.proxy_bill import proxy_net_line
+from obsmask_core.offline.proxy_bill import proxy_bill_lines
 from obsmask_core.offline.proxy_settings import ProxySettings
 
 # The encoding load_encoder loads (its offline copy first).
@@ -31,9 +31,9 @@ class Measurement:
     inputs: list[InputSummary]
     conversations: list[ConversationFigures]
     total: TotalFigures
-    # The end-of-run summary's net bill line, had the proxy seen these
-    # flows (``offline.proxy_bill``).
-    proxy_bill: str = ""
+    # The end-of-run summary's bill lines, had the proxy seen these flows
+    # (``offline.proxy_bill``).
+    proxy_bill: tuple[str, ...] = ()
 
 
 def measure(paths: Sequence[Path], settings: ProxySettings) -> Measurement:
@@ -45,4 +45,4 @@ def measure(paths: Sequence[Path], settings: ProxySettings) -> Measurement:
         for conversation in group_conversations(requests)
     ]
     return Measurement(settings, inputs, figures, total_figures(figures),
-                       proxy_net_line(paths, settings.routes, settings.policy))
+                       proxy_bill_lines(paths, settings.routes, settings.policy))

@@ -264,7 +264,8 @@ def text_report(measurement: Measurement, *, per_request: bool = False) -> str:
         *_settings_lines(settings),
         "",
         *(("The proxy's own bill (its ledger's estimate), as its end-of-run summary gives it:",
-           f"  {measurement.proxy_bill}", "") if measurement.proxy_bill else ()),
+           *(f"  {line}" for line in measurement.proxy_bill), "")
+          if measurement.proxy_bill else ()),
         _headline(total, settings),
         *_bill_table(total.bills, obsmask_model),
         *_dearer_line(total.bills),

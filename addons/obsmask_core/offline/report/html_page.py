@@ -58,8 +58,8 @@ class Page:
     bill_totals: Table | None
     bill_note: str
     sections: tuple[Section, ...]
-    # The proxy's end-of-run net bill line for these flows (empty: none).
-    proxy_bill: str = ""
+    # The proxy's end-of-run bill lines for these flows (the net line first).
+    proxy_bill: tuple[str, ...] = ()
 
 
 def _cell_text(cell: Cell) -> tuple[str, str, bool]:
@@ -119,8 +119,9 @@ def render_page(page: Page) -> str:
         f"<h1>{escape(page.title)}</h1>",
         '<section id="saved"><h2>What obsmask saved</h2>',
         *((f'<p class="lead proxy-bill">The proxy\'s own bill (its ledger\'s estimate), as '
-           f'its end-of-run summary gives it: {escape(page.proxy_bill)}</p>',)
+           f'its end-of-run summary gives it: {escape(page.proxy_bill[0])}</p>',)
           if page.proxy_bill else ()),
+        *(f'<p class="proxy-bill-line">{escape(line)}</p>' for line in page.proxy_bill[1:]),
         *(f'<p class="lead saved-line">{escape(text)}</p>' for text in page.saved),
         *(render_figure(figure, "saved") for figure in page.saved_figures),
         "</section>",

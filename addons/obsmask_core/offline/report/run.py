@@ -20,7 +20,7 @@ from obsmask_core.conversation.planning.memory import PlanMemory
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC
 from obsmask_core.offline.cache.block_tokens import MessageTokens, load_encoder
-from obsmask_core.offline.proxy_bill import proxy_net_line
+from obsmask_core.offline.proxy_bill import proxy_bill_lines
 from obsmask_core.offline.report.bills import ConversationBill, bill_conversation
 from obsmask_core.offline.report.conversations import Conversation, group_conversations
 from obsmask_core.offline.report.cut_answers import McpCut, mcp_cuts
@@ -229,7 +229,7 @@ def build_report(paths: Sequence[Path], settings: UserSettings) -> tuple[str, in
     page = Page(
         title=TITLE,
         intro=tuple(intro),
-        proxy_bill=proxy_net_line(paths, chooser.routes(), chooser.in_force.policy),
+        proxy_bill=proxy_bill_lines(paths, chooser.routes(), chooser.in_force.policy),
         saved=tuple(saving_line(s) for s in savings) or (
             "No conversation to bill: nothing saved or spent.",),
         saved_figures=tuple(saving_figure(s) for s in savings),
