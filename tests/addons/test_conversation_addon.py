@@ -405,6 +405,7 @@ def test_unchanged_body_is_not_reserialised(addon_context):
     facts = flow.metadata["obsmask"]
     assert isinstance(facts.pop("mask_ms"), float)
     assert facts.pop("conversation").startswith("c-")
+    assert facts.pop("session").startswith("s-")  # the run: its first answer's hash
     assert facts == {"action": "unchanged", "format": "chat", "reason": "nothing to mask",
                      "why": "nothing old enough: 3 tool result(s), all inside the window of 8 "
                             "tool turn(s)"}

@@ -34,6 +34,7 @@ class Key:
     REASON: Final = "reason"  # why the request went out as it came
     WHY: Final = "why"  # why nothing was masked, in a user's words
     CONVERSATION: Final = "conversation"  # the conversation's name
+    SESSION: Final = "session"  # which run of the conversation
     HOLDOUT: Final = "holdout"  # in the holdout group: never masked
     MASKED_TOOL_RESULTS: Final = "masked_tool_results"
     CLIPPED_TOOL_RESULTS: Final = "clipped_tool_results"

@@ -70,6 +70,8 @@ class RequestFacts:
 
     action: str  # masked, unchanged or passed_through
     conversation: str | None
+    # Which run of the conversation (None before the model's first answer).
+    session: str | None
     held_out: bool
     masked_results: int
     clipped_results: int
@@ -115,6 +117,7 @@ class RequestFacts:
         return cls(
             action=str(action),
             conversation=conversation if isinstance(conversation, str) else None,
+            session=session if isinstance(session := facts.get(Key.SESSION), str) else None,
             held_out=facts.get(Key.HOLDOUT) is True,
             masked_results=_count(facts, Key.MASKED_TOOL_RESULTS),
             clipped_results=_count(facts, Key.CLIPPED_TOOL_RESULTS),

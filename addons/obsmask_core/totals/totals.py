@@ -70,7 +70,8 @@ class Totals:
     The whole run's figures count every flow; the figures of the most
     recently active ``conversations_kept`` conversations are kept one by
     one, and the latest bill of the ``bills_kept`` most recent ones, by
-    name: the run's bill is the sum of every conversation's latest bill.
+    name and run (two runs of one task share a name: each has its own
+    bill): the run's bill is the sum of every conversation's latest bill.
     """
 
     def __init__(self, conversations_kept: int = 1000, cents_per_million: int = 0,
@@ -109,10 +110,16 @@ class Totals:
         while len(self.conversations) > self.conversations_kept:
             self.conversations.popitem(last=False)
         entry.figures.add(facts)
-        bill, latest = facts.bill, self._latest.pop(facts.conversation, None)
+        # Each run of the conversation has a bill of its own; the bill of
+        # a run's first request (no answer yet) is in every later one's.
+        run = facts.conversation if facts.session is None else \
+            f"{facts.conversation} {facts.session}"
+        if facts.session is not None:
+            self._latest.pop(facts.conversation, None)
+        bill, latest = facts.bill, self._latest.pop(run, None)
         if bill is not None and (latest is None or bill.requests >= latest.requests):
             latest = entry.bill = bill
-        self._latest[facts.conversation] = latest
+        self._latest[run] = latest
         while len(self._latest) > self.bills_kept:
             _, retired = self._latest.popitem(last=False)
             self._retired_count += 1

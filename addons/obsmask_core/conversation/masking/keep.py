@@ -56,7 +56,8 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
             # body is this one with whole values replaced before that point
             # and the same bytes after it.
             end_proven=request.list_end is not None or masked_end is not None,
-            conversation=settled_name(plan, reuse, items), layout=layout,
+            conversation=settled_name(plan, reuse, items), session=plan.session,
+            layout=layout,
             proven=proven or {}, kept=kept or Kept(), answer=answer),
         replaces=grew_from, document=document_of(request), indexed=indexed,
         judgements=plan.judgements if not recall else ())

@@ -47,6 +47,8 @@ class MaskSummary:
     recalled_tool_results: int = 0
     # The conversation's name (a hash of its first user message).
     conversation: str | None = None
+    # Which run of it (a hash of the model's first answer).
+    session: str | None = None
     # Milliseconds the rewrite took (parse, plan, splice, verify).
     mask_ms: float | None = None
     tokens_estimated: bool = False
@@ -89,6 +91,7 @@ class MaskSummary:
             bill=plan.bill.as_metadata() if plan.bill is not None else None,
             recalled_tool_results=plan.recalled,
             conversation=plan.conversation,
+            session=plan.session,
             mask_ms=mask_ms,
             tokens_estimated=any(c is not None and c.estimated for c in (before, after)),
             reused_previous_body=outcome.reused,
@@ -107,8 +110,8 @@ class MaskSummary:
             del out[Key.TOKENS_ESTIMATED]
         if not self.reused_previous_body:
             del out[Key.REUSED_PREVIOUS_BODY]
-        return _without_none(out, Key.CONVERSATION, Key.MASK_MS, Key.FRONTIER_BREAKPOINT,
-                             Key.REFETCHES)
+        return _without_none(out, Key.CONVERSATION, Key.SESSION, Key.MASK_MS,
+                             Key.FRONTIER_BREAKPOINT, Key.REFETCHES)
 
     def comment_line(self) -> str:
         clipped = self.clipped_tool_results
@@ -144,6 +147,7 @@ class LeftAlone:
     refetches: dict[str, object] | None = None
     # Why nothing was masked, in a user's words (view/unmasked.py).
     why: str | None = None
+    session: str | None = None
 
     @classmethod
     def unchanged(cls, fmt: str, reason: str, plan: MaskPlan | None,
@@ -153,13 +157,14 @@ class LeftAlone:
         bill = plan.bill.as_metadata() if plan.bill is not None else None
         refetches = plan.refetches.as_metadata() if plan.refetches else None
         return cls("unchanged", fmt, reason, bill, plan.held_out, plan.conversation, mask_ms,
-                   refetches, why)
+                   refetches, why, plan.session)
 
     def as_metadata(self) -> dict[str, object]:
         out = _values(self)
         if not self.holdout:
             del out[Key.HOLDOUT]
-        return _without_none(out, Key.BILL, Key.CONVERSATION, Key.MASK_MS, Key.REFETCHES, Key.WHY)
+        return _without_none(out, Key.BILL, Key.CONVERSATION, Key.MASK_MS, Key.REFETCHES, Key.WHY,
+                             Key.SESSION)
 
 
 def _values(summary: MaskSummary | LeftAlone) -> dict[str, object]:

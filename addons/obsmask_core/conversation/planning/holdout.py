@@ -63,6 +63,34 @@ def conversation_name(items: Sequence[object]) -> ConversationName | None:
     return ConversationName("c-" + digest.hex()[:12], int.from_bytes(digest, "big") % BUCKETS)
 
 
+# Items a model wrote: an assistant message, or an output item of the
+# Responses API (a call, its reasoning).
+ANSWER_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call",
+                          "reasoning"})
+
+
+def _is_answer(item: object) -> bool:
+    return isinstance(item, dict) and (item.get("role") == "assistant"
+                                       or item.get("type") in ANSWER_TYPES)
+
+
+def session_id(items: Sequence[object], start: int = 0) -> str | None:
+    """Which run of its conversation a request belongs to: ``s-`` and 8 hex
+    digits of a hash of the model's first answer. Two runs of one task have
+    one conversation name (their first user message) but answer apart, so
+    the totals add up each run's bill instead of keeping one. None before
+    the model's first answer (the run's first request). ``start``: the
+    items before it hold no answer (read one by one: a grown request's
+    kept items are not parsed again)."""
+    for at in range(start, len(items)):
+        if _is_answer(item := items[at]):
+            digest = hashlib.blake2b(digest_size=4)
+            for text in message_strings(item, IGNORED_KEYS):
+                digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+            return "s-" + digest.hexdigest()
+    return None
+
+
 def named_by_user_message(items: Sequence[object]) -> bool:
     """Is the conversation named by a user message among ``items`` (then
     every list that begins with them has the same name)?"""

@@ -62,6 +62,9 @@ class MaskPlan:
     # The conversation's name (holdout.conversation_id): totals group by it.
     # ``name`` holds it with its holdout bucket.
     conversation: str | None = None
+    # Which run of the conversation (holdout.session_id): the totals add
+    # up the bill of each.
+    session: str | None = None
     name: ConversationName | None = field(default=None, repr=False, compare=False)
     # orjson's writing of the items without the closing bracket, as the
     # frontier's checkpoint keeps it (None when none was kept): the next

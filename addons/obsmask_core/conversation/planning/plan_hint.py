@@ -23,11 +23,16 @@ class PlanHint:
     ``judged_before``: the judgements of the first results, by number (None
     for one not judged): the previous request's, whose results these are,
     under the same policy and with no recall to change what an id names.
-    ``name``: the conversation's name and holdout bucket, when known."""
+    ``name``: the conversation's name and holdout bucket, when known;
+    ``session``: which run of it, when known, else the first item that
+    may hold the model's first answer (``session_from``: the items before
+    have none)."""
 
     written_open: bytes | None = None
     judged_before: Sequence[Judgement | None] = ()
     name: ConversationName | None = None
+    session: str | None = None
+    session_from: int = 0
 
 
 NO_HINT = PlanHint()

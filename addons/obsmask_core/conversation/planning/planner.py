@@ -27,7 +27,7 @@ from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.refetch import refetch_facts
 from obsmask_core.conversation.planning.clipping import clip
-from obsmask_core.conversation.planning.holdout import conversation_name
+from obsmask_core.conversation.planning.holdout import conversation_name, session_id
 from obsmask_core.conversation.planning.judgements import Judgement, KeptReason
 from obsmask_core.conversation.planning.judging import judge, recallable_ids
 from obsmask_core.conversation.planning.memory import Judgements, PlanMemory
@@ -63,7 +63,9 @@ def plan_masking(
     """
     name = hint.name if hint.name is not None else conversation_name(items)
     plan = MaskPlan(tool_turns=len(index.turns), tool_results=len(index.results),
-                    conversation=name.id if name is not None else None, name=name)
+                    conversation=name.id if name is not None else None, name=name,
+                    session=hint.session if hint.session is not None
+                    else session_id(items, hint.session_from))
     plan.kept["orphan"] = len(index.orphans)
     plan.kept_at.update((location, "orphan") for location in index.orphans)
     if not policy.enabled or policy.window_turns <= 0:

@@ -94,7 +94,10 @@ class Reuse:
         with the added ones', and (with the index resumed, and no recall to
         change what an id names) its results' judgements."""
         judged = self.grown.judgements if self.resume is not None and not recall else ()
-        return PlanHint(written_open=self._written_open(), judged_before=judged, name=name)
+        previous = self.previous
+        return PlanHint(written_open=self._written_open(), judged_before=judged, name=name,
+                        session=previous.session,
+                        session_from=previous.items if previous.session is None else 0)
 
     def masked_body(self, body: bytes, signature: Signature) -> tuple[bytes, int] | None:
         """The kept request's masked body up to where its list closes, then

@@ -138,6 +138,9 @@ class PreviousRequest:
     in_a_row: int = 1
     end_proven: bool = False
     conversation: ConversationName | None = None
+    # Which run of the conversation (``holdout.session_id``; None: no
+    # answer of the model among its items yet).
+    session: str | None = None
     # Its breakpoints (an Anthropic request's, when read): the next
     # request's are these and its added items' (``grown_layout``).
     layout: CacheLayout | None = None
