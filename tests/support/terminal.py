@@ -18,6 +18,8 @@ from pathlib import Path
 _ESCAPES = re.compile(
     rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[78()=>][0-9A-Z]?")
 _POLL = 0.1
+# The end of what was typed that must show before Enter is pressed.
+ECHOED_CHARS = 20
 
 
 class Terminal:
@@ -65,10 +67,12 @@ class Terminal:
                 return bool(re.search(pattern, self.text()))
         return False
 
-    def type(self, keys: str, pause: float = 0.5) -> None:
-        """Type ``keys``, then Enter (after a pause, as a person does: a
-        paste and a return at once can read as a new line)."""
+    def type(self, keys: str, pause: float = 0.5, echo_timeout: float = 10.0) -> None:
+        """Type ``keys``, then Enter once the program shows them, and after a
+        pause, as a person does: a paste and a return read together (a busy
+        machine reads them late) are a new line, not a submit."""
         os.write(self.fd, keys.encode())
+        self.wait_for(re.escape(keys.replace(" ", "")[-ECHOED_CHARS:]), echo_timeout)
         time.sleep(pause)
         os.write(self.fd, b"\r")
 
