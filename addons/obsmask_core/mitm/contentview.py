@@ -44,7 +44,7 @@ from obsmask_core.mitm.flows import (
     where,
 )
 from obsmask_core.mitm.mcp_addon import McpTruncation
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import TRUNCATED, Action, Key
 from obsmask_core.shared.truncation import DEFAULT_MARKER
 from obsmask_core.shared.view_text import LineKind, ViewLine, page_text, pretty_body, text, title
 
@@ -89,12 +89,12 @@ def page_kind(flow: Flow | None, message: object) -> PageKind | None:
     if not isinstance(flow, http.HTTPFlow) or message is None:
         return None
     if message is flow.request:
-        if _action(flow, CONVERSATION_METADATA) == "masked":
+        if _action(flow, CONVERSATION_METADATA) == Action.MASKED:
             return "masked request"
-        if (_action(flow, MCP_METADATA) == "truncated" and flow.response is not None
+        if (_action(flow, MCP_METADATA) == TRUNCATED and flow.response is not None
                 and flow.response.raw_content is None):
             return "streamed cut"
-    elif message is flow.response and _action(flow, MCP_METADATA) == "truncated":
+    elif message is flow.response and _action(flow, MCP_METADATA) == TRUNCATED:
         return "cut answer"
     return None
 

@@ -21,10 +21,7 @@ from mitmproxy import exceptions, http, io
 
 from obsmask_core.mitm.flows import CONVERSATION_METADATA, MCP_METADATA, original_request
 from obsmask_core.shared.read_back import mapping, word
-from obsmask_core.shared.request_record import Key
-
-# obsmask's action on a flow whose request it rewrote (the client's is the backup).
-MASKED = "masked"
+from obsmask_core.shared.request_record import Action, Key
 
 
 class UnreadableFlowFile(ValueError):
@@ -108,7 +105,7 @@ def _recorded(flow: http.HTTPFlow, number: int, position: int) -> RecordedFlow:
         client_body_as_recorded=as_recorded,
         sent_body=as_recorded if client is sent else (sent.get_content(strict=False) or b""),
         from_backup=client.raw_content != sent.raw_content,
-        original_lost=(word(conversation.get(Key.ACTION)) == MASKED
+        original_lost=(word(conversation.get(Key.ACTION)) == Action.MASKED
                        and client.raw_content == sent.raw_content),
         recorded_through_obsmask=CONVERSATION_METADATA in flow.metadata,
         started=sent.timestamp_start,

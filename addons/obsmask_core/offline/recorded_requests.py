@@ -26,7 +26,6 @@ from pathlib import Path
 from obsmask_core.offline.errors import OfflineError
 
 # Its action on a flow whose request it rewrote (the client's is the backup).
-MASKED = "masked"
 # Why such a flow without its original is skipped, in both scripts' words.
 ORIGINAL_LOST = ("masked when recorded, and its original is not in the flow "
                  "(no backup, or one that cannot be read)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from obsmask_core.shared.cache_check import CacheCheck, CacheTokens
 from obsmask_core.shared.read_back import amount, count, mapping, whole
 from obsmask_core.shared.refetch_facts import REFETCHES_KEY, RefetchFacts
-from obsmask_core.shared.request_record import BillKey, Key, McpKey, UsageKey
+from obsmask_core.shared.request_record import TRUNCATED, Action, BillKey, Key, McpKey, UsageKey
 from obsmask_core.totals.brake import BrakeFacts
 from obsmask_core.totals.cold import TurnFacts
 
@@ -104,13 +104,13 @@ class RequestFacts:
                 Key.PROVIDER_USAGE in facts or Key.PROVIDER_USAGE_PROBLEM in facts):
             # Only the usage of the answer: the rewrite hit an internal
             # error and the request went out as it came.
-            action = "passed_through"
-        if action not in ("masked", "unchanged", "passed_through"):
+            action = Action.PASSED_THROUGH
+        if action not in (Action.MASKED, Action.UNCHANGED, Action.PASSED_THROUGH):
             return None
         conversation = facts.get(Key.CONVERSATION)
         before, after = (count(facts.get(Key.MASKED_TOKENS_BEFORE)),
                          count(facts.get(Key.MASKED_TOKENS_AFTER)))
-        masked = action == "masked"
+        masked = action == Action.MASKED
         usage = mapping(facts.get(Key.PROVIDER_USAGE))
         provider = {name: tokens for name in PROVIDER_FIELDS
                     if (tokens := count(usage.get(name))) is not None}
@@ -157,7 +157,7 @@ class McpFacts:
     def read(cls, value: object) -> McpFacts | None:
         if not isinstance(value, Mapping):
             return None
-        truncated = value.get(McpKey.ACTION) == "truncated"
+        truncated = value.get(McpKey.ACTION) == TRUNCATED
         return cls(
             truncated=truncated,
             messages_truncated=_count(value, McpKey.MESSAGES_TRUNCATED),

@@ -25,7 +25,7 @@ from obsmask_core.offline.measure.inputs import InputSummary
 from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
 from obsmask_core.offline.measure.usage import ProviderTokens, cache_rule
 from obsmask_core.offline.proxy_settings import ProxySettings
-from obsmask_core.offline.recorded_requests import MASKED
+from obsmask_core.shared.request_record import Action
 
 Json = dict[str, object]
 
@@ -123,7 +123,7 @@ def _comparison(found: list[RequestComparison], rule: str) -> Json | None:
     return {
         "cache_rule": rule,
         "requests": len(found),
-        "masked_when_recorded": sum(c.request.action == MASKED for c in found),
+        "masked_when_recorded": sum(c.request.action == Action.MASKED for c in found),
         "paired_with_the_replay": len(paired),
         "provider": {
             "prompt_tokens": sum(c.provider.prompt for c in paired),
@@ -171,7 +171,7 @@ def _conversation(figures: ConversationFigures) -> Json:
         },
         "tokens": _tokens(figures.tokens),
         "recorded": {
-            "masked_when_recorded": sum(r.action == MASKED for r in conversation.requests),
+            "masked_when_recorded": sum(r.action == Action.MASKED for r in conversation.requests),
             "provider": _comparison(figures.comparisons, cache_rule(fmt)),
         },
     }

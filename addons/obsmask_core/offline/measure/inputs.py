@@ -30,14 +30,13 @@ from obsmask_core.offline.cache.sessions import Body, read_body
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.offline.measure.usage import usage_from_metadata
 from obsmask_core.offline.recorded_requests import (
-    MASKED,
     ORIGINAL_LOST,
     RecordedRequest,
     is_request_body_file,
     recorded_requests,
 )
 from obsmask_core.shared.read_back import word
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import Action, Key
 
 FLOWS = "flows"
 REQUEST_BODY = "request body"
@@ -134,7 +133,7 @@ def read_flows(path: Path, routes: Routes) -> tuple[list[SentRequest], InputSumm
                                     action, usage, members))
         summary.conversation_requests += 1
         summary.from_backup += recorded.from_backup
-        summary.masked_when_recorded += action == MASKED
+        summary.masked_when_recorded += action == Action.MASKED
         summary.with_provider_usage += usage is not None
     return requests, summary
 

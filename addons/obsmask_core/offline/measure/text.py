@@ -22,7 +22,7 @@ from obsmask_core.offline.measure.inputs import FLOWS, InputSummary
 from obsmask_core.offline.measure.run import TOKEN_ENCODING, Measurement
 from obsmask_core.offline.measure.usage import cache_rule
 from obsmask_core.offline.proxy_settings import ProxySettings
-from obsmask_core.offline.recorded_requests import MASKED
+from obsmask_core.shared.request_record import Action
 
 RULE_TITLES: Mapping[str, str] = MappingProxyType(
     {ANTHROPIC_RULE: "Anthropic's rule", OPENAI_RULE: "OpenAI's rule"})
@@ -201,7 +201,7 @@ def _comparison_lines(figures: ConversationFigures, per_request: bool) -> list[s
     found = figures.comparisons
     rule = cache_rule(figures.conversation.session.fmt)
     paired = [c for c in found if c.without is not None and c.with_obsmask is not None]
-    masked = sum(c.request.action == MASKED for c in found)
+    masked = sum(c.request.action == Action.MASKED for c in found)
     lines = [f"  #{figures.conversation.number} {figures.conversation.name}: {len(found)} "
              f"requests report usage, {len(paired)} of them found in the replay; "
              f"{masked} were masked when recorded (the provider received the masked body)"]

@@ -27,13 +27,11 @@ from obsmask_core.conversation.settings.routes import Routes
 from obsmask_core.conversation.turns.wire_formats import FORMATS, WireFormat
 from obsmask_core.offline.errors import OfflineError
 from obsmask_core.shared.read_back import word
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import TRUNCATED, Key, McpKey
 
 if TYPE_CHECKING:
     from obsmask_core.mitm.recorded_flows import RecordedFlow
 
-# What obsmask_core.mcp.summary.McpSummary.as_metadata says of a cut answer.
-MCP_CUT_ACTION = "truncated"
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def read_flow_files(paths: Iterable[Path], routes: Routes) -> ReportFlows:
 def _add(recorded: ReportFlows, flow: RecordedFlow, number: int, source: str,
          routes: Routes) -> None:
     masking, cut = flow.conversation, flow.mcp
-    if cut.get(Key.ACTION) == MCP_CUT_ACTION:
+    if cut.get(McpKey.ACTION) == TRUNCATED:
         recorded.mcp_cuts.append(RecordedMcpCut(number, source, flow.path, cut))
     fmt = _format(masking, routes, flow.method, flow.path, flow.host)
     if fmt is None:

@@ -42,7 +42,7 @@ from obsmask_core.offline.proxy_settings import (
 from obsmask_core.shared.config_file import DEFAULT_CONFIG_NAME
 from obsmask_core.shared.errors import SettingError
 from obsmask_core.shared.read_back import mapping, whole, word
-from obsmask_core.shared.request_record import BillKey, Key
+from obsmask_core.shared.request_record import Action, BillKey, Key
 from obsmask_core.shared.settings import build, declared
 
 # What a conversation's flows record of the policy, and where.
@@ -75,7 +75,7 @@ def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, obje
     model table)."""
     found: dict[str, object] = {}
     for summary in masking:
-        masked = word(summary.get(Key.ACTION)) == "masked"
+        masked = word(summary.get(Key.ACTION)) == Action.MASKED
         window_turns = whole(summary.get(Key.WINDOW_TURNS))
         if masked and window_turns is not None:
             found[Key.WINDOW_TURNS] = window_turns

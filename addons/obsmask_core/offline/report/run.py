@@ -40,7 +40,7 @@ from obsmask_core.offline.report.refetches import refetch_paragraph
 from obsmask_core.offline.report.replayed_plans import replay_plan
 from obsmask_core.offline.report.request_numbers import RequestNumbers, request_numbers
 from obsmask_core.offline.report.totals_section import bill_totals_table, totals, totals_table
-from obsmask_core.shared.request_record import Key
+from obsmask_core.shared.request_record import Action, Key
 
 TITLE = "obsmask report"
 BILL_NOTE = (
@@ -94,7 +94,7 @@ def _holdout_paragraphs(conversation: Conversation, policy: MaskPolicy,
     ``holdout`` on the requests it left alone for it, and masks none)."""
     recorded = [r.recorded.masking for r in conversation.requests]
     recorded_held_out = any(m.get(Key.HOLDOUT) is True for m in recorded)
-    recorded_masked = any(m.get(Key.ACTION) == "masked" for m in recorded)
+    recorded_masked = any(m.get(Key.ACTION) == Action.MASKED for m in recorded)
     paragraphs = []
     if held_out:
         paragraphs.append(
