@@ -63,7 +63,7 @@ from support.caching_provider import AnthropicBill, AnthropicPromptCache
 from support.claude_code import ClaudeRun, claude_executable, prepare_folder, run_claude
 from support.flow_files import original_content, read_flows
 from support.json_values import as_list, as_object
-from support.processes import REPO, running_mitmdump, wait_for_lines
+from support.processes import REPO, recording_arguments, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import Served, scripted_anthropic
 
 pytestmark = pytest.mark.e2e
@@ -183,10 +183,7 @@ def sessions(
     flows_file = base / "flows.mitm"
     cache = AnthropicPromptCache()
     with scripted_anthropic(PROMPT_MARKER, COMMANDS, FINAL, cache=cache) as server:
-        arguments = ["--mode", f"reverse:{server.url}", "--set", f"obsmask_config={config}"]
-        for name, value in SETTINGS.items():
-            arguments += ["--set", f"obsmask_{name}={value}"]
-        arguments += ["-w", str(flows_file)]
+        arguments = recording_arguments(server.url, config, flows_file, SETTINGS)
         with running_mitmdump(arguments, REPO, base / "confdir") as proxy:
             proxy.wait_for(r"conversation masking on: window 1 tool turns")
             run = _run_task(root, f"http://127.0.0.1:{proxy.port}", model)

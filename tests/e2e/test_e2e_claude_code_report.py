@@ -38,7 +38,7 @@ from support.caching_provider import AnthropicPromptCache
 from support.claude_code import claude_executable, prepare_folder, run_claude
 from support.flow_files import read_flows
 from support.one_bill import measure_bill_lines, report_bill_lines, summary_bill_lines
-from support.processes import REPO, running_mitmdump, wait_for_lines
+from support.processes import REPO, recording_arguments, running_mitmdump, wait_for_lines
 from support.scripted_anthropic import scripted_anthropic
 
 pytestmark = pytest.mark.e2e
@@ -97,10 +97,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     flows = base / "flows.mitm"
     cache = AnthropicPromptCache(count=honest_count)
     with scripted_anthropic(MARKER, COMMANDS, FINAL, cache=cache) as server:
-        arguments = ["--mode", f"reverse:{server.url}", "--set", f"obsmask_config={config}",
-                     "-w", str(flows)]
-        for name, value in SETTINGS.items():
-            arguments += ["--set", f"obsmask_{name}={value}"]
+        arguments = recording_arguments(server.url, config, flows, SETTINGS)
         with running_mitmdump(arguments, REPO, base / "confdir") as proxy:
             proxy.wait_for(r"conversation masking on: window 1 tool turns")
             run = run_claude(root, f"http://127.0.0.1:{proxy.port}", PROMPT,

@@ -37,7 +37,7 @@ from support.agents import CLIENTS, CLIENTS_PYTHON, client_env, needs_clients
 from support.caching_provider import OpenAIBill, OpenAIPromptCache
 from support.flow_files import read_flows
 from support.json_values import as_object
-from support.processes import REPO, running_mitmdump
+from support.processes import REPO, recording_arguments, running_mitmdump
 from support.recording_server import Answer, Recorded, RecordingServer
 
 pytestmark = [pytest.mark.e2e, needs_clients]
@@ -134,10 +134,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
     server = RecordingServer(proxied)
     server.start()
     try:
-        arguments = ["--mode", f"reverse:{server.url}", "--set", f"obsmask_config={config}",
-                     "-w", str(flows_file)]
-        for name, value in SETTINGS.items():
-            arguments += ["--set", f"obsmask_{name}={value}"]
+        arguments = recording_arguments(server.url, config, flows_file, SETTINGS)
         with running_mitmdump(arguments, REPO, base / "confdir") as proxy:
             proxy.wait_for(r"conversation masking on")
             _agent(f"http://127.0.0.1:{proxy.port}/v1", server.url)

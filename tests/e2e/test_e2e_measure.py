@@ -41,7 +41,7 @@ from support.agents import CLIENTS, needs_clients, run_agent
 from support.anthropic_shell_agent import run_shell_agent
 from support.flow_files import post_flow, write_flows
 from support.json_values import as_list, as_object
-from support.processes import REPO, MitmdumpProcess, running_mitmdump
+from support.processes import REPO, MitmdumpProcess, recording_arguments, running_mitmdump
 from support.recording_server import Answer, Recorded, common_prefix_length, recording_server
 from support.scripted_anthropic import scripted_anthropic
 
@@ -89,11 +89,6 @@ def _empty_config(tmp_path: Path) -> Path:
     config = tmp_path / "obsmask.toml"
     config.write_text("", encoding="utf-8")
     return config
-
-
-def _recording_arguments(server_url: str, config: Path, flows: Path, *options: str) -> list[str]:
-    return ["--mode", f"reverse:{server_url}", "--set", f"obsmask_config={config}",
-            "-w", str(flows), *options]
 
 
 def _check_same_figures(on: Json, off: Json, requests: int) -> tuple[Json, Json]:
@@ -210,7 +205,7 @@ class ChatProvider:
 def _record_chat_session(tmp_path: Path, name: str, *options: str) -> Path:
     flows = tmp_path / f"{name}.mitm"
     with recording_server(ChatProvider()) as server:
-        arguments = _recording_arguments(server.url, _empty_config(tmp_path), flows, *options)
+        arguments = [*recording_arguments(server.url, _empty_config(tmp_path), flows), *options]
         with running_mitmdump(arguments, REPO, tmp_path / f"confdir-{name}") as proxy:
             report = as_object(run_agent(CHAT_AGENT, f"http://127.0.0.1:{proxy.port}/v1",
                                          server.url, CHAT_TOOL_TURNS, CHAT_STREAM_TURNS, proxy))
@@ -255,7 +250,7 @@ def _record_anthropic_session(tmp_path: Path, name: str, *options: str) -> Path:
     flows = tmp_path / f"{name}.mitm"
     commands = [f"emit {size} step{number}" for number, size in enumerate(SIZES)]
     with scripted_anthropic(PROMPT_MARKER, commands, FINAL) as scripted:
-        arguments = _recording_arguments(scripted.url, _empty_config(tmp_path), flows, *options)
+        arguments = [*recording_arguments(scripted.url, _empty_config(tmp_path), flows), *options]
         with running_mitmdump(arguments, REPO, tmp_path / f"confdir-{name}") as proxy:
             clients_python = os.environ.get("OBSMASK_CLIENTS_PYTHON")
             assert clients_python is not None  # needs_clients skips otherwise

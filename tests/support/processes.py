@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
+from pathlib import Path
 
 from benchlib.mitmdump import (
     ADDON,
@@ -27,9 +29,22 @@ __all__ = [
     "START_TIMEOUT",
     "MitmdumpError",
     "MitmdumpProcess",
+    "recording_arguments",
     "running_mitmdump",
     "stop_process",
 ]
+
+
+def recording_arguments(upstream: str, config: Path, flows: Path,
+                        settings: Mapping[str, str] | None = None) -> list[str]:
+    """mitmdump's arguments for a reverse proxy to ``upstream`` with the
+    settings file ``config``, each of ``settings`` set over it
+    (``obsmask_NAME=VALUE``), writing the flows to ``flows``."""
+    arguments = ["--mode", f"reverse:{upstream}", "--set", f"obsmask_config={config}",
+                 "-w", str(flows)]
+    for name, value in (settings or {}).items():
+        arguments += ["--set", f"obsmask_{name}={value}"]
+    return arguments
 
 
 def wait_for_lines(proxy: MitmdumpProcess, pattern: str, count: int, timeout: float) -> None:
