@@ -124,7 +124,8 @@ def test_under_the_minimum_nothing_is_written_or_read():
 def test_a_stepped_cache_asks_a_move_to_free_what_a_step_can_cost(name, smallest):
     """OpenAI serves the shared prefix in steps of 128 tokens: a masked
     request may be read up to 127 tokens less than the original, which the
-    reads of the freed tokens pay for once they are this many."""
-    assert PrefixBilling(openai_cache(PRICE_MODELS[name])).smallest_saving == smallest
-    assert PrefixBilling(PRICE_MODELS["anthropic"]).smallest_saving == 0  # no steps
-    assert billing().smallest_saving == 0
+    reads of the freed tokens pay for once they are this many (with no
+    allowance to take it: test_properties_cache_steps.py has the rest)."""
+    assert PrefixBilling(openai_cache(PRICE_MODELS[name])).smallest_saving(5000, 0) == smallest
+    assert PrefixBilling(PRICE_MODELS["anthropic"]).smallest_saving(5000, 0) == 0  # no steps
+    assert billing().smallest_saving(5000, 0) == 0

@@ -98,8 +98,7 @@ class BreakpointBilling:
         system alone; None: nothing)."""
         return self._points
 
-    @property
-    def smallest_saving(self) -> int:
+    def smallest_saving(self, tokens: int, allowance_percent: int) -> int:
         return 0  # entries end where breakpoints are: no steps
 
     def _reaches(self, entry: int, mark: int, lookback: int | None) -> bool:

@@ -71,11 +71,11 @@ class Billing(Protocol):
         """No masked request shorter than this is read from the cache."""
         ...
 
-    @property
-    def smallest_saving(self) -> int:
+    def smallest_saving(self, tokens: int, allowance_percent: int) -> int:
         """The fewest tokens masking must have freed once the frontier has
-        moved, so that between two moves a masked request never costs more
-        than the original (``PrefixBilling.smallest_saving``)."""
+        moved at a request of ``tokens``, so that no request between two
+        moves takes the bill so far past ``allowance_percent``
+        (``PrefixBilling.smallest_saving``)."""
         ...
 
     def plain_cost(self, end: int, tokens: int) -> int: ...

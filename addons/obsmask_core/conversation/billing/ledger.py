@@ -172,11 +172,11 @@ class Ledger:
         return max((self.billing.minimum,
                     *(other.billing.minimum for other in self.alternatives)))
 
-    @property
-    def smallest_saving(self) -> int:
-        """``Billing.smallest_saving``, the largest of the alternatives'."""
-        return max((self.billing.smallest_saving,
-                    *(other.billing.smallest_saving for other in self.alternatives)))
+    def smallest_saving(self, tokens: int) -> int:
+        """``Billing.smallest_saving`` at a request of ``tokens``, under
+        this ledger's allowance; the largest of the alternatives'."""
+        return max(billing.smallest_saving(tokens, self.allowance_percent)
+                   for billing in (self.billing, *(other.billing for other in self.alternatives)))
 
     def plain_cost(self, tokens: int, end: int = 0) -> int:
         """The next request as the client sent it (``end`` items, ``tokens``

@@ -24,16 +24,21 @@ class PrefixBilling:
     def minimum(self) -> int:
         return self.model.minimum_cached
 
-    @property
-    def smallest_saving(self) -> int:
-        """A cache that serves its prefix in steps may serve the masked
-        request up to a step less than the original: re-billed at most
-        (step - 1) * (uncached - read), which the read of the freed tokens
-        pays for once they are this many."""
+    def smallest_saving(self, tokens: int, allowance_percent: int) -> int:
+        """A cache that serves its prefix in steps may serve a masked
+        request of F freed tokens up to F + step - 1 tokens less than the
+        original: it costs at most (step - 1) * (uncached - read) - F * read
+        more. Every later request, of ``tokens`` or more, adds at least
+        ``allowance_percent`` of its read (tokens * read) to what the bill
+        so far may exceed the original's by; once the reads of the freed
+        tokens pay for what that leaves of the step, no request between
+        two moves can take the bill so far past the allowance."""
         model = self.model
         if model.cache_step <= 1 or not model.has_cache:
             return 0
-        return (model.cache_step - 1) * (model.uncached - model.read) // model.read + 1
+        step = (model.cache_step - 1) * (model.uncached - model.read)
+        covered = allowance_percent * model.read * tokens // 100
+        return 0 if covered >= step else (step - covered) // model.read + 1
 
     def plain_cost(self, end: int, tokens: int) -> int:
         return self.model.cost(tokens, self._previous_plain)

@@ -112,8 +112,8 @@ class FrontierMoves:
         # take a request there.
         floor = ledger.minimum
         # And none may free so little that a stepped cache could bill a
-        # later request more than the original (``Billing.smallest_saving``).
-        smallest = ledger.smallest_saving * CHARS_PER_TOKEN
+        # later request past the allowance (``Billing.smallest_saving``).
+        smallest = self._smallest_saving(ledger, end)
         # At a cold end nothing is re-billed however far back a move
         # reaches: every undecided turn is judged (cold ends are rare).
         low = self.turn if cold else max(self.turn, target - LOOKBACK_TURNS)
@@ -164,7 +164,7 @@ class FrontierMoves:
                 if not self.masked_turns[turn] and savings.first[turn] is not None]
         if not kept:
             return
-        floor, smallest = ledger.minimum, ledger.smallest_saving * CHARS_PER_TOKEN
+        floor, smallest = ledger.minimum, self._smallest_saving(ledger, end)
         before, freed_before = self.counted_before_frontier, self.freed_before_frontier
         freed = counted = 0
         first: int | None = None
@@ -192,6 +192,12 @@ class FrontierMoves:
             self.freed_before_frontier += savings.freed[turn]
         self.masks_something = True
         self.counted_before_frontier += counted
+
+    def _smallest_saving(self, ledger: Ledger, end: int) -> int:
+        """``Ledger.smallest_saving`` at the request of ``end`` items, in
+        characters (every later request holds this one)."""
+        tokens = prefix_tokens(self._requests.chars_before[end], end)
+        return ledger.smallest_saving(tokens) * CHARS_PER_TOKEN
 
     def _change_at(self, first: int) -> tuple[int, int]:
         """The forwarded history's first change once the result at item
