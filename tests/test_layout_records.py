@@ -116,7 +116,8 @@ def test_the_nested_values_are_written_with_the_declared_keys() -> None:
                               model="claude-sonnet-4-5")
     assert price is not None
     bill = BillSoFar("auto", 3, 900.0, 1000.0, 2, "breakpoints", 1200, 1000, 100,
-                     cold_ends=(4,), price_row=price.as_metadata(), moved=True,
+                     cold_ends=(4,), doubtful_ends=(2,), price_row=price.as_metadata(),
+                     moved=True,
                      request_items=9, braked_from=5, history="h",
                      request_with_masking=300.0, request_without_masking=320.0)
     written = bill.as_metadata()

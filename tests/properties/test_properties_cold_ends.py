@@ -79,18 +79,24 @@ def sent_requests(events: list[Event], fmt: WireFormat,
 
 
 def replay(events: list[Event], policy: MaskPolicy, fmt: WireFormat, cold: set[int],
-           as_sent: bool = False) -> list[tuple[list[object], list[object], MaskPlan]]:
+           as_sent: bool = False, doubtful: frozenset[int] = frozenset(),
+           ) -> list[tuple[list[object], list[object], MaskPlan]]:
     """Each request as sent, as forwarded, and its plan; the requests whose
-    numbers are in ``cold`` came back cold, and every request is planned
-    with the cold ends among its items, as the table gives them."""
+    numbers are in ``cold`` came back cold (in ``doubtful``: after a pause
+    the cache may have outlived), and every request is planned with the
+    cold and doubtful ends among its items, as the table gives them."""
     memory = PlanMemory()
     out = []
     cold_ends: frozenset[int] = frozenset()
+    doubtful_ends: frozenset[int] = frozenset()
     for number, (items, layout) in enumerate(sent_requests(events, fmt, as_sent)):
         if number in cold:
             cold_ends |= {len(items)}
+        elif number in doubtful:
+            doubtful_ends |= {len(items)}
         plan = plan_masking(fmt.index(items), policy, items,
-                            terms=BillingTerms(layout=layout, cold_ends=cold_ends),
+                            terms=BillingTerms(layout=layout, cold_ends=cold_ends,
+                                               doubtful_ends=doubtful_ends),
                             memory=memory)
         out.append((items, apply_plan(items, plan, fmt), plan))
     return out
@@ -108,8 +114,10 @@ def cold_requests(events: list[Event]) -> st.SearchStrategy[set[int]]:
        data=st.data())
 def test_the_ledger_keeps_the_bill_within_the_allowance_with_any_cold_requests(
         events, policy, fmt, as_sent, data):
+    """Cold requests and requests after a doubtful pause among them."""
     cold = data.draw(cold_requests(events))
-    for _, _, plan in replay(events, policy, fmt, cold, as_sent):
+    doubtful = frozenset(data.draw(cold_requests(events)))
+    for _, _, plan in replay(events, policy, fmt, cold, as_sent, doubtful):
         bill = plan.bill
         if policy.price_model == "none":
             assert bill is None
@@ -171,9 +179,9 @@ def test_the_forwarded_requests_rebilled_apart_with_cold_requests_stay_within_th
 
 
 def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
-                     cold_ends: frozenset[int]) -> MaskPlan:
+                     terms: BillingTerms) -> MaskPlan:
     # Without a memory: every result judged afresh, the frontier replayed in full.
-    return plan_masking(fmt.index(items), policy, items, terms=BillingTerms(cold_ends=cold_ends))
+    return plan_masking(fmt.index(items), policy, items, terms=terms)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -181,15 +189,17 @@ def replayed_in_full(fmt: WireFormat, items: list[object], policy: MaskPolicy,
 def test_a_resumed_replay_with_cold_ends_plans_what_a_full_replay_plans(events, policy, fmt,
                                                                         data):
     """Requests of one conversation in any order, some twice, each with the
-    cold ends the table has for it then (a pause it learnt of, or one it
-    lost): every plan equals the full replay's with the same cold ends."""
+    cold and doubtful ends the table has for it then (a pause it learnt of,
+    or one it lost): every plan equals the full replay's with the same."""
     memory = PlanMemory()
-    requests = [convert(fmt, request) for request in requests_of(events)]
-    ends = sorted({len(items) for items in requests})
+    requests = list(sent_requests(events, fmt, as_sent=True))
+    ends = sorted({len(items) for items, _ in requests})
     order = data.draw(st.lists(st.integers(0, len(requests) - 1), min_size=1, max_size=12))
     for number in order:
-        items = requests[number]
-        cold_ends = frozenset(data.draw(st.sets(st.sampled_from(ends), max_size=3)))
-        resumed = plan_masking(fmt.index(items), policy, items,
-                               terms=BillingTerms(cold_ends=cold_ends), memory=memory)
-        same_plan(resumed, replayed_in_full(fmt, items, policy, cold_ends))
+        items, layout = requests[number]
+        terms = BillingTerms(
+            layout=layout,
+            cold_ends=frozenset(data.draw(st.sets(st.sampled_from(ends), max_size=3))),
+            doubtful_ends=frozenset(data.draw(st.sets(st.sampled_from(ends), max_size=3))))
+        resumed = plan_masking(fmt.index(items), policy, items, terms=terms, memory=memory)
+        same_plan(resumed, replayed_in_full(fmt, items, policy, terms))

@@ -80,6 +80,26 @@ def test_a_change_before_an_entry_makes_the_request_read_an_earlier_one():
     assert bill.masked_cost(at) == 3000 * 100 + 200 * 1250
 
 
+def test_after_a_doubtful_pause_only_the_entries_that_request_wrote_are_read():
+    """The request at 8 came after a pause the cache may have outlived: if
+    it did, the entry at 4 is gone (only what the request at 8 wrote lives
+    on), so a change at 5 reads nothing; the entry at 8 is still read."""
+    bill = billing()
+    bill.record(4, 2000, Forwarded(4, 2000))
+    bill.record(8, 3000, Forwarded(8, 3000))
+    bill.doubt()
+    change = Forwarded(12, 3200, changed_at=5, tokens_before_change=2100)
+    assert bill.masked_cost(change) == 3200 * 1250
+    at = Forwarded(12, 3200, changed_at=8, tokens_before_change=2900)
+    assert bill.masked_cost(at) == 3000 * 100 + 200 * 1250
+    # OpenAI's prefix cache reads only what the previous request wrote.
+    prefix = PrefixBilling(openai_cache(PRICE_MODELS["openai"]))
+    prefix.record(4, 2000, Forwarded(4, 2000))
+    before = prefix.state()
+    prefix.doubt()
+    assert prefix.state() == before
+
+
 def test_the_frontier_breakpoint_is_read_when_the_end_is_out_of_reach():
     """The frontier's entry (written at 20 by the previous request) is 40
     blocks behind the new end, but the new frontier breakpoint, at 30,

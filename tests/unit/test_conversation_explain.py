@@ -410,8 +410,7 @@ def test_a_request_planned_cold_is_explained_with_the_cold_ends_its_flow_recorde
     assert outcome.plan.bill is not None and outcome.plan.bill.cold_ends == (cold_end,)
     record = MaskingRecord.of({"bill": {"cold_ends": [cold_end]}})
     assert record.cold_ends == {cold_end}
-    replanned = explain_masking(original, outcome.body, CHAT, policy,
-                                cold_ends=record.cold_ends)
+    replanned = explain_masking(original, outcome.body, CHAT, policy, table=record.table())
     assert isinstance(replanned, MaskingExplanation) and replanned.reasons_note is None
     warm = explain_masking(original, outcome.body, CHAT, policy)
     assert isinstance(warm, MaskingExplanation) and warm.reasons_note is not None

@@ -147,7 +147,7 @@ def test_the_content_view_plans_a_braked_request_again_from_its_recorded_brake()
                              visit=Recorded(frozenset(), braked_from(ANTHROPIC)))
     assert isinstance(went, Masked)
     explained = explain_masking(original, went.body, ANTHROPIC, policy,
-                                braked_from=braked_from(ANTHROPIC))
+                                table=Recorded(frozenset(), braked_from(ANTHROPIC)))
     assert isinstance(explained, MaskingExplanation) and explained.reasons_note is None
     unbraked = explain_masking(original, went.body, ANTHROPIC, policy)
     assert not isinstance(unbraked, MaskingExplanation) or unbraked.reasons_note is not None

@@ -32,9 +32,10 @@ class KeysSeen(LastSeen):
         super().__init__()
         self.keys: list[HistoryKey] = []
 
-    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float,
+              doubtful_after: float | None = None) -> Sighting:
         self.keys.append(key)
-        return super().visit(key, now, end, lifetime)
+        return super().visit(key, now, end, lifetime, doubtful_after)
 
 
 def shipped() -> MaskPolicy:

@@ -54,6 +54,28 @@ def test_a_request_after_more_than_the_lifetime_records_its_own_end_as_cold(paus
         cold(9) if is_cold else WARM)
 
 
+@pytest.mark.parametrize(("pause", "found"), [(200, WARM), (240, WARM),
+                                               (241, Sighting(doubtful_ends=frozenset({9}))),
+                                               (360, Sighting(doubtful_ends=frozenset({9}))),
+                                               (361, cold(9))])
+def test_a_pause_the_cache_may_or_may_not_have_outlived_records_a_doubtful_end(pause, found):
+    """Between the shortest time the provider may keep a prefix (less the
+    clocks' margin) and the longest (plus it), nobody can say whether the
+    cache expired: the request's end is doubtful, not cold."""
+    table, keys = LastSeen(), HistoryKeys()
+    table.visit(keys.of("a", 3), 1000.0, 3, 360, 240)
+    assert table.visit(keys.of("a", 9), 1000.0 + pause, 9, 360, 240) == found
+
+
+def test_doubtful_ends_stay_for_every_later_request_as_cold_ends_do():
+    table, keys = LastSeen(), HistoryKeys()
+    table.visit(keys.of("a", 3), 0.0, 3, 360, 240)
+    table.visit(keys.of("a", 5), 300.0, 5, 360, 240)
+    table.visit(keys.of("a", 7), 1000.0, 7, 360, 240)
+    assert table.visit(keys.of("a", 9), 1010.0, 9, 360, 240) == Sighting(
+        frozenset({7}), doubtful_ends=frozenset({5}))
+
+
 def test_the_pause_is_counted_from_the_latest_request_not_the_first():
     """Every request reads the cache and keeps it alive: four minutes apart,
     each finds it warm, however long the conversation has run."""
@@ -221,7 +243,8 @@ def test_two_runs_of_one_task_are_two_conversations_and_a_pause_of_one_leaves_th
                    ["3 failed", "KeyError: 'a'", "ok"])
     second = run_of("Fix the bug.", ["Read the source.", "Grep for it.", "Run it."],
                     ["parser.py", "2 matches", "Traceback"])
-    lifetime = cache_lifetime(0, anthropic=True, long_lived=False, members=lambda: members)
+    lifetime = cache_lifetime(0, anthropic=True, long_lived=False,
+                              members=lambda: members).cold_after
     # Request n holds the first 2n items; the first run pauses after two.
     schedule = [(first, 1, 0.0), (second, 1, 1.0), (first, 2, 10.0), (second, 2, 11.0),
                 (second, 3, 200.0), (first, 3, 500.0), (second, 4, 510.0)]
@@ -311,22 +334,22 @@ def test_a_lifetime_set_by_the_user_is_the_lifetime_whatever_the_provider(
     do not describe: shorter or longer than the provider's, it is used as is."""
     for setting in (120, 360, 2 * A_DAY):
         assert cache_lifetime(setting, anthropic=anthropic, long_lived=long_lived,
-                              members=lambda: members, ttl_option=True) == setting
+                              members=lambda: members, ttl_option=True).cold_after == setting
 
 
 def test_anthropic_entries_live_five_minutes_or_an_hour_and_the_clock_margin():
-    assert cache_lifetime(0, anthropic=True, long_lived=False, members=dict) == (
+    assert cache_lifetime(0, anthropic=True, long_lived=False, members=dict).cold_after == (
         FIVE_MINUTES + CLOCK_MARGIN_SECONDS) == 360
-    assert cache_lifetime(0, anthropic=True, long_lived=True, members=dict) == (
+    assert cache_lifetime(0, anthropic=True, long_lived=True, members=dict).cold_after == (
         AN_HOUR + CLOCK_MARGIN_SECONDS)
 
 
 def test_openai_caches_are_cold_no_sooner_than_they_are_gone_for_certain():
     """Its in-memory cache is cleared within an hour at the latest, its
     extended retention keeps a prefix up to a day."""
-    def lifetime(members: dict[str, object], ttl_option: bool = False) -> int:
+    def lifetime(members: dict[str, object], ttl_option: bool = False) -> float:
         return cache_lifetime(0, anthropic=False, long_lived=False, members=lambda: members,
-                              ttl_option=ttl_option)
+                              ttl_option=ttl_option).cold_after
 
     assert lifetime({}) == AN_HOUR + CLOCK_MARGIN_SECONDS
     assert lifetime({"prompt_cache_retention": "in_memory"}) == AN_HOUR + CLOCK_MARGIN_SECONDS
@@ -348,7 +371,28 @@ def test_an_openai_ttl_option_longer_than_an_hour_is_the_lifetime_for_models_tha
         options, ttl_option, expected):
     assert cache_lifetime(0, anthropic=False, long_lived=False,
                           members=lambda: {"prompt_cache_options": options},
-                          ttl_option=ttl_option) == expected + CLOCK_MARGIN_SECONDS
+                          ttl_option=ttl_option).cold_after == expected + CLOCK_MARGIN_SECONDS
+
+
+def test_a_pause_is_doubtful_from_the_shortest_lifetime_less_the_clocks_margin():
+    """Anthropic's entries written for 5 minutes go then, whatever others
+    live an hour; OpenAI's in-memory cache may be cleared after 5 minutes,
+    whatever retention is asked, and GPT-5.6's ttl is how long an entry is
+    kept at least; the user's lifetime, less twice the margin."""
+    def doubtful(setting: int, anthropic: bool, long_lived: bool = False,
+                 members: dict[str, object] | None = None) -> float:
+        return cache_lifetime(setting, anthropic=anthropic, long_lived=long_lived,
+                              members=lambda: members or {}, ttl_option=True).doubtful_after
+
+    assert doubtful(0, True) == doubtful(0, True, long_lived=True) == (
+        FIVE_MINUTES - CLOCK_MARGIN_SECONDS)
+    assert doubtful(0, False) == FIVE_MINUTES - CLOCK_MARGIN_SECONDS
+    assert doubtful(0, False, members={"prompt_cache_retention": "24h"}) == (
+        FIVE_MINUTES - CLOCK_MARGIN_SECONDS)
+    assert doubtful(0, False, members={"prompt_cache_options": {"ttl": "30m"}}) == (
+        30 * 60 - CLOCK_MARGIN_SECONDS)
+    assert doubtful(900, True) == 900 - 2 * CLOCK_MARGIN_SECONDS
+    assert doubtful(60, False) == 0
 
 
 @pytest.mark.parametrize(("ttl", "seconds"), [

@@ -247,6 +247,20 @@ def test_the_shared_table_answers_every_visit_as_the_table_in_memory(server, pre
     assert answers[0][10] == cold(9) and answers[0][-1] == Sighting(frozenset({9, 11}), 11)
 
 
+def test_the_shared_table_answers_doubtful_pauses_as_the_table_in_memory(server, prefix):
+    """Pauses between the shortest and the longest lifetime give the same
+    doubtful ends, kept for every later request, through either proxy; a
+    request sent again after its doubtful pause finds it once."""
+    visits = [(0, "a", 0.0, 3), (1, "a", 250.0, 5), (0, "a", 251.0, 5), (1, "a", 300.0, 7),
+              (0, "a", 800.0, 9), (1, "a", 1000.0, 11), (0, "a", 1300.0, 13)]
+    proxies = [RedisLastSeen(server.url, key_prefix=prefix) for _ in range(2)]
+    memory, keys, memory_keys = LastSeen(), HistoryKeys(), HistoryKeys()
+    for number, name, now, end in visits:
+        shared = proxies[number].visit(keys.of(name, end), now, end, 360, 240)
+        assert shared == memory.visit(memory_keys.of(name, end), now, end, 360, 240)
+    assert shared == Sighting(frozenset({9}), doubtful_ends=frozenset({5, 13}))
+
+
 def test_the_least_recently_seen_conversations_go_past_the_bound(server, prefix):
     table = RedisLastSeen(server.url, key_prefix=prefix, conversations=3, cold_ends=2)
     keys = HistoryKeys()

@@ -158,8 +158,7 @@ def _masking_page(flow: http.HTTPFlow, data: bytes) -> list[ViewLine]:
         recall = conversation.recall if conversation is not None else None
         explanation = explain_masking(original, data, fmt, policy,
                                       recall=recall is not None and recall.enabled,
-                                      cold_ends=record.cold_ends,
-                                      braked_from=record.braked_from,
+                                      table=record.table(),
                                       refetch_calls=record.refetches.new_calls
                                       if record.refetches else ())
     return masking_page(explanation, record, None if original is None else _decoded(original),

@@ -111,6 +111,7 @@ class BillKey:
     PREDICTED: Final = "predicted"  # ``PredictedKey``
     COLD_ENDS: Final = "cold_ends"
     COLD: Final = "cold"
+    DOUBTFUL_ENDS: Final = "doubtful_ends"
     REQUEST_ITEMS: Final = "request_items"
     # This request's own cost: ESTIMATED_WITH_MASKING, ESTIMATED_WITHOUT_MASKING.
     REQUEST: Final = "request"

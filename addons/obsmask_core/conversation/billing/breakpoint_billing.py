@@ -74,6 +74,8 @@ class BreakpointBilling:
         # the client marks them.
         self._system_entry = layout.outside_messages > 0 and self._preamble >= self.minimum
         self._entries: list[tuple[int, int, int]] = []  # as forwarded
+        # The item boundaries the last request recorded wrote at.
+        self._last_written: frozenset[int] = frozenset()
         self._previous_end: int | None = None  # as sent
         self._previous_tokens = 0
         self._predicted = (0, 0, 0)
@@ -210,6 +212,7 @@ class BreakpointBilling:
             entries.append((mark, tokens, self._writes))
             self._writes += 1
         self._entries = entries
+        self._last_written = frozenset(mark for mark, _ in written)
         self._previous_end, self._previous_tokens = end, plain_tokens
 
     def expire(self) -> None:
@@ -218,6 +221,12 @@ class BreakpointBilling:
         # move depends on it.
         self._entries = []
         self._previous_end, self._previous_tokens = None, 0
+
+    def doubt(self) -> None:
+        """Only the entries the last request wrote (at its breakpoints) are
+        sure to live on; the tools and system's, written at the client's
+        breakpoint on every request, too."""
+        self._entries = [kept for kept in self._entries if kept[0] in self._last_written]
 
     def forget_before(self, lowest_mark: int) -> None:
         """No later breakpoint closes an item boundary before ``lowest_mark``

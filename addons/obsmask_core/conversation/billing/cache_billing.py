@@ -89,6 +89,14 @@ class Billing(Protocol):
         what only such a breakpoint could read may go."""
         ...
 
+    def doubt(self) -> None:
+        """The request just recorded came after a pause the provider's cache
+        may have outlived: if it did, every entry that request did not
+        write again is gone. The forwarded requests count on none of them
+        from here on (the requests as sent read only what the last one
+        wrote: they lose nothing either way)."""
+        ...
+
     def expire(self) -> None:
         """The cache has expired (the conversation came back after its
         lifetime): the next request, as sent and as forwarded, reads

@@ -14,6 +14,11 @@ makes the same decisions and forwards the same bytes: the table keeps, per
 conversation, the request ends (numbers of items) at which it came back
 cold, and every request is planned with them.
 
+A pause between the shortest time the provider may keep an entry and the
+longest is doubtful: not cold, but the table keeps its request end too,
+after which the ledger counts on no entry that request did not write
+(``Billing.doubt``), the reading least favourable to masking.
+
 A conversation is known by its history (``history_key``): each request
 is kept under the digest of its own, and found by the next one under the
 digest of the history up to the latest request end before that one; a
@@ -57,6 +62,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from obsmask_core.conversation.billing.cache_lifetime import Lifetime
 from obsmask_core.conversation.billing.history_key import HistoryKey
 
 # Conversations remembered: a name, a time and a few integers each, so a
@@ -70,11 +76,10 @@ class LastSeenTable(Protocol):
     """When conversations were last seen and their cold ends, as planning
     reads them: from the event loop and the worker thread at once."""
 
-    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float,
+              doubtful_after: float | None = None) -> Sighting:
         """A request of ``end`` items at ``now``: its conversation's cold
-        ends, ``end`` among them when the conversation was last seen more
-        than ``lifetime`` seconds before, and its brake (see
-        ``LastSeen.visit``)."""
+        and doubtful ends, and its brake (see ``LastSeen.visit``)."""
         ...
 
     def add_surprise(self, conversation: str, now: float, surprise: float, room: float,
@@ -89,11 +94,12 @@ class LastSeenTable(Protocol):
 @dataclass(frozen=True, slots=True)
 class Sighting:
     """What a visit found: the conversation's cold ends, this request's
-    among them when it came back cold, and where the provider's brake
-    stopped its frontier (None: it did not)."""
+    among them when it came back cold, where the provider's brake stopped
+    its frontier (None: it did not), and its doubtful ends."""
 
     cold_ends: frozenset[int] = frozenset()
     braked_from: int | None = None
+    doubtful_ends: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +117,14 @@ class Braking:
 class _Seen:
     last: float
     cold: tuple[int, ...]
+    doubtful: tuple[int, ...] = ()
     surprise: float = 0.0
     braked_from: int | None = None
     # A later request went on from it: another that does too is a fork.
     moved: bool = False
+
+    def sighting(self) -> Sighting:
+        return Sighting(frozenset(self.cold), self.braked_from, frozenset(self.doubtful))
 
 
 class LastSeen:
@@ -128,14 +138,16 @@ class LastSeen:
         self._kept: OrderedDict[str, _Seen] = OrderedDict()
         self._lock = threading.Lock()
 
-    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float,
+              doubtful_after: float | None = None) -> Sighting:
         """A request of ``end`` items at ``now``, its history ``key``: its
         conversation is the entry kept under its own history (a request
         sent again) or under its previous request's, whichever was seen
         later (an identical run long ago left the other); from the
         previous one it is copied to its own, the previous entry marked
         as gone on from. When it was last seen more than ``lifetime``
-        seconds before, ``end`` is a cold end. A conversation never seen
+        seconds before, ``end`` is a cold end (more than ``doubtful_after``:
+        a doubtful one). A conversation never seen
         before has none: it may be new, or seen by another proxy, or
         before a restart, and a cache taken for cold while it is warm
         would make a move look free that is not. Nor has a fork (a second
@@ -158,12 +170,14 @@ class LastSeen:
             # after the conversation went on): when is unknown here.
             if not went_on and now - seen.last > lifetime and end not in seen.cold:
                 seen.cold = (*seen.cold, end)[-self._cold_ends:]
-            # Requests may be planned out of their order (a worker
-            # thread): the latest time stays.
+            elif not went_on and doubtful_after is not None and now - seen.last > \
+                    doubtful_after and end not in (*seen.doubtful, *seen.cold):
+                seen.doubtful = (*seen.doubtful, end)[-self._cold_ends:]
+            # Planned out of their order (a worker thread): the latest time stays.
             seen.last = max(seen.last, now)
             self._kept.pop(key.own, None)
             self._keep(key.own, seen)
-            return Sighting(frozenset(seen.cold), seen.braked_from)
+            return seen.sighting()
 
     def _keep(self, conversation: str, seen: _Seen) -> None:
         """Keep ``seen`` as the most recently seen (the lock held)."""
@@ -181,7 +195,7 @@ class LastSeen:
                 else before
             if seen is None or seen.moved:
                 return None  # gone on from: when its prefix was last read is unknown
-            return seen.last, Sighting(frozenset(seen.cold), seen.braked_from)
+            return seen.last, seen.sighting()
 
     def braked_from(self, conversation: str) -> int | None:
         """Where the conversation's frontier stopped; None: it did not."""
@@ -223,6 +237,7 @@ class LastSeen:
             if key.previous is not None:
                 old = self._kept.pop(key.previous, None) or old
             seen = _Seen(last, tuple(sorted(found.cold_ends))[-self._cold_ends:],
+                         tuple(sorted(found.doubtful_ends))[-self._cold_ends:],
                          braked_from=found.braked_from)
             if surprise is not None:
                 seen.surprise = surprise
@@ -246,8 +261,9 @@ class Visit:
     table: LastSeenTable
     now: float
 
-    def of(self, key: HistoryKey, end: int, lifetime: float) -> Sighting:
-        return self.table.visit(key, self.now, end, lifetime)
+    def of(self, key: HistoryKey, end: int, lifetime: float,
+           doubtful_after: float | None = None) -> Sighting:
+        return self.table.visit(key, self.now, end, lifetime, doubtful_after)
 
 
 @dataclass(frozen=True)
@@ -258,9 +274,11 @@ class Recorded:
 
     cold_ends: frozenset[int]
     braked: int | None = None
+    doubtful_ends: frozenset[int] = frozenset()
 
-    def of(self, key: HistoryKey, end: int, lifetime: float) -> Sighting:
-        return Sighting(self.cold_ends, self.braked)
+    def of(self, key: HistoryKey, end: int, lifetime: float,
+           doubtful_after: float | None = None) -> Sighting:
+        return Sighting(self.cold_ends, self.braked, self.doubtful_ends)
 
 
 Arrival = Visit | Recorded
@@ -269,12 +287,14 @@ Arrival = Visit | Recorded
 @dataclass(frozen=True, slots=True)
 class TableVisit:
     """How a request visits the table: under its history's ``key``, as a
-    request of ``items`` items, a pause longer than ``lifetime`` seconds
-    being cold. The same bytes under the same policy visit alike."""
+    request of ``items`` items, a pause as long as ``lifetime`` says
+    being cold or doubtful. The same bytes under the same policy visit
+    alike."""
 
     key: HistoryKey
     items: int
-    lifetime: float
+    lifetime: Lifetime
 
     def at(self, arrival: Arrival) -> Sighting:
-        return arrival.of(self.key, self.items, self.lifetime)
+        return arrival.of(self.key, self.items, self.lifetime.cold_after,
+                          self.lifetime.doubtful_after)

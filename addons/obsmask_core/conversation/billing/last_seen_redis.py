@@ -8,7 +8,8 @@ Each conversation is a hash ``<prefix>seen:<history>``, under the digest
 of its latest request's history (``history_key``; a visit carries it on
 there from its previous request's, which it marks ``moved``), holding
 ``last``: the time of its latest request; ``cold``: its cold ends, oldest
-first, at most ``COLD_ENDS_KEPT``; with a TTL of ``KEPT_SECONDS`` set
+first, at most ``COLD_ENDS_KEPT``; ``doubt``: its doubtful ends, the
+same way; with a TTL of ``KEPT_SECONDS`` set
 again at each visit; a sorted set ``<prefix>seen:by-time`` orders them by
 that time, and past ``CONVERSATIONS_KEPT`` the least recently seen go, as
 in memory. One
@@ -75,7 +76,8 @@ end
 # ends kept, TTL (seconds), this proxy's last time for it (or ""),
 # conversations kept, this proxy's cold ends for it (comma separated: the
 # ones it found while the server was out of reach join the server's), this
-# proxy's braked end for it (or ""). The conversation is the hash of the
+# proxy's braked end for it (or ""), the doubtful pause (seconds, "" for
+# none), this proxy's doubtful ends for it. The conversation is the hash of the
 # request's own history (a request sent again) or its previous request's,
 # whichever was seen later, copied to the own one; the previous one is
 # marked ``moved``, and a second request going on from it (a fork) is
@@ -84,16 +86,17 @@ end
 # conversation may have moved on through another proxy (which read its
 # prefix since), and it is new, as to a table in memory. Returns the cold
 # ends, comma separated, in their order (ends only grow within a
-# conversation: the smallest are the oldest, and go first), and the
-# braked end ("": none).
+# conversation: the smallest are the oldest, and go first), the braked
+# end ("": none), and the doubtful ends as the cold ones.
 _VISIT = _SEEN_AT + """
 local own, previous, by_time = KEYS[1], KEYS[2], KEYS[3]
 local now, end_text = tonumber(ARGV[1]), ARGV[2]
 local lifetime, kept = tonumber(ARGV[3]), tonumber(ARGV[4])
 local source = own
-local seen = redis.call('HMGET', own, 'last', 'cold', 'surprise', 'braked', 'moved')
+local seen = redis.call('HMGET', own, 'last', 'cold', 'surprise', 'braked', 'moved', 'doubt')
 if previous ~= own then
-  local before = redis.call('HMGET', previous, 'last', 'cold', 'surprise', 'braked', 'moved')
+  local before = redis.call('HMGET', previous, 'last', 'cold', 'surprise', 'braked', 'moved',
+                            'doubt')
   local before_last = tonumber(before[1])
   if before_last ~= nil and (tonumber(seen[1]) == nil or before_last > tonumber(seen[1])) then
     source, seen = previous, before
@@ -108,34 +111,45 @@ local mine = known ~= nil and (last == nil or known >= last)
 if mine and last ~= nil then last = known end
 -- Gone on from by a later request: when its prefix was last read is unknown.
 if seen[5] then last = now end
-local ends, present = {}, {}
-local function add(e)
-  if not present[e] then
-    present[e] = true
-    table.insert(ends, tonumber(e))
+local function listed(stored, mine_too)
+  local ends, present = {}, {}
+  for e in string.gmatch((stored or '') .. ',' .. (mine and mine_too or ''), '[^,]+') do
+    if not present[e] then
+      present[e] = true
+      table.insert(ends, tonumber(e))
+    end
   end
+  return ends, present
 end
-for e in string.gmatch((seen[2] or '') .. ',' .. (mine and ARGV[8] or ''), '[^,]+') do
-  add(e)
-end
+local ends, present = listed(seen[2], ARGV[8])
+local doubts, doubted = listed(seen[6], ARGV[11])
 if last ~= nil then
-  if now - last > lifetime then add(end_text) end
+  local doubtful_after = tonumber(ARGV[10])
+  if now - last > lifetime then
+    if not present[end_text] then table.insert(ends, tonumber(end_text)) end
+  elseif doubtful_after ~= nil and now - last > doubtful_after and not present[end_text]
+      and not doubted[end_text] then
+    table.insert(doubts, tonumber(end_text))
+  end
   if last > now then now = last end
 end
-table.sort(ends)
-while #ends > kept do table.remove(ends, 1) end
-local cold = table.concat(ends, ',')
+local function joined(list)
+  table.sort(list)
+  while #list > kept do table.remove(list, 1) end
+  return table.concat(list, ',')
+end
+local cold, doubt = joined(ends), joined(doubts)
 local braked = seen[4]
 if not braked and mine and ARGV[9] ~= '' then braked = ARGV[9] end
 if source ~= own then
   redis.call('HDEL', own, 'surprise', 'braked', 'moved')
   if seen[3] then redis.call('HSET', own, 'surprise', seen[3]) end
 end
-redis.call('HSET', own, 'last', string.format('%.6f', now), 'cold', cold)
+redis.call('HSET', own, 'last', string.format('%.6f', now), 'cold', cold, 'doubt', doubt)
 if braked then redis.call('HSET', own, 'braked', braked) end
 redis.call('EXPIRE', own, ARGV[5])
 seen_at(by_time, own, now, tonumber(ARGV[5]), tonumber(ARGV[7]))
-return {cold, braked or ''}
+return {cold, braked or '', doubt}
 """
 
 # KEYS: the conversation's hash, the sorted set. ARGV: now, surprise, room,
@@ -188,10 +202,11 @@ class RedisLastSeen:
         self._lock = threading.Lock()
         self._retry_at = 0.0
 
-    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float) -> Sighting:
+    def visit(self, key: HistoryKey, now: float, end: int, lifetime: float,
+              doubtful_after: float | None = None) -> Sighting:
         """As ``LastSeen.visit``, across every proxy that shares the server."""
         if not self._asking():
-            return self.local.visit(key, now, end, lifetime)
+            return self.local.visit(key, now, end, lifetime, doubtful_after)
         mine = self.local.sighting(key)
         known, found = mine if mine is not None else (None, Sighting())
         try:
@@ -202,13 +217,15 @@ class RedisLastSeen:
                 KEPT_SECONDS, "" if known is None else repr(known), self._conversations,
                 ",".join(map(str, sorted(found.cold_ends))),
                 "" if found.braked_from is None else str(found.braked_from),
+                "" if doubtful_after is None else repr(float(doubtful_after)),
+                ",".join(map(str, sorted(found.doubtful_ends))),
             )
-            if not isinstance(reply, list) or len(reply) != 2:
+            if not isinstance(reply, list) or len(reply) != 3:
                 raise ValueError(f"the table answered {reply!r}")
-            sighting = Sighting(_ends(reply[0]), _braked(reply[1] or None))
+            sighting = Sighting(_ends(reply[0]), _braked(reply[1] or None), _ends(reply[2]))
         except (*LinkErrors, ValueError) as error:
             self._down(error)
-            return self.local.visit(key, now, end, lifetime)
+            return self.local.visit(key, now, end, lifetime, doubtful_after)
         self._worked()
         self.local.remember(key, max(now, known or now), sighting)
         return sighting
@@ -250,8 +267,8 @@ class RedisLastSeen:
 
 
 def _ends(reply: object) -> frozenset[int]:
-    """The cold ends of a reply (b"12,40", b"" or None); ValueError for
-    anything else."""
+    """The cold or doubtful ends of a reply (b"12,40", b"" or None);
+    ValueError for anything else."""
     if reply is None:
         return frozenset()
     if not isinstance(reply, bytes):

@@ -69,6 +69,9 @@ class BillSoFar:
     # The requests (by their items) the replay billed as cold: the
     # conversation came back to them after its cache had expired.
     cold_ends: tuple[int, ...] = ()
+    # The requests the conversation came back to after a pause its cache
+    # may have outlived: the replay counted on no entry they did not write.
+    doubtful_ends: tuple[int, ...] = ()
     # The row of the model table the request was priced under
     # (``model_table.RequestPrice.as_metadata``), when it was.
     price_row: Mapping[str, object] | None = None
@@ -115,6 +118,7 @@ class BillSoFar:
                                 PredictedKey.CACHE_WRITE_TOKENS: self.predicted_written},
             BillKey.COLD_ENDS: list(self.cold_ends),
             BillKey.COLD: self.cold,
+            **({BillKey.DOUBTFUL_ENDS: list(self.doubtful_ends)} if self.doubtful_ends else {}),
             BillKey.REQUEST_ITEMS: self.request_items,
             BillKey.REQUEST: {
                 BillKey.ESTIMATED_WITH_MASKING: round(self.request_with_masking, 1),
@@ -202,15 +206,21 @@ class Ledger:
             for other, plain in zip(self.alternatives, self._plain, strict=True))
 
     def record(self, plain_tokens: int, plain_cost: int, forwarded: Forwarded,
-               masked_cost: int, end: int = 0) -> None:
+               masked_cost: int, end: int = 0, *, doubtful: bool = False) -> None:
+        """Add the request of ``end`` items to the bill so far; ``doubtful``:
+        it came after a pause the provider's cache may have outlived
+        (``Billing.doubt``)."""
         self.requests += 1
         self.with_masking += masked_cost
         self.without_masking += plain_cost
         self.last_with, self.last_without = masked_cost, plain_cost
         self.moved = forwarded.changed_at is not None
         self.billing.record(end, plain_tokens, forwarded)
+        if doubtful:
+            self.billing.doubt()
         for other, plain in zip(self.alternatives, self._plain, strict=True):
-            other.record(plain_tokens, plain, forwarded, other.masked_cost(forwarded), end)
+            other.record(plain_tokens, plain, forwarded, other.masked_cost(forwarded), end,
+                         doubtful=doubtful)
 
     def expire(self) -> None:
         """The provider's cache has expired before the next request."""
@@ -241,7 +251,8 @@ class Ledger:
     def so_far(self, *, price_row: Mapping[str, object] | None = None,
                cold_ends: tuple[int, ...] = (), request_items: int = 0,
                braked_from: int | None = None,
-               predicted: Prediction | None = None) -> BillSoFar:
+               predicted: Prediction | None = None,
+               doubtful_ends: tuple[int, ...] = ()) -> BillSoFar:
         """The bill so far, with what the request adds to it (as
         ``BillSoFar``'s fields; ``predicted``: the provider's figures as
         counted on the request as it goes out, else the billing's own):
@@ -250,6 +261,7 @@ class Ledger:
         return BillSoFar(self.model.name, self.requests, self.with_masking / PRICE_UNIT,
                          self.without_masking / PRICE_UNIT, self.allowance_percent,
                          self.billing.name, read, written, total, cold_ends=cold_ends,
+                         doubtful_ends=doubtful_ends,
                          price_row=price_row, moved=self.moved, request_items=request_items,
                          braked_from=braked_from, request_with_masking=self.last_with / PRICE_UNIT,
                          request_without_masking=self.last_without / PRICE_UNIT)

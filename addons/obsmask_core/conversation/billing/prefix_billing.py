@@ -68,6 +68,10 @@ class PrefixBilling:
     def forget_before(self, lowest_mark: int) -> None:
         """Nothing to forget: only the previous requests are read."""
 
+    def doubt(self) -> None:
+        """Nothing to forget: a request reads only what the previous one
+        wrote (or read), which a request after a pause wrote again."""
+
     def state(self) -> PrefixState:
         return PrefixState(self._previous_plain, self._previous_masked, self._predicted)
 

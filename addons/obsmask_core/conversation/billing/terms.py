@@ -23,12 +23,16 @@ class BillingTerms:
     billed as read from no cache. ``price``: the request's prices, from its
     model's row (``model_table``); without one, those the policy's price
     model names. ``braked_from``: the request end from which the provider's
-    brake holds the frontier (``brake``)."""
+    brake holds the frontier (``brake``). ``doubtful_ends``: the request
+    ends at which the conversation came back after a pause the cache may
+    or may not have outlived (``last_seen``): after each, the ledger counts
+    on no entry that request did not write again."""
 
     layout: CacheLayout | None = None
     cold_ends: frozenset[int] = frozenset()
     price: RequestPrice | None = None
     braked_from: int | None = None
+    doubtful_ends: frozenset[int] = frozenset()
 
 
 # No layout (OpenAI's cache), nothing cold, the policy's prices, no brake.

@@ -50,6 +50,8 @@ class ForwardedRequests:
         # The request ends (items) the conversation came back to after the
         # cache's lifetime; without a ledger every move is free anyway.
         self.cold_ends = cold_ends if self.ledger is not None else frozenset()
+        # And those it came back to after a pause the cache may have outlived.
+        self.doubtful_ends = terms.doubtful_ends if self.ledger is not None else frozenset()
         # The forwarded requests carry the frontier breakpoint once something
         # is masked: where the client marks its request's end and leaves a
         # slot free (``breakpoints``).
@@ -99,6 +101,10 @@ class ForwardedRequests:
         """The cold ends a replay of the first ``items`` items bills at."""
         return frozenset(end for end in self.cold_ends if end <= items)
 
+    def doubtful_up_to(self, items: int) -> frozenset[int]:
+        """The doubtful ends a replay of the first ``items`` items meets."""
+        return frozenset(end for end in self.doubtful_ends if end <= items)
+
     def bill(self, braked_from: int | None,
              predicted: Prediction | None = None) -> BillSoFar | None:
         """The ledger at this request (None without a price model with a
@@ -107,12 +113,13 @@ class ForwardedRequests:
         if self.ledger is None:
             return None
         items = len(self._item_list)
-        cold_ends = tuple(sorted(self.cold_ends & set(self._index.request_ends(items)))) \
-            if self.cold_ends else ()
+        ends = set(self._index.request_ends(items)) if self.cold_ends or self.doubtful_ends \
+            else set()
         return self.ledger.so_far(
             price_row=self._price.as_metadata() if self._price is not None else None,
-            cold_ends=cold_ends, request_items=items, braked_from=braked_from,
-            predicted=predicted)
+            cold_ends=tuple(sorted(self.cold_ends & ends)), request_items=items,
+            braked_from=braked_from, predicted=predicted,
+            doubtful_ends=tuple(sorted(self.doubtful_ends & ends)))
 
     def prediction_points(self) -> tuple[int | None, int | None] | None:
         """Where the provider should read this request up to, and write it

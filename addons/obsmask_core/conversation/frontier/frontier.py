@@ -123,6 +123,7 @@ class Frontier:
         if resume.layout != self._requests.layout_key():
             return False
         if resume.cold_ends != self._requests.cold_up_to(end) \
+                or resume.doubtful_ends != self._requests.doubtful_up_to(end) \
                 or resume.braked_from != self._brake.up_to(end):
             return False
         at = bisect.bisect_left(index.answer_starts, end)
@@ -175,6 +176,7 @@ class Frontier:
             blocks_before=self._requests.blocks_measured(),
             masks_something=moves.masks_something,
             cold_ends=self._requests.cold_up_to(self._items),
+            doubtful_ends=self._requests.doubtful_up_to(self._items),
             braked_from=self._brake.up_to(self._items),
             refetch=self._watch.state(),
         )
@@ -278,8 +280,8 @@ class Frontier:
                 if cold and not self._brake.holds(end):
                     moves.reopen_kept(ledger, end, plain_cost)
                 forwarded = moves.forwarded(end)
-                ledger.record(plain_tokens, plain_cost, forwarded,
-                              ledger.masked_cost(forwarded), end)
+                ledger.record(plain_tokens, plain_cost, forwarded, ledger.masked_cost(forwarded),
+                              end, doubtful=end in requests.doubtful_ends)
                 ledger.forget_before(requests.lowest_mark(end, moves.turn))
         self._judged, self._replayed_to = number, self._items
 

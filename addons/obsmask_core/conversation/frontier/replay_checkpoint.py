@@ -49,6 +49,8 @@ class Checkpoint:
     # The cold ends among its items the replay billed as cold: a replay
     # that has others there goes through other states.
     cold_ends: frozenset[int] = frozenset()
+    # And the doubtful ends it met (``last_seen``), for the same reason.
+    doubtful_ends: frozenset[int] = frozenset()
     # The provider's brake, where the replay met it (``braked_up_to``).
     braked_from: int | None = None
     # The calls the replay read, for re-fetches (``refetch``).

@@ -149,7 +149,8 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
                           reuse.previous.kept if reuse is not None else None)
     found = sighting_of(visit, planned[0], policy) \
         if planned is not None and visit is not None else Sighting()
-    terms = BillingTerms(layout, found.cold_ends, price, found.braked_from)
+    terms = BillingTerms(layout, found.cold_ends, price, found.braked_from,
+                         found.doubtful_ends)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls), terms=terms,
                         memory=memory, hint=reuse.plan_hint(recall, name) if reuse is not None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
-from obsmask_core.conversation.billing.cache_lifetime import NEVER_COLD, cache_lifetime
+from obsmask_core.conversation.billing.cache_lifetime import NEVER_COLD, Lifetime, cache_lifetime
 from obsmask_core.conversation.billing.history_key import HistoryDigest, history_of
 from obsmask_core.conversation.billing.last_seen import Arrival, Sighting, TableVisit
 from obsmask_core.conversation.billing.price_models import has_cache
@@ -36,17 +36,19 @@ def table_visit(request: ReadBody, answer_starts: Sequence[int], policy: MaskPol
     key, history = history_of(lambda: request.members, items, answer_starts,
                               kept.history if kept is not None else None)
     anthropic = fmt is ANTHROPIC
-    if not policy.cold_turns_on:
-        lifetime: float = NEVER_COLD
-    elif not anthropic and kept is not None and kept.priced_by is policy \
+    if not anthropic and kept is not None and kept.priced_by is policy \
             and kept.lifetime is not None:
-        lifetime = kept.lifetime
+        lifetime: Lifetime = kept.lifetime
     else:
         lifetime = cache_lifetime(
             policy.cold_after_seconds, anthropic=anthropic,
             long_lived=layout is not None and layout.outlives_five_minutes,
             members=lambda: request.members,
             ttl_option=price is not None and price.cache == "openai_prefix")
+    if not policy.cold_turns_on:
+        # No pause is cold; a doubtful one still tells the ledger that the
+        # entries the request did not write again may be gone.
+        lifetime = Lifetime(NEVER_COLD, lifetime.doubtful_after)
     return TableVisit(key, len(items), lifetime), history
 
 
@@ -57,4 +59,5 @@ def sighting_of(visit: Arrival, planned: TableVisit, policy: MaskPolicy) -> Sigh
     (``provider_brake``)."""
     found = planned.at(visit)
     return Sighting(found.cold_ends if policy.cold_turns_on else frozenset(),
-                    found.braked_from if policy.provider_brake else None)
+                    found.braked_from if policy.provider_brake else None,
+                    found.doubtful_ends)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
+from obsmask_core.conversation.billing.cache_lifetime import Lifetime
 from obsmask_core.conversation.billing.history_key import HistoryDigest
 from obsmask_core.conversation.billing.last_seen import Sighting, TableVisit
 from obsmask_core.conversation.billing.request_price import RequestPrice
@@ -52,7 +53,7 @@ class Kept:
     price: RequestPrice | None = None
     priced_by: MaskPolicy | None = None
     history: HistoryDigest | None = None
-    lifetime: float | None = None
+    lifetime: Lifetime | None = None
 
 
 @dataclass(frozen=True)

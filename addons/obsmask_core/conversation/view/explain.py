@@ -103,13 +103,14 @@ class NotExplained:
 
 def explain_masking(
     original: bytes, masked: bytes, fmt: WireFormat, policy: MaskPolicy | None = None,
-    *, recall: bool = False, cold_ends: frozenset[int] = frozenset(),
-    refetch_calls: Sequence[str] = (), braked_from: int | None = None,
+    *, recall: bool = False, table: Recorded | None = None,
+    refetch_calls: Sequence[str] = (),
 ) -> MaskingExplanation | NotExplained:
     """The facts of each tool result of ``original`` as ``masked`` carries
     it; the reasons from planning ``original`` again with ``policy`` (and
-    ``recall``, and the conversation's ``cold_ends`` as the flow recorded
-    them, and where the provider's brake held its frontier, ``braked_from``),
+    ``recall``, and what the flow recorded of the table of when
+    conversations were last seen, ``table``: the conversation's cold and
+    doubtful ends, and where the provider's brake held its frontier),
     when that gives ``masked`` back. ``refetch_calls``: the call ids
     the flow recorded as new re-fetches, found with what they repeat."""
     try:
@@ -135,8 +136,7 @@ def explain_masking(
     frontier: int | None = None
     if policy is not None:
         outcome = mask_request_body(original, policy, fmt, recall=recall,
-                                    visit=Recorded(cold_ends, braked_from)
-                                    if cold_ends or braked_from is not None else None)
+                                    visit=table)
         if isinstance(outcome, Masked) and outcome.body == masked:
             plan = outcome.plan
             decisions = {d.location: d.kind for d in plan.decisions}

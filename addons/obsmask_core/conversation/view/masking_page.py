@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from obsmask_core.conversation.billing.last_seen import Recorded
 from obsmask_core.conversation.planning.judgements import KeptReason
 from obsmask_core.conversation.planning.plan import CLIPPED, MASKED, RECALLED
 from obsmask_core.conversation.settings.routes import FORMAT_TITLES
@@ -82,6 +83,9 @@ class MaskingRecord:
     refetches: RefetchFacts | None = None
     # The request end from which the provider's brake held its frontier.
     braked_from: int | None = None
+    # The request ends it came back at after a pause the cache may have
+    # outlived (``last_seen``).
+    doubtful_ends: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, metadata: Mapping[str, object]) -> MaskingRecord:
@@ -93,9 +97,18 @@ class MaskingRecord:
                    figure(Key.TOOL_RESULTS), figure(Key.BODY_BYTES_BEFORE),
                    figure(Key.BODY_BYTES_AFTER), figure(Key.TOOL_CHARS_BEFORE),
                    figure(Key.TOOL_CHARS_AFTER), CacheCheck.read(metadata),
-                   _cold_ends(metadata.get(Key.BILL)),
+                   _ends(metadata.get(Key.BILL), BillKey.COLD_ENDS),
                    RefetchFacts.read(metadata.get(REFETCHES_KEY)),
-                   _braked_from(metadata.get(Key.BILL)))
+                   _braked_from(metadata.get(Key.BILL)),
+                   _ends(metadata.get(Key.BILL), BillKey.DOUBTFUL_ENDS))
+
+
+    def table(self) -> Recorded | None:
+        """What the flow's planning found in the table of when
+        conversations were last seen (None: nothing)."""
+        if not (self.cold_ends or self.doubtful_ends) and self.braked_from is None:
+            return None
+        return Recorded(self.cold_ends, self.braked_from, self.doubtful_ends)
 
 
 def _braked_from(bill: object) -> int | None:
@@ -103,9 +116,10 @@ def _braked_from(bill: object) -> int | None:
     return whole(bill.get(BillKey.BRAKED_FROM)) if isinstance(bill, Mapping) else None
 
 
-def _cold_ends(bill: object) -> frozenset[int]:
-    """The bill's ``cold_ends``, each a whole number, or none."""
-    ends = bill.get(BillKey.COLD_ENDS) if isinstance(bill, Mapping) else None
+def _ends(bill: object, key: str) -> frozenset[int]:
+    """The bill's ``cold_ends`` or ``doubtful_ends`` (``key``), each a
+    whole number, or none."""
+    ends = bill.get(key) if isinstance(bill, Mapping) else None
     if not isinstance(ends, list):
         return frozenset()
     read = [whole(end) for end in ends]
