@@ -3,7 +3,6 @@ and the placeholder a masked result becomes."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -13,11 +12,16 @@ from obsmask_core.conversation.billing.model_table import (
     shipped_rows,
 )
 from obsmask_core.conversation.billing.price_models import PRICE_MODEL_NAMES
+from obsmask_core.conversation.settings.placeholder_matcher import (
+    PLACEHOLDER_FIELDS,
+    UNKNOWN_TOOL_NAME,
+    PlaceholderMatcher,
+)
 from obsmask_core.shared.config_file import ConfigFile
 from obsmask_core.shared.errors import ConfigError, SettingError
 from obsmask_core.shared.recall_text import hint
 from obsmask_core.shared.settings import check_fields, setting
-from obsmask_core.shared.templates import FieldTemplate, TemplatePart
+from obsmask_core.shared.templates import FieldTemplate
 
 # Short, with the id, the tool and the size; French, as the specification
 # obsmask follows wrote it (clients compare it byte for byte across requests).
@@ -26,12 +30,6 @@ DEFAULT_PLACEHOLDER_TEMPLATE = (
     "[Observation masquée: résultat d'outil ancien "
     "(tool_call_id={tool_call_id}, outil={tool_name}, chars={original_chars}){recall}]"
 )
-PLACEHOLDER_FIELDS = ("tool_call_id", "tool_name", "original_chars", "recall", "recall_id")
-# Fields whose value obsmask may have rendered either way (recall on or off),
-# or from a text it no longer has: any value is accepted when recognising.
-_FREE_FIELDS = ("original_chars", "recall", "recall_id")
-# What {tool_name} says when the call named no tool.
-UNKNOWN_TOOL_NAME = "inconnu"
 DEFAULT_PRESERVE_PATTERNS = (("BEGIN_DISPATCH_RESULT", "END_DISPATCH_RESULT"),)
 # Where the settings file keeps them.
 POLICY_SECTION = ("observation_masking", "schema1")
@@ -81,45 +79,6 @@ def model_table_of(pairs: tuple[tuple[str, str], ...]) -> ModelTable:
     shipped = shipped_rows()
     return ModelTable([*(parse_setting_row(pattern, terms, shipped) for pattern, terms in pairs),
                        *shipped])
-
-
-def _any_text(part: TemplatePart) -> str:
-    return "(.*?)"
-
-
-class PlaceholderMatcher:
-    """Recognises a placeholder rendered from one template, so masking is idempotent.
-
-    A result whose text is already "the placeholder for this call" is left as it
-    is: a retried or replayed request is then masked exactly like the first one,
-    and the masked bytes stay stable from turn to turn (prompt caches key on them).
-    """
-
-    def __init__(self, template: str) -> None:
-        parsed = FieldTemplate("placeholder_template", template, PLACEHOLDER_FIELDS)
-        self._fields = [(name, spec, conversion)
-                        for _literal, name, spec, conversion in parsed.parts if name is not None]
-        self._regex = re.compile(parsed.pattern(_any_text), re.DOTALL)
-
-    def matches(self, text: str, tool_call_id: str, tool_name: str | None) -> bool:
-        match = self._regex.fullmatch(text)
-        if match is None:
-            return False
-        expected = {
-            "tool_call_id": tool_call_id,
-            "tool_name": tool_name if tool_name is not None else UNKNOWN_TOOL_NAME,
-        }
-        for (name, spec, conversion), captured in zip(self._fields, match.groups(), strict=False):
-            if name in _FREE_FIELDS:
-                continue
-            value = expected[name]
-            if conversion == "r":
-                value = repr(value)
-            elif conversion == "a":
-                value = ascii(value)
-            if format(value, spec or "") != captured:
-                return False
-        return True
 
 
 @dataclass(frozen=True, kw_only=True)
