@@ -97,6 +97,19 @@ class ForwardedRequests:
         """``blocks_before``, for a checkpoint (empty when not measured)."""
         return tuple(self.blocks_before) if len(self.blocks_before) > 1 else ()
 
+    def judged_end(self, end: int) -> int:
+        """The request of ``end`` items as the frontier judges its moves:
+        without the system messages it ends with. These are the client's
+        notes for that turn, which its next request rewrites (Claude Code
+        drops the guidance and the breakpoint from its latest reminder): a
+        move judged with them could be judged otherwise by every later
+        request, and a result masked now go out unmasked again."""
+        items = self._item_list
+        while end > 0 and isinstance(item := items[end - 1], dict) \
+                and item.get("role") in ("system", "developer"):
+            end -= 1
+        return end
+
     def cold_up_to(self, items: int) -> frozenset[int]:
         """The cold ends a replay of the first ``items`` items bills at."""
         return frozenset(end for end in self.cold_ends if end <= items)

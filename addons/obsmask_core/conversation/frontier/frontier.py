@@ -259,26 +259,28 @@ class Frontier:
             # requests as they went out: the replay stands there now.
             if guarded := self._watch.read_up_to(end, self._result_masked):
                 self._keep_calls(guarded)
-            plain_tokens = plain_cost = 0
-            moves.changed = None
-            cold = end in requests.cold_ends
+            plain_cost, moves.changed, cold = 0, None, end in requests.cold_ends
+            # Each turn is judged in the first request that holds it and its
+            # results: a prefix of every later request, which all judge it
+            # alike (without the system messages it ends with: ``judged_end``).
+            judged = requests.judged_end(end)
             if ledger is not None:
                 if cold:
                     ledger.expire()
-                plain_tokens = prefix_tokens(self.chars_before[end], end)
-                plain_cost = ledger.plain_cost(plain_tokens, end)
-            # Each turn is judged in the first request that holds it and its
-            # results: a prefix of every later request, which all judge it alike.
+                plain_cost = ledger.plain_cost(prefix_tokens(self.chars_before[judged], judged),
+                                               judged)
             while number < turns and index.request_end_after(number, self._items) <= end:
                 if (target := self._target(number, end)) is not None:
                     if ledger is None:
-                        moves.judge(target, end)
+                        moves.judge(target, judged)
                     else:
-                        moves.judge_with_ledger(ledger, target, end, plain_cost, cold)
+                        moves.judge_with_ledger(ledger, target, judged, plain_cost, cold)
                 number += 1
             if ledger is not None:
                 if cold and not self._brake.holds(end):
-                    moves.reopen_kept(ledger, end, plain_cost)
+                    moves.reopen_kept(ledger, judged, plain_cost)
+                plain_tokens = prefix_tokens(self.chars_before[end], end)
+                plain_cost = ledger.plain_cost(plain_tokens, end)
                 forwarded = moves.forwarded(end)
                 ledger.record(plain_tokens, plain_cost, forwarded, ledger.masked_cost(forwarded),
                               end, doubtful=end in requests.doubtful_ends)
@@ -292,9 +294,5 @@ class Frontier:
         target -= target % policy.batch_turns
         if target <= self._moves.turn or self._brake.holds(end):
             return None
-        if (
-            policy.trigger_tokens
-            and estimate_tokens(self.chars_before[end], end) < policy.trigger_tokens
-        ):
-            return None
-        return target
+        tokens = policy.trigger_tokens and estimate_tokens(self.chars_before[end], end)
+        return None if tokens and tokens < policy.trigger_tokens else target
