@@ -48,6 +48,7 @@ priced_policies = st.builds(
     policies,
     price_model=st.sampled_from(sorted(PRICE_MODELS)),
     allowance_percent=st.integers(0, 5),
+    payback_factor=st.sampled_from([0, 1, 8, 100]),
     holdout_percent=st.integers(0, 9).map(lambda n: 100 if n == 9 else 0),
 )
 formats = st.sampled_from([CHAT, ANTHROPIC, RESPONSES])

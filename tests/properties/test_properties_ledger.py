@@ -111,6 +111,7 @@ priced_policies = st.builds(
     allowance_percent=st.integers(0, 5),
     window_turns=st.integers(1, 4),
     min_free_percent=st.integers(0, 100),
+    payback_factor=st.sampled_from([0, 1, 8, 100]),
     batch_turns=st.integers(1, 3),
     # One conversation in ten held out, whole: it must keep every rule too.
     holdout_percent=st.integers(0, 9).map(lambda n: 100 if n == 9 else 0),

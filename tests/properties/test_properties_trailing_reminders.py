@@ -65,11 +65,11 @@ def with_reminders(requests: list[list[Event]], guidance: str) -> list[list[obje
        prompt=st.sampled_from(["go", "Fix it. " * 300, "Context: " * 1000]),
        guidance=st.sampled_from(["", "List what you need first. " * 4,
                                  "Plan before you call a tool. " * 200]),
-       allowance=st.integers(0, 5))
+       allowance=st.integers(0, 5), factor=st.sampled_from([0, 8]))
 def test_a_result_masked_under_a_fresh_reminder_stays_masked_once_it_is_rewritten(
-        events, prompt, guidance, allowance):
+        events, prompt, guidance, allowance, factor):
     policy = MaskPolicy(window_turns=1, price_model="anthropic", allowance_percent=allowance,
-                        frontier_breakpoint=True)
+                        frontier_breakpoint=True, payback_factor=factor)
     conversation = [Say("user", prompt), *events[1:]]
     masked_before: set[str] = set()
     for items in with_reminders(requests_of(conversation), guidance):

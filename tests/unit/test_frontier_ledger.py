@@ -187,6 +187,24 @@ def test_a_larger_allowance_masks_at_least_as_much(price_model):
     assert more > 0
 
 
+def test_a_move_whose_reads_pay_back_too_slowly_waits_under_payback_factor():
+    """With room in the allowance for every move, a 300-character result
+    frees about 170 characters, read at 0.1x on each later request, against
+    re-billing the 2,000-character turn after it at 1.25x: it would take
+    some 80 requests to pay, far more than 8 times the two or three the
+    conversation has made, so with payback_factor 8 it is not masked; the
+    20,000-character result pays at once and is."""
+    events = conversation([BIG, SMALL, SMALL, SMALL, SMALL])
+    policy = {"window_turns": 1, "price_model": "anthropic", "allowance_percent": 50}
+
+    def masked(turns: int, factor: int) -> list[str]:
+        return masked_calls(plan_of(after_turns(events, turns), **policy,
+                                    payback_factor=factor))
+
+    assert masked(5, 0) == ["c0", "c1", "c2", "c3"]
+    assert masked(2, 8) == ["c0"] and masked(5, 8) == ["c0"]
+
+
 def test_undecided_turns_far_behind_the_target_are_kept_for_good():
     """A move reaches back at most 16 turns (LOOKBACK_TURNS): when
     trigger_tokens holds the frontier until turn 22, the move then masks

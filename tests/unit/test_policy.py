@@ -42,7 +42,7 @@ def test_shipped_settings_file_is_valid_and_has_the_no_cache_profile():
 
     config = load_config(str(REPO / "mitm.toml"))
     recommended = build(MaskPolicy, policy_values(config, ""))
-    assert recommended.enabled and recommended.min_free_percent > 0
+    assert recommended.enabled and recommended.payback_factor > 0
     no_cache = build(MaskPolicy, policy_values(config, "no_cache"))
     assert no_cache.min_free_percent == 0 and no_cache.batch_turns == 1
 

@@ -15,10 +15,12 @@ def test_the_spec_window_names_only_its_own_settings():
 
 
 def test_the_cache_settings_are_named_when_they_act():
-    policy = MaskPolicy(window_turns=1, min_free_percent=20, price_model="auto",
-                        allowance_percent=2, frontier_breakpoint=True, cold_after_seconds=360)
+    policy = MaskPolicy(window_turns=1, min_free_percent=20, payback_factor=8,
+                        price_model="auto", allowance_percent=2, frontier_breakpoint=True,
+                        cold_after_seconds=360)
     line = describe_policy(policy, "mitm.toml")
-    assert line.endswith(", min_free_percent=20, price_model=auto, allowance_percent=2, "
+    assert line.endswith(", min_free_percent=20, payback_factor=8, price_model=auto, "
+                         "allowance_percent=2, "
                          "frontier_breakpoint=on, cold_turns=on, cold_after_seconds=360 "
                          "(settings: mitm.toml)")
 

@@ -1,6 +1,6 @@
 """Where the masking frontier stands as its replay goes (``frontier``), and
 the rules that move it once a turn calls for a move: ``min_free_percent``,
-and with a price model the ledger, which masks only what the bill can pay
+and with a price model ``payback_factor`` and the ledger, which masks only what the bill can pay
 for and keeps the rest for good (until a cold request: the provider writes
 the whole prompt then anyway)."""
 
@@ -79,6 +79,19 @@ class FrontierMoves:
         rebilled = chars[end] - chars[first] - freed
         return freed * 100 >= self._policy.min_free_percent * max(rebilled, 1)
 
+    def _pays_back(self, ledger: Ledger, freed: int, first: int, end: int) -> bool:
+        """``payback_factor``: the reads of what a move frees (``freed``
+        characters), one per later request, must pay for re-billing what
+        follows its first newly masked result (at item ``first``) at the
+        write price within that many times the requests made so far."""
+        factor = self._policy.payback_factor
+        if not factor:
+            return True
+        chars, model = self._requests.chars_before, ledger.model
+        rebilled = chars[end] - chars[first] - freed
+        return model.read * freed * factor * max(ledger.requests, 1) \
+            >= (model.uncached - model.read) * max(rebilled, 1)
+
     def judge(self, target: int, end: int) -> None:
         """Without a price model: move the frontier over every turn up to
         ``target`` when ``min_free_percent`` allows it, or wait."""
@@ -98,13 +111,15 @@ class FrontierMoves:
                           plain_cost: int, cold: bool) -> None:
         """With a price model: mask the longest run of the undecided turns
         that ends at ``target`` and that the ledger can pay for (and that
-        ``min_free_percent`` allows); the undecided turns before that run
+        ``min_free_percent`` and ``payback_factor`` allow); the undecided
+        turns before that run
         are kept for good, and so are those more than ``LOOKBACK_TURNS``
         behind the target (a result that was not worth masking when it left
         the window is worth less every turn: what masking it re-bills only
         grows). At a ``cold`` request end the provider bills the request
         whole either way: a move re-bills nothing, so ``min_free_percent``
-        (what it frees against what it re-bills) holds none back."""
+        and ``payback_factor`` (what it frees against what it re-bills)
+        hold none back."""
         chars_before, savings = self._requests.chars_before, self._savings
         # A masked request shorter than the provider's smallest cached prompt
         # is read from no cache at all, this time and until it grows again,
@@ -134,7 +149,8 @@ class FrontierMoves:
             if first is None:
                 chosen = (start, 0, self.changed)  # nothing to mask: free
                 continue
-            if not cold and not self._frees_enough(freed, first, end):
+            if not cold and not (self._frees_enough(freed, first, end)
+                                 and self._pays_back(ledger, freed, first, end)):
                 continue
             # The forwarded history changes at the first newly masked result.
             changed = self.changed

@@ -195,6 +195,7 @@ def describe_policy(policy: MaskPolicy, source: str) -> str:
             ("trigger_tokens", p.trigger_tokens, 0),
             ("min_chars", p.min_chars, 0),
             ("min_free_percent", p.min_free_percent, 0),
+            ("payback_factor", p.payback_factor, 0),
             ("max_input_tokens", p.max_input_tokens, 0),
             ("price_model", p.price_model, "none"),
             ("allowance_percent", p.allowance_percent, 0),

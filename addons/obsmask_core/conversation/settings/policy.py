@@ -132,6 +132,12 @@ class MaskPolicy:
         Move the frontier only when the results it masks free at least this
         percentage of what the move makes the provider bill again (everything
         after the first newly masked result). 0: always.""", minimum=0)
+    payback_factor: int = setting(0, """
+        With a price model that has a cache: move the frontier only when the
+        reads of what the move frees, on every later request, pay for what
+        it re-bills at the write price within this many times the requests
+        the conversation has made so far (its prices, its age: a long
+        conversation is likely to go on). 0: always.""", minimum=0, maximum=1000)
     price_model: str = setting("none", """
         The provider's prices, for the bill the frontier keeps. "auto": each
         request under its own model's prices and cache rule, from the model

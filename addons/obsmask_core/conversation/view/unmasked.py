@@ -14,8 +14,9 @@ from obsmask_core.conversation.planning.plan import MaskPlan
 
 # The results past the window, by why they stayed, in a short phrase each.
 _PAST_THE_WINDOW: Mapping[KeptReason, str] = MappingProxyType({
-    "pending": "waiting for the frontier (the ledger, trigger_tokens, batch_turns or "
-               "min_free_percent: masking now would not pay yet under the prompt cache)",
+    "pending": "waiting for the frontier (the ledger, trigger_tokens, batch_turns, "
+               "min_free_percent or payback_factor: masking now would not pay yet under "
+               "the prompt cache)",
     "cache": "kept for good (masking them would cost more than the prompt cache saves)",
     "refetched": "kept since the model called for them again (re-fetch guard)",
     "error": "read as errors (keep_errors)",
