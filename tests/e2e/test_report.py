@@ -30,10 +30,7 @@ from pathlib import Path
 import pytest
 
 from obsmask_core.conversation.planning.holdout import conversation_id
-from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values
 from obsmask_core.conversation.turns.wire_formats import FORMATS
-from obsmask_core.shared.config_file import RECOMMENDED_CONFIG, load_config
-from obsmask_core.shared.settings import build
 from support.browser import rendered_dom, screenshot
 from support.flow_files import post_flow, read_flows, write_flows
 from support.mcp_flows import mcp_flow, response_message
@@ -87,18 +84,14 @@ def with_usage_and_mcp(fmt_name: str, path: Path) -> Path:
 def record_through_obsmask(fmt_name: str, workdir: Path) -> Path:
     """The session replayed through a real mitmdump with obsmask (no
     mitm.toml in its directory: the built-in settings and the window of
-    --set), written with the masked flows. The flows record the window, the
-    price model and the allowance, which the report follows over its own
-    settings (the recommended ones, in a folder without mitm.toml); for the
-    replay to be what the proxy did, the others are set as recommended:
-    ``min_chars`` (``payback_factor`` and ``min_free_percent`` act only
-    with a price model that has a cache)."""
+    --set), written with the masked flows. The report, in a folder without
+    mitm.toml, reads the recommended settings; the policy the flows record
+    (the window, min_chars, payback_factor, the price model and the
+    allowance) goes over them, so its replay is what the proxy did."""
     source = with_usage_and_mcp(fmt_name, workdir / "unmasked.mitm")
     out = workdir / f"{fmt_name}_recorded.mitm"
-    recommended = build(MaskPolicy, policy_values(load_config(str(RECOMMENDED_CONFIG)), ""))
     proxy = MitmdumpProcess(["-n", "-r", str(source), "-w", str(out), "--set",
-                             f"obsmask_window_turns={WINDOW_TURNS}", "--set",
-                             f"obsmask_min_chars={recommended.min_chars}"], workdir, workdir)
+                             f"obsmask_window_turns={WINDOW_TURNS}"], workdir, workdir)
     try:
         assert proxy.wait_for_exit() == 0, proxy.output()
     finally:

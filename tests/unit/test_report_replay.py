@@ -130,6 +130,25 @@ def test_without_settings_the_values_the_flows_recorded_go_over_the_settings_fil
     assert replay.differences == ()
 
 
+def test_the_minimum_size_and_payback_factor_a_masked_request_recorded_are_followed(
+        tmp_path, monkeypatch):
+    """A proxy run without mitm.toml masks results the recommended
+    min_chars would keep: the replay takes the recorded values, not the
+    report's own (an older flow without them leaves the report's)."""
+    monkeypatch.chdir(tmp_path)
+    recorded_values = recorded_settings([
+        {"action": "masked", "window_turns": 2, "min_chars": 0, "payback_factor": 0},
+        {"action": "unchanged", "min_chars": 500},
+    ])
+    assert recorded_values == {"window_turns": 2, "min_chars": 0, "payback_factor": 0,
+                               "price_model": "none"}
+    replay = PolicyChooser(UserSettings()).for_conversation(recorded_values)
+    assert (replay.policy.min_chars, replay.policy.payback_factor) == (0, 0)
+    older = PolicyChooser(UserSettings()).for_conversation(
+        recorded_settings([{"action": "masked", "window_turns": 2}]))
+    assert (older.policy.min_chars, older.policy.payback_factor) == (300, 8)
+
+
 def test_a_bill_priced_by_a_row_of_the_model_table_is_replayed_under_auto():
     """Under "auto" the bill names its model's row, not a setting: the
     replay prices each request by its model again."""
@@ -246,8 +265,9 @@ def test_the_page_says_which_settings_the_replay_follows(tmp_path, monkeypatch):
     assert PolicyChooser(UserSettings()).source_statement() == (
         "obsmask's recommended settings (no mitm.toml here) [observation_masking.schema1], "
         "with each "
-        "conversation's recorded window_turns, price_model, allowance_percent over it (from "
-        "its flows' metadata, when obsmask recorded them), as each conversation states")
+        "conversation's recorded window_turns, min_chars, payback_factor, price_model, "
+        "allowance_percent over it (from its flows' metadata, when obsmask recorded them), "
+        "as each conversation states")
 
 
 def test_a_settings_file_that_switches_masking_off_keeps_it_off_under_the_recorded_values(

@@ -210,7 +210,7 @@ class ConversationMasking:
             # A flow read from a file (mitmdump -nr): nobody waits on it, so
             # wait for the encoding rather than record no token counts.
             self.tokens.wait_until_loaded(ENCODING_WAIT_FOR_REPLAYS)
-        summary = MaskSummary.of(outcome, fmt.name, self.tokens, policy.window_turns,
+        summary = MaskSummary.of(outcome, fmt.name, self.tokens, policy,
                                  len(request.raw_content), len(masked.raw),
                                  mask_ms, exact_tokens=work.exact_tokens)
         return Rewritten(outcome, mask_ms, masked, summary)

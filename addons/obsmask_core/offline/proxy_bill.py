@@ -52,13 +52,13 @@ def proxy_totals(paths: Sequence[Path], routes: Routes, policy: MaskPolicy) -> T
                 continue
             if recorded.body is None:  # the proxy passes it through, unread
                 totals.add_flow(outcome_metadata(Unreadable("body not recorded"), fmt.name,
-                                                 tokens, policy.window_turns, 0), None)
+                                                 tokens, policy, 0), None)
                 continue
             if not tokens.ready:
                 tokens.start_loading()
                 tokens.wait_until_loaded(ENCODING_WAIT_SECONDS)
             outcome = masker.mask(recorded.body, fmt, visit=Visit(last_seen, recorded.started))
-            totals.add_flow(outcome_metadata(outcome, fmt.name, tokens, policy.window_turns,
+            totals.add_flow(outcome_metadata(outcome, fmt.name, tokens, policy,
                                              len(recorded.body)), None)
     return totals
 

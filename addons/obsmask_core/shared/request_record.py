@@ -53,6 +53,8 @@ class Key:
     BODY_BYTES_BEFORE: Final = "body_bytes_before"
     BODY_BYTES_AFTER: Final = "body_bytes_after"
     WINDOW_TURNS: Final = "window_turns"
+    MIN_CHARS: Final = "min_chars"
+    PAYBACK_FACTOR: Final = "payback_factor"
     MASK_MS: Final = "mask_ms"
     REUSED_PREVIOUS_BODY: Final = "reused_previous_body"
     FRONTIER_BREAKPOINT: Final = "frontier_breakpoint"

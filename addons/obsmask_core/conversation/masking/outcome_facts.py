@@ -15,16 +15,17 @@ from obsmask_core.conversation.masking.outcomes import (
     Unreadable,
 )
 from obsmask_core.conversation.masking.summary import LeftAlone, MaskSummary
+from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.shared.tokens import TokenCounter
 
 
 def outcome_metadata(outcome: RewriteOutcome, fmt: str, tokens: TokenCounter,
-                     window_turns: int, body_bytes: int) -> dict[str, object]:
+                     policy: MaskPolicy, body_bytes: int) -> dict[str, object]:
     """The metadata of a request of ``body_bytes`` bytes whose masking gave
     ``outcome``, with every token counted on the spot (nobody waits)."""
     match outcome:
         case Masked():
-            return MaskSummary.of(outcome, fmt, tokens, window_turns, body_bytes,
+            return MaskSummary.of(outcome, fmt, tokens, policy, body_bytes,
                                   len(outcome.body), exact_tokens=True).as_metadata()
         case Unchanged(reason=reason, plan=plan):
             return LeftAlone.unchanged(fmt, reason, plan).as_metadata()

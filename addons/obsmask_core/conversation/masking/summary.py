@@ -41,6 +41,9 @@ class MaskSummary:
     body_bytes_before: int
     body_bytes_after: int
     window_turns: int
+    # The policy's other judgements of a move the report replays it under.
+    min_chars: int = 0
+    payback_factor: int = 0
     # The ledger's bill so far (estimates), when a price model with a cache is set.
     bill: dict[str, object] | None = None
     # Recall stubs replaced by the text they asked for.
@@ -63,7 +66,7 @@ class MaskSummary:
     refetches: dict[str, object] | None = None
 
     @classmethod
-    def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, window_turns: int,
+    def of(cls, outcome: Masked, fmt: str, tokens: TokenCounter, policy: MaskPolicy,
            body_bytes_before: int, body_bytes_after: int,
            mask_ms: float | None = None, *, exact_tokens: bool = False) -> MaskSummary:
         """``exact_tokens`` counts every text on the spot (nobody waits)."""
@@ -87,7 +90,9 @@ class MaskSummary:
             token_encoding=tokens.encoding_label,
             body_bytes_before=body_bytes_before,
             body_bytes_after=body_bytes_after,
-            window_turns=window_turns,
+            window_turns=policy.window_turns,
+            min_chars=policy.min_chars,
+            payback_factor=policy.payback_factor,
             bill=plan.bill.as_metadata() if plan.bill is not None else None,
             recalled_tool_results=plan.recalled,
             conversation=plan.conversation,

@@ -12,7 +12,8 @@ reader's one line.
 When the user gives no setting of the masking policy (neither ``--config``
 nor a ``--set`` of the policy's options, the master switch or the profile:
 ``obsmask_core.offline.proxy_settings.policy_options``), the values a conversation's
-flows recorded go over the file's: ``window_turns`` of its masked requests,
+flows recorded go over the file's: ``window_turns``, ``min_chars`` and
+``payback_factor`` of its masked requests,
 the ``price_model`` and ``allowance_percent`` of the bill obsmask kept (each
 read with ``obsmask_core.shared.read_back``: a flow file may hold anything).
 The replay then follows what the proxy did, and the page names those keys.
@@ -46,7 +47,8 @@ from obsmask_core.shared.request_record import Action, BillKey, Key
 from obsmask_core.shared.settings import build, declared
 
 # What a conversation's flows record of the policy, and where.
-RECORDED_KEYS = ("window_turns", "price_model", "allowance_percent")
+RECORDED_KEYS = ("window_turns", "min_chars", "payback_factor", "price_model",
+                 "allowance_percent")
 
 
 @dataclass(frozen=True)
@@ -69,16 +71,18 @@ class UserSettings:
 
 def recorded_settings(masking: Iterable[Mapping[str, object]]) -> dict[str, object]:
     """The policy values a conversation's flows recorded (the last request
-    that says each wins): ``window_turns`` of a masked request, the price
+    that says each wins): ``window_turns``, ``min_chars`` and
+    ``payback_factor`` of a masked request, the price
     model and allowance of the bill obsmask kept ("none" for a masked
     request without a bill; "auto" for a bill priced by a row of the
     model table)."""
     found: dict[str, object] = {}
     for summary in masking:
         masked = word(summary.get(Key.ACTION)) == Action.MASKED
-        window_turns = whole(summary.get(Key.WINDOW_TURNS))
-        if masked and window_turns is not None:
-            found[Key.WINDOW_TURNS] = window_turns
+        for key in (Key.WINDOW_TURNS, Key.MIN_CHARS, Key.PAYBACK_FACTOR):
+            value = whole(summary.get(key))
+            if masked and value is not None:
+                found[key] = value
         bill = mapping(summary.get(Key.BILL))
         if masked and not bill:
             # A masked request was planned: without a bill, its price model
