@@ -259,7 +259,8 @@ class Frontier:
             # requests as they went out: the replay stands there now.
             if guarded := self._watch.read_up_to(end, self._result_masked):
                 self._keep_calls(guarded)
-            plain_cost, moves.changed, cold = 0, None, end in requests.cold_ends
+            plain_tokens = plain_cost = 0
+            moves.changed, cold = None, end in requests.cold_ends
             # Each turn is judged in the first request that holds it and its
             # results: a prefix of every later request, which all judge it
             # alike (without the system messages it ends with: ``judged_end``).
@@ -267,8 +268,8 @@ class Frontier:
             if ledger is not None:
                 if cold:
                     ledger.expire()
-                plain_cost = ledger.plain_cost(prefix_tokens(self.chars_before[judged], judged),
-                                               judged)
+                plain_tokens = prefix_tokens(self.chars_before[judged], judged)
+                plain_cost = ledger.plain_cost(plain_tokens, judged)
             while number < turns and index.request_end_after(number, self._items) <= end:
                 if (target := self._target(number, end)) is not None:
                     if ledger is None:
@@ -279,8 +280,9 @@ class Frontier:
             if ledger is not None:
                 if cold and not self._brake.holds(end):
                     moves.reopen_kept(ledger, judged, plain_cost)
-                plain_tokens = prefix_tokens(self.chars_before[end], end)
-                plain_cost = ledger.plain_cost(plain_tokens, end)
+                if judged != end:  # billed whole, with the system messages it ends with
+                    plain_tokens = prefix_tokens(self.chars_before[end], end)
+                    plain_cost = ledger.plain_cost(plain_tokens, end)
                 forwarded = moves.forwarded(end)
                 ledger.record(plain_tokens, plain_cost, forwarded, ledger.masked_cost(forwarded),
                               end, doubtful=end in requests.doubtful_ends)

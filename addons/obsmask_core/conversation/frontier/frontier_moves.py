@@ -1,8 +1,8 @@
 """Where the masking frontier stands as its replay goes (``frontier``), and
 the rules that move it once a turn calls for a move: ``min_free_percent``,
-and with a price model ``payback_factor`` and the ledger, which masks only what the bill can pay
-for and keeps the rest for good (until a cold request: the provider writes
-the whole prompt then anyway)."""
+and with a price model ``payback_factor`` and the ledger, which masks only
+what the bill can pay for and keeps the rest for good (until a cold
+request: the provider writes the whole prompt then anyway)."""
 
 from __future__ import annotations
 
@@ -70,25 +70,28 @@ class FrontierMoves:
         self.turn, self.request_end = target, end
         self.counted_before_frontier += counted
 
-    def _frees_enough(self, freed: int, first: int, end: int) -> bool:
-        """``min_free_percent``: a move re-bills everything after its first
-        newly masked result (at item ``first``); it must free enough of that."""
+    def _rebilled(self, freed: int, first: int, end: int) -> int:
+        """The characters a move freeing ``freed`` makes the provider bill
+        again in the request of ``end`` items: everything after its first
+        newly masked result (at item ``first``) but what it frees."""
+        chars = self._requests.chars_before
+        return chars[end] - chars[first] - freed
+
+    def _frees_enough(self, freed: int, rebilled: int) -> bool:
+        """``min_free_percent``: a move must free enough of what it re-bills."""
         if not self._policy.min_free_percent:
             return True
-        chars = self._requests.chars_before
-        rebilled = chars[end] - chars[first] - freed
         return freed * 100 >= self._policy.min_free_percent * max(rebilled, 1)
 
-    def _pays_back(self, ledger: Ledger, freed: int, first: int, end: int) -> bool:
+    def _pays_back(self, ledger: Ledger, freed: int, rebilled: int) -> bool:
         """``payback_factor``: the reads of what a move frees (``freed``
-        characters), one per later request, must pay for re-billing what
-        follows its first newly masked result (at item ``first``) at the
-        write price within that many times the requests made so far."""
+        characters), one per later request, must pay for re-billing
+        ``rebilled`` at the write price within that many times the requests
+        made so far."""
         factor = self._policy.payback_factor
         if not factor:
             return True
-        chars, model = self._requests.chars_before, ledger.model
-        rebilled = chars[end] - chars[first] - freed
+        model = ledger.model
         return model.read * freed * factor * max(ledger.requests, 1) \
             >= (model.uncached - model.read) * max(rebilled, 1)
 
@@ -102,7 +105,9 @@ class FrontierMoves:
                 self.pending_first = first
         self.covered = target
         first = self.pending_first
-        if first is not None and not self._frees_enough(self.pending, first, end):
+        # (The plain window measures no request: without the rule, no sizes.)
+        if first is not None and self._policy.min_free_percent and not self._frees_enough(
+                self.pending, self._rebilled(self.pending, first, end)):
             return
         self._move(self.turn, target, end, 0)
         self.pending, self.pending_first = 0, None
@@ -112,11 +117,10 @@ class FrontierMoves:
         """With a price model: mask the longest run of the undecided turns
         that ends at ``target`` and that the ledger can pay for (and that
         ``min_free_percent`` and ``payback_factor`` allow); the undecided
-        turns before that run
-        are kept for good, and so are those more than ``LOOKBACK_TURNS``
-        behind the target (a result that was not worth masking when it left
-        the window is worth less every turn: what masking it re-bills only
-        grows). At a ``cold`` request end the provider bills the request
+        turns before that run are kept for good, and so are those more than
+        ``LOOKBACK_TURNS`` behind the target (a result that was not worth
+        masking when it left the window is worth less every turn: what
+        masking it re-bills only grows). At a ``cold`` request end the provider bills the request
         whole either way: a move re-bills nothing, so ``min_free_percent``
         and ``payback_factor`` (what it frees against what it re-bills)
         hold none back."""
@@ -149,9 +153,11 @@ class FrontierMoves:
             if first is None:
                 chosen = (start, 0, self.changed)  # nothing to mask: free
                 continue
-            if not cold and not (self._frees_enough(freed, first, end)
-                                 and self._pays_back(ledger, freed, first, end)):
-                continue
+            if not cold:
+                rebilled = self._rebilled(freed, first, end)
+                if not (self._frees_enough(freed, rebilled)
+                        and self._pays_back(ledger, freed, rebilled)):
+                    continue
             # The forwarded history changes at the first newly masked result.
             changed = self.changed
             if changed is None or first < changed[0]:
