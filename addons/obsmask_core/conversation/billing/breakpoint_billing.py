@@ -193,11 +193,12 @@ class BreakpointBilling:
         total = self._preamble + forwarded.tokens
         return self._cost(total, self._reading(forwarded, marks)[0], self._last_mark(marks))
 
-    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None:
+    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> int:
         marks = self._marks(forwarded)
         total = self._preamble + forwarded.tokens
         read, read_at = self._reading(forwarded, marks)
         last = self._last_mark(marks)
+        cost = self._cost(total, read, last)
         self._predicted = (read, last - read, total)
         written = self._written(marks)
         written_to = written[-1][0] if written else (0 if self._system_entry else None)
@@ -214,6 +215,7 @@ class BreakpointBilling:
         self._entries = entries
         self._last_written = frozenset(mark for mark, _ in written)
         self._previous_end, self._previous_tokens = end, plain_tokens
+        return cost
 
     def expire(self) -> None:
         # The tools and system's entry goes too. Another conversation with

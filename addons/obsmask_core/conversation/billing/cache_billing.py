@@ -82,7 +82,10 @@ class Billing(Protocol):
 
     def masked_cost(self, forwarded: Forwarded) -> int: ...
 
-    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None: ...
+    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> int:
+        """Add the forwarded request of ``end`` items to the cache; what it
+        cost (``masked_cost`` before the record: one count, not two)."""
+        ...
 
     def forget_before(self, lowest_mark: int) -> None:
         """No later breakpoint closes an item boundary before ``lowest_mark``:

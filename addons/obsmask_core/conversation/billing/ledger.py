@@ -206,21 +206,24 @@ class Ledger:
             for other, plain in zip(self.alternatives, self._plain, strict=True))
 
     def record(self, plain_tokens: int, plain_cost: int, forwarded: Forwarded,
-               masked_cost: int, end: int = 0, *, doubtful: bool = False) -> None:
-        """Add the request of ``end`` items to the bill so far; ``doubtful``:
-        it came after a pause the provider's cache may have outlived
-        (``Billing.doubt``)."""
+               masked_cost: int | None = None, end: int = 0, *,
+               doubtful: bool = False) -> None:
+        """Add the request of ``end`` items to the bill so far, at
+        ``masked_cost`` as forwarded (None: ``masked_cost(forwarded)``,
+        counted as the billing records it); ``doubtful``: it came after a
+        pause the provider's cache may have outlived (``Billing.doubt``)."""
+        counted = self.billing.record(end, plain_tokens, forwarded)
+        if masked_cost is None:
+            masked_cost = counted
         self.requests += 1
         self.with_masking += masked_cost
         self.without_masking += plain_cost
         self.last_with, self.last_without = masked_cost, plain_cost
         self.moved = forwarded.changed_at is not None
-        self.billing.record(end, plain_tokens, forwarded)
         if doubtful:
             self.billing.doubt()
         for other, plain in zip(self.alternatives, self._plain, strict=True):
-            other.record(plain_tokens, plain, forwarded, other.masked_cost(forwarded), end,
-                         doubtful=doubtful)
+            other.record(plain_tokens, plain, forwarded, None, end, doubtful=doubtful)
 
     def expire(self) -> None:
         """The provider's cache has expired before the next request."""

@@ -51,13 +51,15 @@ class PrefixBilling:
     def masked_cost(self, forwarded: Forwarded) -> int:
         return self.model.cost(forwarded.tokens, self._shared(forwarded))
 
-    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> None:
+    def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> int:
+        cost = self.masked_cost(forwarded)
         read = self.model.cached(min(self._shared(forwarded), forwarded.tokens))
         # A write is billed apart only where it costs more than plain input.
         written = forwarded.tokens - read if self.model.uncached > PRICE_UNIT else 0
         self._predicted = (read, written, forwarded.tokens)
         self._previous_plain = plain_tokens
         self._previous_masked = forwarded.tokens
+        return cost
 
     def expire(self) -> None:
         self._previous_plain = self._previous_masked = 0

@@ -252,9 +252,8 @@ class Frontier:
         index, turns, ledger = self._index, len(self._index.turns), self.ledger
         moves, requests = self._moves, self._requests
         number = self._judged
-        for end in index.request_ends(self._items):
-            if end <= self._replayed_to:
-                continue  # replayed by the request this one resumes from
+        # From where the request this one resumes from left off.
+        for end in index.request_ends_after(self._replayed_to, self._items):
             # The model's answers before this request end, made seeing the
             # requests as they went out: the replay stands there now.
             if guarded := self._watch.read_up_to(end, self._result_masked):
@@ -284,8 +283,8 @@ class Frontier:
                     plain_tokens = prefix_tokens(self.chars_before[end], end)
                     plain_cost = ledger.plain_cost(plain_tokens, end)
                 forwarded = moves.forwarded(end)
-                ledger.record(plain_tokens, plain_cost, forwarded, ledger.masked_cost(forwarded),
-                              end, doubtful=end in requests.doubtful_ends)
+                ledger.record(plain_tokens, plain_cost, forwarded, None, end,
+                              doubtful=end in requests.doubtful_ends)
                 ledger.forget_before(requests.lowest_mark(end, moves.turn))
         self._judged, self._replayed_to = number, self._items
 

@@ -14,6 +14,7 @@ PLACEHOLDER_WEIGHT_TENTHS = 16
 # real tool output run sparser than 4 characters a token as often as denser
 # (paths, listings), and the ledger must not count savings it may not get.
 FREED_PERCENT = 90
+_HEAVIER_TENTHS = PLACEHOLDER_WEIGHT_TENTHS - 10
 
 
 @dataclass
@@ -29,17 +30,28 @@ class TurnSavings:
     @classmethod
     def of(cls, index: ToolTurnIndex, maskable: dict[int, str]) -> TurnSavings:
         turns = len(index.turns)
-        savings = cls([0] * turns, [0] * turns, [None] * turns)
+        freed, counted = [0] * turns, [0] * turns
+        first: list[int | None] = [None] * turns
+        # ``_add`` inlined: every request of a conversation counts every
+        # maskable result here.
+        results = index.results
         for number, masked_text in maskable.items():
-            savings._add(index.results[number], masked_text)
-        return savings
+            result = results[number]
+            turn, position = result.turn, result.location[0]
+            frees = len(result.text or "") - len(masked_text)
+            freed[turn] += frees
+            counted[turn] += (frees - len(masked_text) * _HEAVIER_TENTHS // 10) \
+                * FREED_PERCENT // 100
+            if (was := first[turn]) is None or position < was:
+                first[turn] = position
+        return cls(freed, counted, first)
 
     def _add(self, result: ToolResult, masked_text: str) -> None:
         freed = len(result.text or "") - len(masked_text)
         self.freed[result.turn] += freed
         # A placeholder is ids and numbers, about 2.5 characters a token:
         # counted heavier, so the estimate never flatters masking.
-        heavier = len(masked_text) * (PLACEHOLDER_WEIGHT_TENTHS - 10) // 10
+        heavier = len(masked_text) * _HEAVIER_TENTHS // 10
         self.counted[result.turn] += (freed - heavier) * FREED_PERCENT // 100
         position = result.location[0]
         first = self.first[result.turn]

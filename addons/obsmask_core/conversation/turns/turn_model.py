@@ -11,6 +11,7 @@ result that comes before any turn declaring its id is an orphan.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -72,6 +73,16 @@ class ToolTurnIndex:
         last request at the end of the list."""
         ends = [start for start in self.answer_starts if 0 < start < items]
         ends.append(items)
+        return ends
+
+    def request_ends_after(self, after: int, items: int) -> list[int]:
+        """``request_ends`` past item boundary ``after``: a replay resumed
+        there walks only the requests it has not replayed."""
+        starts = self.answer_starts
+        first = bisect.bisect_right(starts, after)
+        ends = list(itertools.takewhile(items.__gt__, itertools.islice(starts, first, None)))
+        if items > after:
+            ends.append(items)
         return ends
 
 
