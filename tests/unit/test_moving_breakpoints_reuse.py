@@ -18,7 +18,8 @@ import pytest
 
 from obsmask_core.conversation.billing.breakpoints import grown_layout, read_layout
 from obsmask_core.conversation.masking.masker import Masker
-from obsmask_core.conversation.masking.outcomes import RewriteOutcome
+from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
+from obsmask_core.conversation.reuse import previous_requests, records
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
 from obsmask_core.conversation.reuse.records import Grown, PreviousRequest
 from obsmask_core.conversation.settings.policy import MaskPolicy
@@ -141,15 +142,15 @@ def test_a_kept_request_of_another_conversation_with_the_same_start_is_not_copie
         return out
 
     views: list[PreviousRequest] = []
-    original = PreviousRequest.unmarked
+    original = previous_requests.unmarked_request
 
-    def spy(self: PreviousRequest, *body: bytes) -> PreviousRequest | None:
-        view = original(self, *body)
+    def spy(kept: PreviousRequest, body: bytes) -> PreviousRequest | None:
+        view = original(kept, body)
         if view is not None:
-            views.append(self)
+            views.append(kept)
         return view
 
-    monkeypatch.setattr(PreviousRequest, "unmarked", spy)
+    monkeypatch.setattr(previous_requests, "unmarked_request", spy)
     masker = Masker(POLICY)
     first, second = conversation("u"), conversation("v")
     assert first[0][:256] == second[0][:256]
@@ -162,3 +163,28 @@ def test_a_kept_request_of_another_conversation_with_the_same_start_is_not_copie
             if found is not None:
                 assert views[-1] is found.kept
                 assert body.startswith(found.previous.body[:found.previous.end])
+
+
+def test_a_kept_requests_breakpoint_is_looked_for_once_however_many_conversations_share_its_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many Claude Code conversations going on, every request is
+    compared with the kept request of each (they all begin with the same
+    tools): the moved breakpoint of a kept request is found once, when it
+    is first compared, not once for every request of every conversation."""
+    searched: dict[int, int] = {}
+    original = records.closing_mark
+
+    def spy(written: bytes, end: int) -> tuple[int, int] | None:
+        searched[id(written)] = searched.get(id(written), 0) + 1
+        return original(written, end)
+
+    monkeypatch.setattr(records, "closing_mark", spy)
+    conversations = [[json.dumps(claude_code_body(
+        convert(ANTHROPIC, [Say("user", letter * 6000), *events(turn)[1:]]),
+        model="claude-opus-5-5")).encode() for turn in range(1, 6)] for letter in "uvwxy"]
+    masker = Masker(POLICY)
+    outcomes = [masker.mask(body, ANTHROPIC)
+                for step in zip(*conversations, strict=True) for body in step]
+    assert all(isinstance(outcome, Masked | Unchanged) for outcome in outcomes)
+    assert len(searched) >= 4 * 5  # every kept request but each conversation's last
+    assert max(searched.values()) == 1

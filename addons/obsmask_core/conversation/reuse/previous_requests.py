@@ -27,6 +27,7 @@ from obsmask_core.conversation.reuse.records import (
     StartKey,
     start_keys_of,
 )
+from obsmask_core.conversation.reuse.unmarked_request import unmarked_request
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 
 # The latest requests of every conversation, as many as fit in these bytes
@@ -103,7 +104,7 @@ class PreviousRequests:
         """The kept request ``body`` grew from: one with the same bytes if
         there is one (a retry), else the most recent it grew from; else the
         most recent it grew from once that request's moving breakpoint is
-        taken out (``PreviousRequest.unmarked()``: a client that moves its
+        taken out (``unmarked_request``: a client that moves its
         breakpoint on every request, as Claude Code does). ``list_member``:
         the body's list."""
         with self._lock:
@@ -116,7 +117,7 @@ class PreviousRequests:
         kept: PreviousRequest | None = None
         if found is None:
             for candidate in candidates:
-                view = candidate.unmarked(body)
+                view = unmarked_request(candidate, body)
                 if view is not None and (found := _grown(body, [view])) is not None:
                     kept = candidate
                     break

@@ -4,7 +4,7 @@ from: the records ``previous_requests`` stores and hands back."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from obsmask_core.conversation.billing.breakpoints import CacheLayout
@@ -16,7 +16,7 @@ from obsmask_core.conversation.body.closing_mark import closing_mark
 from obsmask_core.conversation.planning.holdout import ConversationName
 from obsmask_core.conversation.planning.judgements import Judgement
 from obsmask_core.conversation.planning.plan import MaskPlan
-from obsmask_core.conversation.reuse.proven_spans import ProvenSpans, shifted
+from obsmask_core.conversation.reuse.proven_spans import ProvenSpans
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 from obsmask_core.conversation.turns.turn_model import Location
@@ -166,33 +166,19 @@ class PreviousRequest:
         start = self.body[:START_BYTES] if self.end >= START_BYTES else None
         return self.fmt, self.recall, start
 
-    def unmarked(self, body: bytes | None = None) -> PreviousRequest | None:
-        """This request as its client's next request holds it when the
-        client moves its breakpoint on (Claude Code): without the
-        ``cache_control`` member that ends its latest item, in its body and
-        its masked body alike (``closing_mark``); None when it has
-        none there, or (given the next ``body``) when that body does not
-        begin with its bytes before the member. Made when asked, not kept:
-        a copy of both bodies that the bound on kept bytes does not count,
-        which the check on ``body`` spares for the requests of the other
-        conversations that share its start."""
+    @cached_property
+    def unmarked_probe(self) -> tuple[Span, int, bytes] | None:
+        """Where the ``cache_control`` member that ends the latest item is
+        (``closing_mark``; None: it has none there), and the bytes just
+        before it and where they begin: a next request of another
+        conversation with the same start (Claude Code's tools) differs
+        there. Found once, not for every request of every such
+        conversation (``unmarked_request``)."""
         span = closing_mark(self.body, self.end)
         if span is None:
             return None
-        if body is not None and not body.startswith(memoryview(self.body)[:span[0]]):
-            return None
-        mark = self.body[span[0]:span[1]]
-        masked, masked_end = self.masked, self.masked_end
-        if masked is not None:
-            masked_span = closing_mark(masked, masked_end)
-            if masked_span is None or masked[masked_span[0]:masked_span[1]] != mark:
-                return None
-            masked = _without(masked, masked_span)
-            masked_end -= len(mark)
-        return replace(self, body=_without(self.body, span),
-                       end=self.end - len(mark), masked=masked, masked_end=masked_end,
-                       proven=shifted(self.proven, span), answer=None,
-                       placed=_placed_shifted(self.placed, span))
+        before = max(0, span[0] - FINGERPRINT_BYTES)
+        return span, before, self.body[before:span[0]]
 
     @cached_property
     def fingerprint(self) -> bytes:
@@ -211,33 +197,6 @@ class PreviousRequest:
                 + (answer.weight if answer is not None else 0)
                 + (len(answer.masked) if answer is not None and answer.masked is not None
                    and answer.masked is not self.masked else 0))
-
-
-def _without(body: bytes, cut: Span) -> bytes:
-    """``body`` without the bytes of ``cut``: one copy, not three."""
-    view = memoryview(body)
-    return b"".join((view[:cut[0]], view[cut[1]:]))
-
-
-def _placed_shifted(placed: tuple[PlacedEdit, ...] | None,
-                    cut: Span) -> tuple[PlacedEdit, ...] | None:
-    """The placed edits once the bytes of ``cut`` are taken out of the body
-    (``unmarked``); None when one of them holds any of those bytes."""
-    if placed is None:
-        return None
-    # In the order of their spans, which do not overlap: the last ends last.
-    if not placed or (placed[-1][1][1] <= cut[0] and placed[-1][1][0] < cut[0]):
-        return placed
-    removed = cut[1] - cut[0]
-    kept: list[PlacedEdit] = []
-    for entry, (start, end), written in placed:
-        if end <= cut[0] and start < cut[0]:
-            kept.append((entry, (start, end), written))
-        elif start >= cut[1]:
-            kept.append((entry, (start - removed, end - removed), written))
-        else:
-            return None
-    return tuple(kept)
 
 
 def start_keys_of(body: bytes, fmt: str, recall: bool) -> tuple[StartKey, StartKey]:
@@ -266,7 +225,7 @@ class Grown:
     indexed: IndexedItems | None = None
     judgements: Sequence[Judgement | None] = ()
     # The request as kept, when ``previous`` is its view without the
-    # breakpoint its client moved on (``PreviousRequest.unmarked()``).
+    # breakpoint its client moved on (``unmarked_request``).
     kept: PreviousRequest | None = None
 
     def added(self, body: bytes) -> bytes:
