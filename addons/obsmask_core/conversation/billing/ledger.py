@@ -255,7 +255,7 @@ class Ledger:
                cold_ends: tuple[int, ...] = (), request_items: int = 0,
                braked_from: int | None = None,
                predicted: Prediction | None = None,
-               doubtful_ends: tuple[int, ...] = ()) -> BillSoFar:
+               doubtful_ends: tuple[int, ...] = (), history: str | None = None) -> BillSoFar:
         """The bill so far, with what the request adds to it (as
         ``BillSoFar``'s fields; ``predicted``: the provider's figures as
         counted on the request as it goes out, else the billing's own):
@@ -267,4 +267,5 @@ class Ledger:
                          doubtful_ends=doubtful_ends,
                          price_row=price_row, moved=self.moved, request_items=request_items,
                          braked_from=braked_from, request_with_masking=self.last_with / PRICE_UNIT,
-                         request_without_masking=self.last_without / PRICE_UNIT)
+                         request_without_masking=self.last_without / PRICE_UNIT,
+                         history=history)

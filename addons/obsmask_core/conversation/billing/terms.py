@@ -26,13 +26,15 @@ class BillingTerms:
     brake holds the frontier (``brake``). ``doubtful_ends``: the request
     ends at which the conversation came back after a pause the cache may
     or may not have outlived (``last_seen``): after each, the ledger counts
-    on no entry that request did not write again."""
+    on no entry that request did not write again. ``history``: the digest
+    of the request's history (``history_key``), which its bill names."""
 
     layout: CacheLayout | None = None
     cold_ends: frozenset[int] = frozenset()
     price: RequestPrice | None = None
     braked_from: int | None = None
     doubtful_ends: frozenset[int] = frozenset()
+    history: str | None = None
 
 
 # No layout (OpenAI's cache), nothing cold, the policy's prices, no brake.

@@ -52,6 +52,7 @@ class ForwardedRequests:
         self.cold_ends = cold_ends if self.ledger is not None else frozenset()
         # And those it came back to after a pause the cache may have outlived.
         self.doubtful_ends = terms.doubtful_ends if self.ledger is not None else frozenset()
+        self._history = terms.history
         # The forwarded requests carry the frontier breakpoint once something
         # is masked: where the client marks its request's end and leaves a
         # slot free (``breakpoints``).
@@ -132,7 +133,7 @@ class ForwardedRequests:
             price_row=self._price.as_metadata() if self._price is not None else None,
             cold_ends=tuple(sorted(self.cold_ends & ends)), request_items=items,
             braked_from=braked_from, predicted=predicted,
-            doubtful_ends=tuple(sorted(self.doubtful_ends & ends)))
+            doubtful_ends=tuple(sorted(self.doubtful_ends & ends)), history=self._history)
 
     def prediction_points(self) -> tuple[int | None, int | None] | None:
         """Where the provider should read this request up to, and write it
@@ -220,6 +221,7 @@ def _billing(model: PriceModel, cache: CacheRule, layout: CacheLayout | None,
                                      OPENAI_REACH, name="openai_breakpoints")
         return PrefixBilling(model)
     if layout.marks_end or not layout.in_messages:
-        return BreakpointBilling(model, replace(layout, minimum_tokens=model.minimum_cached),
-                                 blocks_before)
+        if layout.minimum_tokens != model.minimum_cached:  # a copy only when it differs
+            layout = replace(layout, minimum_tokens=model.minimum_cached)
+        return BreakpointBilling(model, layout, blocks_before)
     return PrefixBilling(model)

@@ -21,7 +21,6 @@ and spliced from it. Without them, the same outcome comes, later.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from obsmask_core.conversation.billing.breakpoints import (
     DEFAULT_MINIMUM_TOKENS,
@@ -150,13 +149,11 @@ def mask_read_body(request: ReadBody, policy: MaskPolicy, fmt: WireFormat,
     found = sighting_of(visit, planned[0], policy) \
         if planned is not None and visit is not None else Sighting()
     terms = BillingTerms(layout, found.cold_ends, price, found.braked_from,
-                         found.doubtful_ends)
+                         found.doubtful_ends, planned[0].key.own if planned is not None else None)
     plan = plan_masking(index, policy, items, recall=recall,
                         recalled=frozenset(r.location for r in recalls), terms=terms,
                         memory=memory, hint=reuse.plan_hint(recall, name) if reuse is not None
                         else PlanHint(name=name))
-    if planned is not None and plan.bill is not None:
-        plan.bill = replace(plan.bill, history=planned[0].key.own)
     # Splice and verify.
     end = list_end(quick, fmt) if quick is not None else None
     masked_end: MaskedEnd | None = None
