@@ -18,6 +18,10 @@ definitions, its reminders as system messages: scripts/benchlib/cache/
 claude_code.py). Settings: the shipped mitm.toml and each of its profiles.
 No pauses, no shared table: the comparison is of the request alone.
 
+``outputs_digest`` hashes every output in order (its kind, the body that
+goes out and the plan, bill included): run at two commits, the same digest
+says that a change left every output as it was.
+
 Prints one JSON document: requests compared per shape and setting, and
 every difference (its session, request and setting); exits 1 on any.
 """
@@ -25,6 +29,7 @@ every difference (its session, request and setting); exits 1 on any.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -73,8 +78,10 @@ def _bytes(outcome: RewriteOutcome) -> bytes | None:
     return body if isinstance(body, bytes) else None
 
 
-def compare(session: Session, policy: MaskPolicy) -> tuple[int, list[int]]:
-    """Requests compared, and those whose outputs differ."""
+def compare(session: Session, policy: MaskPolicy,
+            digest: hashlib._Hash) -> tuple[int, list[int]]:
+    """Requests compared, and those whose outputs differ; each fast output
+    goes into ``digest``."""
     client, kept = ClientRequests(session), Masker(policy)
     differ: list[int] = []
     for number, end in enumerate(session.request_ends):
@@ -83,6 +90,9 @@ def compare(session: Session, policy: MaskPolicy) -> tuple[int, list[int]]:
         retry = kept.mask(bytes(body), session.fmt)
         slow = Masker(policy).mask(body, session.fmt)
         expected = (type(slow), _bytes(slow), slow.plan)
+        digest.update(type(fast).__name__.encode())
+        digest.update(_bytes(fast) or b"-")
+        digest.update(repr(fast.plan).encode())
         if (type(fast), _bytes(fast), fast.plan) != expected \
                 or (type(retry), _bytes(retry), retry.plan) != expected:
             differ.append(number)
@@ -97,10 +107,11 @@ def main() -> None:
     started = time.monotonic()
     counts: dict[str, dict[str, int]] = {}
     differences: list[dict[str, object]] = []
+    digest = hashlib.sha256()
     for name, policy in settings(options.config).items():
         for shape, sessions in shaped(options.quick).items():
             for session in sessions:
-                compared, differ = compare(session, policy)
+                compared, differ = compare(session, policy, digest)
                 counts.setdefault(shape, {}).setdefault(name, 0)
                 counts[shape][name] += compared
                 differences += [{"shape": shape, "session": session.name, "setting": name,
@@ -109,6 +120,7 @@ def main() -> None:
         "requests_compared": sum(n for by_name in counts.values() for n in by_name.values()),
         "by_shape_and_setting": counts,
         "differences": differences,
+        "outputs_digest": digest.hexdigest(),
         "seconds": round(time.monotonic() - started, 1),
     }, indent=2))
     sys.exit(1 if differences else 0)
