@@ -117,8 +117,10 @@ class PreviousRequests:
         kept: PreviousRequest | None = None
         if found is None:
             for candidate in candidates:
-                view = unmarked_request(candidate, body)
-                if view is not None and (found := _grown(body, [view])) is not None:
+                view, probe = unmarked_request(candidate, body), candidate.unmarked_probe
+                # Its bytes before the breakpoint are the body's (checked).
+                if view is not None and probe is not None \
+                        and (found := _grown(body, [view], probe[0][0])) is not None:
                     kept = candidate
                     break
         if found is None:
@@ -258,9 +260,10 @@ class PreviousRequests:
             self._recency.clear()
 
 
-def _grown(body: bytes, candidates: Sequence[PreviousRequest]) -> Grown | None:
+def _grown(body: bytes, candidates: Sequence[PreviousRequest], same_to: int = 0) -> Grown | None:
     """The first of ``candidates`` (latest first) that ``body`` is, or grew
-    from; one with the same bytes (a retry) before any other."""
+    from; one with the same bytes (a retry) before any other. ``same_to``:
+    the body's first bytes, as many, are known to be the candidates'."""
     found: Grown | None = None
     size = len(body)
     # Every candidate is looked at, the latest first (a retry's may be
@@ -277,7 +280,7 @@ def _grown(body: bytes, candidates: Sequence[PreviousRequest]) -> Grown | None:
         fingerprint = previous.fingerprint
         if found is None and body.startswith(fingerprint, end - len(fingerprint)) \
                 and body.endswith(previous.tail) \
-                and body.startswith(memoryview(previous.body)[:end]):
+                and body.startswith(memoryview(previous.body)[same_to:end], same_to):
             found = Grown(previous, end, tail_at)
     return found
 
