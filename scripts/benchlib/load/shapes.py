@@ -9,11 +9,13 @@ request and the requests per second of each proxy are those of one shape.
   plain mitmproxy's, requests per second at least 0.5x), each with its
   value and whether it is met (reported, never enforced);
 - ``replay_reuse``: the same traffic of one shape masked in this process
-  (a fresh mix, ``REPLAY_CLIENTS`` agents at most, their requests
+  (a fresh mix, as many agents as the phase has clients, their requests
   interleaved as the clients send them, one masker with the proxy's
   settings): how many requests were masked, and of those how many were
   made from the previous request's masked body (``reused``), which no
-  figure of the proxy says.
+  figure of the proxy says. All the clients: with more conversations
+  going on than the masker keeps parsed bodies for, a request takes
+  other paths (Claude Code's most of all), as it does in the proxy.
 """
 
 from __future__ import annotations
@@ -32,9 +34,6 @@ from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 
-# The in-process replay: at most this many agents, each sending as many
-# requests as a client of the load phase.
-REPLAY_CLIENTS = 8
 SHAPE_FORMATS: dict[str, WireFormat] = {
     "chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES, "claude_code": ANTHROPIC}
 
@@ -104,13 +103,12 @@ def _replay(mix: Mix, shape: str, agents: int, per_client: int,
 
 def replay_reuse(bodies: Bodies, mode: str, shapes: list[str], clients: int, per_client: int,
                  policy: MaskPolicy) -> dict[str, ReuseCount]:
-    """For each of ``shapes``: ``clients`` agents (at most
-    ``REPLAY_CLIENTS``) sending ``per_client`` requests of the shape each,
-    as its load phase sends them (a fresh mix in ``mode``), one request of
-    each in turn, masked by a masker of its own under ``policy``."""
-    agents = min(clients, REPLAY_CLIENTS)
-    mix = Mix(bodies, cuts=True, mode=mode, clients=agents, per_client=per_client)
-    return {shape: _replay(mix, shape, agents, per_client, policy) for shape in shapes}
+    """For each of ``shapes``: ``clients`` agents (the phase's clients)
+    sending ``per_client`` requests of the shape each, as its load phase
+    sends them (a fresh mix in ``mode``), one request of each in turn,
+    masked by a masker of its own under ``policy``."""
+    mix = Mix(bodies, cuts=True, mode=mode, clients=clients, per_client=per_client)
+    return {shape: _replay(mix, shape, clients, per_client, policy) for shape in shapes}
 
 
 def shape_report(figures: dict[str, dict[str, LoadFigures]],
