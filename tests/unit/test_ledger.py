@@ -22,6 +22,22 @@ def test_the_estimate_is_four_characters_a_token_and_three_tokens_an_item():
     assert prefix_tokens(7, 10) == 1 + 30
 
 
+def test_each_alternative_bills_the_forwarded_request_at_its_own_price():
+    """The ledgers of the other terms a conversation may be billed under
+    each count what the forwarded request costs under theirs, not what it
+    costs under the first ledger's."""
+    other = Ledger(OPENAI, 2)
+    ledger = Ledger(ANTHROPIC, 2, alternatives=[other])
+    expected = 0
+    for tokens, forwarded in ((3000, Forwarded(3, 2500)), (4000, Forwarded(5, 3000, 3, 2400))):
+        plain = ledger.plain_cost(tokens)
+        expected += other.masked_cost(forwarded)
+        ledger.record(tokens, plain, forwarded, None)
+    assert other.requests == 2
+    assert other.with_masking == expected
+    assert other.with_masking != ledger.with_masking
+
+
 # affordable() ------------------------------------------------------------------------
 
 

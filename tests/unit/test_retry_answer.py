@@ -154,3 +154,21 @@ def test_with_recall_a_retry_is_planned_anew(session):
     masker.mask(request, session.fmt, recall=True)
     _, plans = planned_while(lambda: masker.mask(bytes(request), session.fmt, recall=True))
     assert plans >= 1
+
+
+def test_a_retry_planned_again_from_its_own_checkpoint_bills_the_request_once(session):
+    """With the kept request gone but the frontier's checkpoint kept, a
+    retry is planned anew and its replay resumes where the first one
+    ended, at the same request end: it replays no request, so its bill is
+    the first one's, not one with the request counted twice."""
+    masker, table = Masker(shipped()), LastSeen()
+    request, first, now = sent_up_to_the_retried_one(session, masker, table)
+    masker.previous.clear()
+    again, plans = planned_while(
+        lambda: masker.mask(bytes(request), session.fmt, visit=Visit(table, now + 5.0)))
+    assert plans == 1
+    assert isinstance(again, Masked) and again.plan is not first.plan
+    assert again.body == first.body
+    assert again.plan.bill is not None and first.plan.bill is not None
+    assert (again.plan.bill.requests, again.plan.bill.with_masking) == \
+        (first.plan.bill.requests, first.plan.bill.with_masking)

@@ -77,7 +77,9 @@ class ToolTurnIndex:
 
     def request_ends_after(self, after: int, items: int) -> list[int]:
         """``request_ends`` past item boundary ``after``: a replay resumed
-        there walks only the requests it has not replayed."""
+        there walks only the requests it has not replayed (none when
+        ``after`` is the end: the same request planned again). The answers'
+        starts are in the order of their items, as the index adds them."""
         starts = self.answer_starts
         first = bisect.bisect_right(starts, after)
         ends = list(itertools.takewhile(items.__gt__, itertools.islice(starts, first, None)))
