@@ -80,8 +80,8 @@ with its value and whether it is met. ``speed.per_shape``: for each shape
 its load phases' figures for both proxies, the ratios obsmask / plain and
 issue 43's targets (CPU per request at most 2x plain's, requests per
 second at least 0.5x: reported, never enforced), and ``reuse_replayed``:
-the same traffic masked afterwards in this process (up to 8 agents, one
-masker with the shipped settings), how many requests were masked and how
+the same traffic masked afterwards in this process (as many agents as the
+phase has clients, one masker with the shipped settings), how many requests were masked and how
 many of those made from the previous request's masked body
 (``--no-reuse-replay``: not).
 

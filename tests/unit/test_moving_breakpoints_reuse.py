@@ -171,11 +171,11 @@ def test_a_kept_requests_breakpoint_is_looked_for_once_however_many_conversation
     compared with the kept request of each (they all begin with the same
     tools): the moved breakpoint of a kept request is found once, when it
     is first compared, not once for every request of every conversation."""
-    searched: dict[int, int] = {}
+    searched: dict[bytes, int] = {}  # by the bytes searched: ids may be reused
     original = records.closing_mark
 
     def spy(written: bytes, end: int) -> tuple[int, int] | None:
-        searched[id(written)] = searched.get(id(written), 0) + 1
+        searched[written] = searched.get(written, 0) + 1
         return original(written, end)
 
     monkeypatch.setattr(records, "closing_mark", spy)

@@ -286,7 +286,7 @@ def _grown(body: bytes, candidates: Sequence[PreviousRequest], same_to: int = 0)
 
 
 def _unmarked_document(document: Document, list_member: str) -> Document | None:
-    """A kept document as its ``unmarked`` request reads: its list's latest
+    """A kept document as its ``unmarked_request`` reads: its list's latest
     item without the breakpoint that ends it (a copy along the way)."""
     items = document.get(list_member)
     unmarked = without_closing_mark(items)
