@@ -36,7 +36,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bootstrap import REPO, run_inside
@@ -44,54 +43,14 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from benchlib.cache.claude_code import claude_code_sessions  # noqa: E402
+from benchlib.outputs_digest import Digest, digested, sent_body  # noqa: E402
+from benchlib.shaped_sessions import settings, shaped  # noqa: E402
 from obsmask_core.conversation.masking.masker import Masker  # noqa: E402
-from obsmask_core.conversation.masking.outcomes import RewriteOutcome  # noqa: E402
-from obsmask_core.conversation.settings.policy import MaskPolicy, policy_values  # noqa: E402
+from obsmask_core.conversation.settings.policy import MaskPolicy  # noqa: E402
 from obsmask_core.offline.cache.clients import ClientRequests  # noqa: E402
-from obsmask_core.offline.cache.sessions import Session, load_real_sessions  # noqa: E402
-from obsmask_core.shared.config_file import load_config  # noqa: E402
-from obsmask_core.shared.settings import build  # noqa: E402
+from obsmask_core.offline.cache.sessions import Session  # noqa: E402
 
 SESSIONS = REPO / "fixtures" / "sessions"
-
-
-def settings(config: Path) -> dict[str, MaskPolicy]:
-    """The shipped settings and each profile's, by name."""
-    loaded = load_config(str(config))
-    names = ["", *loaded.table(("observation_masking", "profiles"))]
-    return {name or "shipped": build(MaskPolicy, policy_values(loaded, name))
-            for name in names}
-
-
-def shaped(quick: bool) -> dict[str, list[Session]]:
-    real = load_real_sessions(SESSIONS)
-    out: dict[str, list[Session]] = {}
-    for session in real:
-        out.setdefault(session.fmt.name, []).append(session)
-    out["claude_code"] = claude_code_sessions(out.get("anthropic", []))
-    if quick:
-        out = {shape: sessions[:3] for shape, sessions in out.items()}
-    return out
-
-
-def _bytes(outcome: RewriteOutcome) -> bytes | None:
-    """What goes out: the masked body, or None for the client's own."""
-    body = getattr(outcome, "body", None)
-    return body if isinstance(body, bytes) else None
-
-
-class Digest(Protocol):
-    def update(self, data: bytes, /) -> None: ...
-
-
-def digested(digest: Digest, outcome: RewriteOutcome) -> None:
-    """``outcome`` into ``digest``: its kind, the body that goes out (none:
-    the client's own) and its plan, bill included, each after its length."""
-    body = _bytes(outcome)
-    for part in (type(outcome).__name__.encode(), b"" if body is None else b"b" + body,
-                 repr(outcome.plan).encode()):
-        digest.update(len(part).to_bytes(8, "big") + part)
 
 
 def compare(session: Session, policy: MaskPolicy,
@@ -105,11 +64,11 @@ def compare(session: Session, policy: MaskPolicy,
         fast = kept.mask(body, session.fmt)
         retry = kept.mask(bytes(body), session.fmt)
         slow = Masker(policy).mask(body, session.fmt)
-        expected = (type(slow), _bytes(slow), slow.plan)
+        expected = (type(slow), sent_body(slow), slow.plan)
         digested(digest, fast)
         digested(digest, retry)
-        if (type(fast), _bytes(fast), fast.plan) != expected \
-                or (type(retry), _bytes(retry), retry.plan) != expected:
+        if (type(fast), sent_body(fast), fast.plan) != expected \
+                or (type(retry), sent_body(retry), retry.plan) != expected:
             differ.append(number)
     return len(session.request_ends), differ
 
@@ -124,7 +83,7 @@ def main() -> None:
     differences: list[dict[str, object]] = []
     digest = hashlib.sha256()
     for name, policy in settings(options.config).items():
-        for shape, sessions in shaped(options.quick).items():
+        for shape, sessions in shaped(SESSIONS, 3 if options.quick else None).items():
             for session in sessions:
                 compared, differ = compare(session, policy, digest)
                 counts.setdefault(shape, {}).setdefault(name, 0)
