@@ -4,6 +4,7 @@ them, which never flatters masking."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.turns.turn_model import ToolResult, ToolTurnIndex
@@ -30,32 +31,9 @@ class TurnSavings:
     @classmethod
     def of(cls, index: ToolTurnIndex, maskable: dict[int, str]) -> TurnSavings:
         turns = len(index.turns)
-        freed, counted = [0] * turns, [0] * turns
-        first: list[int | None] = [None] * turns
-        # ``_add`` inlined: every request of a conversation counts every
-        # maskable result here.
-        results = index.results
-        for number, masked_text in maskable.items():
-            result = results[number]
-            turn, position = result.turn, result.location[0]
-            frees = len(result.text or "") - len(masked_text)
-            freed[turn] += frees
-            counted[turn] += (frees - len(masked_text) * _HEAVIER_TENTHS // 10) \
-                * FREED_PERCENT // 100
-            if (was := first[turn]) is None or position < was:
-                first[turn] = position
-        return cls(freed, counted, first)
-
-    def _add(self, result: ToolResult, masked_text: str) -> None:
-        freed = len(result.text or "") - len(masked_text)
-        self.freed[result.turn] += freed
-        # A placeholder is ids and numbers, about 2.5 characters a token:
-        # counted heavier, so the estimate never flatters masking.
-        heavier = len(masked_text) * _HEAVIER_TENTHS // 10
-        self.counted[result.turn] += (freed - heavier) * FREED_PERCENT // 100
-        position = result.location[0]
-        first = self.first[result.turn]
-        self.first[result.turn] = position if first is None else min(first, position)
+        savings = cls([0] * turns, [0] * turns, [None] * turns)
+        savings._count(index.results, maskable.items())
+        return savings
 
     def recount(self, turns: set[int], index: ToolTurnIndex,
                 maskable: dict[int, str]) -> None:
@@ -63,6 +41,24 @@ class TurnSavings:
         for turn in turns:
             self.freed[turn] = self.counted[turn] = 0
             self.first[turn] = None
-        for number, masked_text in maskable.items():
-            if (result := index.results[number]).turn in turns:
-                self._add(result, masked_text)
+        results = index.results
+        self._count(results, ((number, masked_text) for number, masked_text in maskable.items()
+                              if results[number].turn in turns))
+
+    def _count(self, results: Sequence[ToolResult],
+               maskable: Iterable[tuple[int, str]]) -> None:
+        """Add what masking each (number, masked text) result frees. One
+        loop, no call per result: every request of a conversation counts
+        every maskable result here."""
+        freed, counted, first = self.freed, self.counted, self.first
+        for number, masked_text in maskable:
+            result = results[number]
+            turn, position = result.turn, result.location[0]
+            frees = len(result.text or "") - len(masked_text)
+            freed[turn] += frees
+            # A placeholder is ids and numbers, about 2.5 characters a
+            # token: counted heavier, so the estimate never flatters masking.
+            counted[turn] += (frees - len(masked_text) * _HEAVIER_TENTHS // 10) \
+                * FREED_PERCENT // 100
+            if (was := first[turn]) is None or position < was:
+                first[turn] = position
