@@ -144,11 +144,11 @@ def test_a_kept_request_of_another_conversation_with_the_same_start_is_not_copie
     views: list[PreviousRequest] = []
     original = previous_requests.unmarked_request
 
-    def spy(kept: PreviousRequest, body: bytes) -> PreviousRequest | None:
-        view = original(kept, body)
-        if view is not None:
+    def spy(kept: PreviousRequest, body: bytes) -> tuple[PreviousRequest, int] | None:
+        unmarked = original(kept, body)
+        if unmarked is not None:
             views.append(kept)
-        return view
+        return unmarked
 
     monkeypatch.setattr(previous_requests, "unmarked_request", spy)
     masker = Masker(POLICY)

@@ -117,10 +117,9 @@ class PreviousRequests:
         kept: PreviousRequest | None = None
         if found is None:
             for candidate in candidates:
-                view, probe = unmarked_request(candidate, body), candidate.unmarked_probe
-                # Its bytes before the breakpoint are the body's (checked).
-                if view is not None and probe is not None \
-                        and (found := _grown(body, [view], probe[0][0])) is not None:
+                # The bytes before its breakpoint are checked: not again.
+                if (unmarked := unmarked_request(candidate, body)) is not None \
+                        and (found := _grown(body, [unmarked[0]], unmarked[1])) is not None:
                     kept = candidate
                     break
         if found is None:

@@ -12,10 +12,12 @@ from obsmask_core.conversation.reuse.records import PlacedEdit, PreviousRequest
 from obsmask_core.shared.json_text import Span
 
 
-def unmarked_request(previous: PreviousRequest, body: bytes) -> PreviousRequest | None:
+def unmarked_request(previous: PreviousRequest,
+                     body: bytes) -> tuple[PreviousRequest, int] | None:
     """``previous`` without the member, in its body and its masked body
-    alike; None when it has none there, or when the next ``body`` does not
-    begin with its bytes before the member. Made when asked, not kept: a
+    alike, and how many of its first bytes the next ``body`` was found to
+    begin with (those before the member); None when it has none there, or
+    when ``body`` does not begin with them. Made when asked, not kept: a
     copy of both bodies that the bound on kept bytes does not count, which
     the check on ``body`` spares for the requests of the other
     conversations that share its start (the bytes just before the member
@@ -38,7 +40,7 @@ def unmarked_request(previous: PreviousRequest, body: bytes) -> PreviousRequest 
     return replace(previous, body=_without(previous.body, span),
                    end=previous.end - len(mark), masked=masked, masked_end=masked_end,
                    proven=shifted(previous.proven, span), answer=None,
-                   placed=_placed_shifted(previous.placed, span))
+                   placed=_placed_shifted(previous.placed, span)), span[0]
 
 
 def _without(body: bytes, cut: Span) -> bytes:
