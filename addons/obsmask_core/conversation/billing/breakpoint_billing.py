@@ -132,10 +132,9 @@ class BreakpointBilling:
         provider bills such a prompt as plain input)."""
         return [(mark, tokens) for mark, tokens in marks if tokens >= self.minimum]
 
-    def _last_mark(self, marks: list[tuple[int, int]]) -> int:
-        """The tokens up to the last breakpoint that writes (the system's,
-        or none, when no message breakpoint does)."""
-        written = self._written(marks)
+    def _last_mark(self, written: list[tuple[int, int]]) -> int:
+        """The tokens up to the last breakpoint that writes (``_written``; the
+        system's, or none, when no message breakpoint does)."""
         if written:
             return written[-1][1]
         return self._preamble if self._system_entry else 0
@@ -149,7 +148,7 @@ class BreakpointBilling:
                 and self._preamble + self._previous_tokens >= self.minimum:
             read = self._preamble + self._previous_tokens
         marks = [(end, total)] if self._layout.marks_end else []
-        return self._cost(total, read, self._last_mark(marks))
+        return self._cost(total, read, self._last_mark(self._written(marks)))
 
     def _marks(self, forwarded: Forwarded) -> list[tuple[int, int]]:
         marks = []
@@ -191,16 +190,17 @@ class BreakpointBilling:
     def masked_cost(self, forwarded: Forwarded) -> int:
         marks = self._marks(forwarded)
         total = self._preamble + forwarded.tokens
-        return self._cost(total, self._reading(forwarded, marks)[0], self._last_mark(marks))
+        return self._cost(total, self._reading(forwarded, marks)[0],
+                          self._last_mark(self._written(marks)))
 
     def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> int:
         marks = self._marks(forwarded)
         total = self._preamble + forwarded.tokens
         read, read_at = self._reading(forwarded, marks)
-        last = self._last_mark(marks)
+        written = self._written(marks)
+        last = self._last_mark(written)
         cost = self._cost(total, read, last)
         self._predicted = (read, last - read, total)
-        written = self._written(marks)
         written_to = written[-1][0] if written else (0 if self._system_entry else None)
         self._points = (read_at, written_to if last > read else read_at)
         changed = forwarded.changed_at

@@ -52,8 +52,9 @@ class PrefixBilling:
         return self.model.cost(forwarded.tokens, self._shared(forwarded))
 
     def record(self, end: int, plain_tokens: int, forwarded: Forwarded) -> int:
-        cost = self.masked_cost(forwarded)
-        read = self.model.cached(min(self._shared(forwarded), forwarded.tokens))
+        shared = self._shared(forwarded)
+        cost = self.model.cost(forwarded.tokens, shared)  # ``masked_cost``, before the record
+        read = self.model.cached(min(shared, forwarded.tokens))
         # A write is billed apart only where it costs more than plain input.
         written = forwarded.tokens - read if self.model.uncached > PRICE_UNIT else 0
         self._predicted = (read, written, forwarded.tokens)
