@@ -56,6 +56,18 @@ def _written(value: object) -> bytes:
         "utf-8", "surrogatepass"))
 
 
+def _written_items(items: Sequence[object]) -> bytes:
+    """``items`` written one after the other, a comma between two: as one
+    list when orjson can write it, else each item by ``_written``. An
+    item's writing must not depend on the items written with it: the key
+    written whole and the key gone on from a kept digest write different
+    runs of the same items (json and orjson write some floats apart)."""
+    whole = unmarked_json(list(items))
+    if whole is not None:
+        return whole[1:-1]
+    return b",".join(map(_written, items))
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryDigest:
     """The digest of a request's history as far as its ``items`` items go
@@ -99,12 +111,12 @@ def history_of(members: Callable[[], Mapping[str, object]], items: Sequence[obje
     # after the other they make the digest of the whole (the previous
     # request's own key is the first part's), whatever request ends it.
     if start > 0:
-        digest.update(b"\n" + _written(list(items[:start]))[1:-1])
+        digest.update(b"\n" + _written_items(items[:start]))
         previous = _key(digest)
         digest.update(b",")
     else:
         digest.update(b"\n")
-    digest.update(_written(list(items[start:]))[1:-1])
+    digest.update(_written_items(items[start:]))
     key = HistoryKey(_key(digest), previous)
     return key, HistoryDigest(digest.copy(), len(items), key)
 
@@ -120,7 +132,7 @@ def _went_on(kept: HistoryDigest, items: Sequence[object],
     previous: str | None = None
     for part in (items[kept.items:start], items[start:]):
         if part:
-            digest.update((b"," if written else b"") + _written(list(part))[1:-1])
+            digest.update((b"," if written else b"") + _written_items(part))
             written = True
         if previous is None and start > 0:
             previous = _key(digest)
