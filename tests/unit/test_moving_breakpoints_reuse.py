@@ -19,7 +19,9 @@ import pytest
 from obsmask_core.conversation.billing.breakpoints import grown_layout, read_layout
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked, RewriteOutcome, Unchanged
+from obsmask_core.conversation.masking.rewrite import mask_request_body
 from obsmask_core.conversation.reuse import previous_requests, records
+from obsmask_core.conversation.reuse.grown_body import GrownItems
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
 from obsmask_core.conversation.reuse.records import Grown, PreviousRequest
 from obsmask_core.conversation.settings.policy import MaskPolicy
@@ -188,3 +190,71 @@ def test_a_kept_requests_breakpoint_is_looked_for_once_however_many_conversation
     assert all(isinstance(outcome, Masked | Unchanged) for outcome in outcomes)
     assert len(searched) >= 4 * 5  # every kept request but each conversation's last
     assert max(searched.values()) == 1
+
+
+def test_where_the_frontier_breakpoint_goes_is_known_without_reading_the_older_items(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many conversations going on, no parsed body is kept from one
+    request to the next. A Claude Code request that grew from its previous
+    one, and goes out as that request's masked body with its added items,
+    is still read from its added items alone: the block the frontier
+    breakpoint goes on, and the client's breakpoint it copies, are known
+    without reading the older items again."""
+    monkeypatch.setattr(previous_requests, "DOCUMENT_CONVERSATIONS", 0)
+    reads: list[int] = []
+    original = GrownItems.read_document
+
+    def spy(self: GrownItems) -> dict[str, object]:
+        if self.document is None:
+            reads.append(len(self))
+        return original(self)
+
+    monkeypatch.setattr(GrownItems, "read_document", spy)
+    masker = Masker(POLICY)
+    read_whole: list[bool] = []
+    for body in bodies("moving"):
+        before = len(reads)
+        outcome = masker.mask(body, ANTHROPIC)
+        if isinstance(outcome, Masked) and outcome.reused:
+            assert outcome.plan.breakpoint is not None
+            read_whole.append(len(reads) > before)
+    assert len(read_whole) >= 5
+    assert not any(read_whole)
+
+
+def _with_marks(body: bytes, shape: str) -> bytes:
+    """``body`` with a breakpoint the layout does not count on the last
+    block of every answer (``null``), or with one it does on the message
+    before the last, in place of one of the system's (``earlier``: the
+    first after the frontier's item is then not the last message's)."""
+    members = json.loads(body)
+    messages = members["messages"]
+    if shape == "null":
+        for message in messages:
+            if message["role"] == "assistant":
+                message["content"][-1]["cache_control"] = None
+    elif len(messages) > 2:
+        del members["system"][0]["cache_control"]
+        messages[-2]["content"][-1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    return json.dumps(members).encode()
+
+
+@pytest.mark.parametrize("shape", ["moving", "reminders", "automatic", "null", "earlier"])
+def test_the_frontier_breakpoint_planned_from_kept_work_is_the_one_reading_every_item_plans(
+        shape: str) -> None:
+    """A masker that keeps its work tells where the frontier breakpoint goes
+    from the items as measured and the client's breakpoints as counted
+    (``_only_mark_closes``); a request masked with nothing kept reads every
+    item. Both plan the same breakpoint, or none: a block that carries a
+    ``cache_control`` of any value never gets a second one."""
+    sent = [_with_marks(body, shape) if shape in ("null", "earlier") else body
+            for body in bodies("moving" if shape in ("null", "earlier") else shape)]
+    kept = Masker(POLICY)
+    placed = 0
+    for body in sent:
+        outcome = kept.mask(body, ANTHROPIC)
+        alone = mask_request_body(body, POLICY, ANTHROPIC)
+        assert (type(alone), getattr(alone, "body", None), alone.plan) == (
+            type(outcome), getattr(outcome, "body", None), outcome.plan), shape
+        placed += outcome.plan is not None and outcome.plan.breakpoint is not None
+    assert (placed > 0) == (shape != "null")

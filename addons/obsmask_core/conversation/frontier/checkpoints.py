@@ -50,6 +50,7 @@ def _weight(checkpoint: Checkpoint) -> int:
     requests (title generation, say) weighs more than its items' bytes."""
     return (len(checkpoint.items_json) + _CHECKPOINT_BYTES
             + _BYTES_PER_ITEM * (len(checkpoint.chars_before) + len(checkpoint.masked_turns)
+                                 + len(checkpoint.closing_blocks)
                                  + 3 * len(checkpoint.freed)))
 
 

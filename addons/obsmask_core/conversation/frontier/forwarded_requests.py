@@ -63,6 +63,12 @@ class ForwardedRequests:
         self._measures = bool(policy.trigger_tokens or policy.min_free_percent
                               or policy.max_input_tokens or self.ledger)
         self.chars_before = [0]
+        # closing_blocks[i]: item i's ``closing_block`` (-1: none), when the
+        # requests carry the frontier breakpoint. Measured as the items come,
+        # so that where the breakpoint may go is known without reading the
+        # older items again: a body grown from a kept request is then never
+        # read whole for it (``grown_body``).
+        self.closing_blocks: list[int] = []
 
     def measure(self, resume: Checkpoint | None) -> None:
         """Measure the items (``chars_before``, and ``blocks_before`` under
@@ -76,6 +82,11 @@ class ForwardedRequests:
             for item in items[len(self.chars_before) - 1:]:
                 total += prompt_chars(item)
                 self.chars_before.append(total)
+        if self._marks_frontier:
+            if resume is not None:
+                self.closing_blocks = list(resume.closing_blocks)
+            self.closing_blocks += [_closing_block_or_none(item)
+                                    for item in items[len(self.closing_blocks):]]
         if self.ledger is not None and isinstance(self.ledger.billing, BreakpointBilling):
             if resume is not None:
                 self.blocks_before[:] = resume.blocks_before
@@ -143,11 +154,16 @@ class ForwardedRequests:
             return None
         return self.ledger.billing.prediction_points()
 
-    def breakpoint_item(self, turn: int, masks_something: bool) -> int | None:
+    def breakpoint_place(self, turn: int, masks_something: bool) -> tuple[int, int] | None:
         """The item whose last block takes the frontier breakpoint in this
-        request, its frontier at ``turn`` (None: none)."""
+        request, its frontier at ``turn``, and that block's number (None:
+        none)."""
         mark = self.mark(turn, masks_something, len(self._item_list))
-        return mark - 1 if mark is not None else None
+        if mark is None:
+            return None
+        block = self.closing_block(mark - 1)
+        assert block is not None  # a mark is placed only where a block takes it
+        return mark - 1, block
 
     def mark(self, turn: int, masks_something: bool, end: int) -> int | None:
         """The item boundary the frontier breakpoint closes in a forwarded
@@ -157,9 +173,17 @@ class ForwardedRequests:
         if not self._marks_frontier or not masks_something or turn >= len(self._index.turns):
             return None
         item = self._index.turns[turn].last
-        if item + 1 >= end or closing_block(self._item_list[item]) is None:
+        if item + 1 >= end or self.closing_block(item) is None:
             return None
         return item + 1
+
+    def closing_block(self, item: int) -> int | None:
+        """``closing_block`` of item ``item``, as measured (the items read
+        only when the requests carry no frontier breakpoint)."""
+        if not self._marks_frontier:
+            return closing_block(self._item_list[item])
+        block = self.closing_blocks[item]
+        return block if block >= 0 else None
 
     def forwarded(self, end: int, counted: int, changed: tuple[int, int] | None,
                   turn: int, masks_something: bool) -> Forwarded:
@@ -180,6 +204,11 @@ class ForwardedRequests:
         if self._marks_frontier and turn < len(turns):
             return min(end, turns[turn].last + 1)
         return end
+
+
+def _closing_block_or_none(item: object) -> int:
+    block = closing_block(item)
+    return -1 if block is None else block
 
 
 def ledger_for(policy: MaskPolicy, layout: CacheLayout | None,

@@ -174,6 +174,7 @@ class Frontier:
             ledger=self.ledger.state() if self.ledger is not None else None,
             layout=self._requests.layout_key(),
             blocks_before=self._requests.blocks_measured(),
+            closing_blocks=tuple(self._requests.closing_blocks),
             masks_something=moves.masks_something,
             cold_ends=self._requests.cold_up_to(self._items),
             doubtful_ends=self._requests.doubtful_up_to(self._items),
@@ -243,10 +244,10 @@ class Frontier:
         nothing), under Anthropic's cache; None under another."""
         return self._requests.prediction_points()
 
-    def breakpoint_item(self) -> int | None:
+    def breakpoint_place(self) -> tuple[int, int] | None:
         """The item whose last block takes the frontier breakpoint in this
-        request (None: none)."""
-        return self._requests.breakpoint_item(self._moves.turn, self._moves.masks_something)
+        request, and that block's number (None: none)."""
+        return self._requests.breakpoint_place(self._moves.turn, self._moves.masks_something)
 
     def _replay(self) -> None:
         index, turns, ledger = self._index, len(self._index.turns), self.ledger

@@ -45,6 +45,9 @@ class Checkpoint:
     # (``CacheLayout.key``), and the blocks before each item it measured.
     layout: tuple[object, ...] | None = None
     blocks_before: tuple[int, ...] = ()
+    # Each item's block the frontier breakpoint would go on (-1: none), when
+    # the replay placed one (``ForwardedRequests.closing_blocks``).
+    closing_blocks: tuple[int, ...] = ()
     masks_something: bool = False
     # The cold ends among its items the replay billed as cold: a replay
     # that has others there goes through other states.

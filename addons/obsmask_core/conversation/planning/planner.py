@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import (
+    CACHE_CONTROL,
     AddedBreakpoint,
     CacheLayout,
-    closing_block,
     marked,
     next_control,
 )
@@ -35,6 +35,9 @@ from obsmask_core.conversation.planning.plan import MaskDecision, MaskPlan
 from obsmask_core.conversation.planning.plan_hint import NO_HINT, PlanHint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import Location, ToolTurnIndex
+
+# A cache_control member's name as orjson writes it.
+_CACHE_CONTROL_WRITTEN = f'"{CACHE_CONTROL}"'.encode()
 
 
 def plan_masking(
@@ -236,14 +239,30 @@ def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: Cache
                       plan: MaskPlan) -> AddedBreakpoint | None:
     """The frontier breakpoint, unless its block carries one already (the
     client's) or a result planned for rewriting sits in its item."""
-    item = frontier.breakpoint_item()
-    if item is None or layout is None or layout.control is None:
+    place = frontier.breakpoint_place()
+    if place is None or layout is None or layout.control is None:
         return None
-    block = closing_block(items[item])
+    item, block = place
+    if any(d.location[0] == item for d in plan.decisions):
+        return None
+    if _only_mark_closes(layout, frontier.items_written):
+        return AddedBreakpoint(item, block, layout.control)
     control = next_control(items, item, layout.top_level)
-    if block is None or control is None or marked(items[item], block) \
-            or any(d.location[0] == item for d in plan.decisions):
+    if control is None or marked(items[item], block):
         return None
     return AddedBreakpoint(item, block, control)
+
+
+def _only_mark_closes(layout: CacheLayout, written: bytes | None) -> bool:
+    """Does the client's one breakpoint among the messages sit in the last
+    one (Claude Code's moving breakpoint), with no other ``cache_control``
+    member in any item? Then no earlier block carries one, and the first
+    after any earlier item is that one (``layout.control``): the older
+    items need not be read to tell (a body grown from a kept request is
+    not read whole for it). ``written``: orjson's writing of the items,
+    which keeps every ``cache_control`` whose value is not a flat object;
+    the layout counts those that are, on blocks."""
+    return (layout.top_level is None and layout.in_messages == 1 and layout.marks_end
+            and written is not None and _CACHE_CONTROL_WRITTEN not in written)
 
 
