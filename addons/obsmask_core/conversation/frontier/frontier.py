@@ -153,10 +153,10 @@ class Frontier:
             self.ledger.restore(resume.ledger)
         self._judged, self._replayed_to = resume.judged_turns, resume.items
 
-    def checkpoint(self, items_json: bytes, *, closed: bool = True) -> Checkpoint:
-        """Where this replay stands now that it has replayed the whole
-        request, whose items orjson wrote as ``items_json`` (without the
-        closing bracket when not ``closed``)."""
+    def checkpoint(self, items_json: bytes, *, closed: bool = True,
+                   marks_from: int = 0) -> Checkpoint:
+        """Where this replay stands after the whole request, whose items orjson
+        wrote as ``items_json`` (without the closing bracket unless ``closed``)."""
         judged, moves = self._judged, self._moves
         used = self._savings_read(judged)
         return Checkpoint(
@@ -179,7 +179,7 @@ class Frontier:
             cold_ends=self._requests.cold_up_to(self._items),
             doubtful_ends=self._requests.doubtful_up_to(self._items),
             braked_from=self._brake.up_to(self._items),
-            refetch=self._watch.state(),
+            refetch=self._watch.state(), marks_from=marks_from,
         )
 
     def bill(self, predicted: tuple[int, int, int] | None = None) -> BillSoFar | None:

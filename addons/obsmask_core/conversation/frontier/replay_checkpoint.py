@@ -58,6 +58,9 @@ class Checkpoint:
     braked_from: int | None = None
     # The calls the replay read, for re-fetches (``refetch``).
     refetch: WatchState | None = None
+    # Where ``items_json`` first names a ``cache_control`` member (its
+    # length: nowhere), as ``marks_from`` finds it (0: not looked for).
+    marks_from: int = 0
 
     def same_items(self, items_json: bytes) -> bool:
         """Do ``items_json`` (all of a request's items) begin with this
@@ -81,3 +84,25 @@ def whole_turn_readings(resume: Checkpoint,
     while whole < min(len(readings), len(turns)) and turns[whole].last + 1 < resume.items:
         whole += 1
     return readings[:whole]
+
+
+# A cache_control member's name as orjson writes it.
+CACHE_CONTROL_WRITTEN = b'"cache_control"'
+
+
+def marks_from(written: bytes, items_end: int, resume: Checkpoint | None) -> int:
+    """Where orjson's writing of a request's items (``written`` up to
+    ``items_end``, without the closing bracket) first names a
+    ``cache_control`` member, or ``items_end`` when it names none (orjson
+    writes every name alike; an unmarked writing holds only the members
+    whose value is not a flat object: ``unmarked``). It begins with the
+    bytes of ``resume``, when given, which are not searched again: a
+    conversation's writing is searched as it grows, not whole on every
+    request."""
+    start = 0
+    if resume is not None:
+        if resume.marks_from < len(resume.items_json):
+            return resume.marks_from
+        start = max(0, len(resume.items_json) - len(CACHE_CONTROL_WRITTEN) + 1)
+    found = written.find(CACHE_CONTROL_WRITTEN, start, items_end)
+    return found if found >= 0 else items_end

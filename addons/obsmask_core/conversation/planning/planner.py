@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 from obsmask_core.conversation.billing.breakpoint_billing import BreakpointBilling
 from obsmask_core.conversation.billing.breakpoints import (
-    CACHE_CONTROL,
     AddedBreakpoint,
     CacheLayout,
     marked,
@@ -26,6 +25,7 @@ from obsmask_core.conversation.billing.terms import PLAIN_TERMS, BillingTerms
 from obsmask_core.conversation.frontier.checkpoints import items_json
 from obsmask_core.conversation.frontier.frontier import Frontier
 from obsmask_core.conversation.frontier.refetch import refetch_facts
+from obsmask_core.conversation.frontier.replay_checkpoint import marks_from
 from obsmask_core.conversation.planning.clipping import clip
 from obsmask_core.conversation.planning.holdout import conversation_name, session_id
 from obsmask_core.conversation.planning.judgements import Judgement, KeptReason
@@ -35,9 +35,6 @@ from obsmask_core.conversation.planning.plan import MaskDecision, MaskPlan
 from obsmask_core.conversation.planning.plan_hint import NO_HINT, PlanHint
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.turn_model import Location, ToolTurnIndex
-
-# A cache_control member's name as orjson writes it.
-_CACHE_CONTROL_WRITTEN = f'"{CACHE_CONTROL}"'.encode()
 
 
 def plan_masking(
@@ -110,8 +107,8 @@ def plan_masking(
         else:
             maskable[number] = judgement[1]
 
-    frontier = _frontier(index, items, policy, maskable, plan.conversation, hint.written_open,
-                         terms, memory)
+    frontier, unmarked = _frontier(index, items, policy, maskable, plan.conversation,
+                                   hint.written_open, terms, memory)
     plan.frontier_turn = frontier.turn
     plan.items_written = frontier.items_written
     # The results of calls the model fetched again stay (``refetch_guard``).
@@ -171,7 +168,7 @@ def plan_masking(
     if policy.max_input_tokens and items:
         clip(plan, index, items, policy, frontier, recallable, recalled)
     if plan.masked:
-        plan.breakpoint = _added_breakpoint(frontier, items, terms.layout, plan)
+        plan.breakpoint = _added_breakpoint(frontier, items, terms.layout, plan, unmarked)
     plan.bill = frontier.bill(_prediction(frontier, plan))
     return plan
 
@@ -218,34 +215,39 @@ def _prediction(frontier: Frontier, plan: MaskPlan) -> Prediction | None:
 def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
               maskable: dict[int, str], conversation: str | None,
               written_open: bytes | None, terms: BillingTerms,
-              memory: PlanMemory | None) -> Frontier:
+              memory: PlanMemory | None) -> tuple[Frontier, bool]:
     """The frontier of this request, resumed from the checkpoint of an
     earlier request of the conversation when one fits (``memory``)."""
     if memory is None or conversation is None:
-        return Frontier(index, items, policy, maskable, terms=terms)
+        return Frontier(index, items, policy, maskable, terms=terms), False
     checkpoints = memory.checkpoints
     written = written_open if written_open is not None else items_json(items)
     if written is None:
-        return Frontier(index, items, policy, maskable, terms=terms)
-    frontier = Frontier(index, items, policy, maskable,
-                        resume=checkpoints.find(conversation, written), terms=terms)
-    checkpoint = frontier.checkpoint(written, closed=written_open is None)
+        return Frontier(index, items, policy, maskable, terms=terms), False
+    resume = checkpoints.find(conversation, written)
+    frontier = Frontier(index, items, policy, maskable, resume=resume, terms=terms)
+    closed = written_open is None
+    items_end = len(written) - closed
+    checkpoint = frontier.checkpoint(written, closed=closed,
+                                     marks_from=marks_from(written, items_end, resume))
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json
-    return frontier
+    return frontier, checkpoint.marks_from == len(checkpoint.items_json)
 
 
 def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: CacheLayout | None,
-                      plan: MaskPlan) -> AddedBreakpoint | None:
+                      plan: MaskPlan, unmarked: bool) -> AddedBreakpoint | None:
     """The frontier breakpoint, unless its block carries one already (the
-    client's) or a result planned for rewriting sits in its item."""
+    client's) or a result planned for rewriting sits in its item.
+    ``unmarked``: orjson's writing of the items names no ``cache_control``
+    (``marks_from``)."""
     place = frontier.breakpoint_place()
     if place is None or layout is None or layout.control is None:
         return None
     item, block = place
     if any(d.location[0] == item for d in plan.decisions):
         return None
-    if _only_mark_closes(layout, frontier.items_written):
+    if _only_mark_closes(layout, unmarked):
         return AddedBreakpoint(item, block, layout.control)
     control = next_control(items, item, layout.top_level)
     if control is None or marked(items[item], block):
@@ -253,16 +255,17 @@ def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: Cache
     return AddedBreakpoint(item, block, control)
 
 
-def _only_mark_closes(layout: CacheLayout, written: bytes | None) -> bool:
+def _only_mark_closes(layout: CacheLayout, unmarked: bool) -> bool:
     """Does the client's one breakpoint among the messages sit in the last
     one (Claude Code's moving breakpoint), with no other ``cache_control``
     member in any item? Then no earlier block carries one, and the first
     after any earlier item is that one (``layout.control``): the older
     items need not be read to tell (a body grown from a kept request is
-    not read whole for it). ``written``: orjson's writing of the items,
-    which keeps every ``cache_control`` whose value is not a flat object;
-    the layout counts those that are, on blocks."""
+    not read whole for it). ``unmarked``: orjson's writing of the items,
+    which keeps every ``cache_control`` whose value is not a flat object
+    (``marks_from``), names none; the layout counts those that are, on
+    blocks."""
     return (layout.top_level is None and layout.in_messages == 1 and layout.marks_end
-            and written is not None and _CACHE_CONTROL_WRITTEN not in written)
+            and unmarked)
 
 
