@@ -234,7 +234,8 @@ def _with_marks(body: bytes, shape: str) -> bytes:
             if message["role"] == "assistant":
                 message["content"][-1]["cache_control"] = None
     elif len(messages) > 2:
-        del members["system"][0]["cache_control"]
+        for block in [block for block in members["system"] if "cache_control" in block][:1]:
+            del block["cache_control"]
         messages[-2]["content"][-1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     return json.dumps(members).encode()
 

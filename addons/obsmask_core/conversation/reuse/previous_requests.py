@@ -24,9 +24,8 @@ from obsmask_core.conversation.reuse.records import (
     KeptDocument,
     KeptIndex,
     PreviousRequest,
-    StartKey,
-    start_keys_of,
 )
+from obsmask_core.conversation.reuse.start_index import StartIndex
 from obsmask_core.conversation.reuse.unmarked_request import unmarked_request
 from obsmask_core.conversation.turns.tool_turns import IndexedItems
 
@@ -86,9 +85,9 @@ class PreviousRequests:
         # When each kept request was kept or last grown from (its place in
         # ``_kept`` is the order of these).
         self._used: dict[int, float] = {}
-        # The kept requests by start key, and the order in which they were
-        # kept or last grown from (the order of ``_kept``).
-        self._by_start: dict[StartKey, set[int]] = {}
+        # The kept requests by start key (``start_index``), and the order in
+        # which they were kept or last grown from (the order of ``_kept``).
+        self._starts = StartIndex()
         self._recency: dict[int, int] = {}
         self._uses = itertools.count()
         self._document_bytes = 0
@@ -108,8 +107,7 @@ class PreviousRequests:
         breakpoint on every request, as Claude Code does). ``list_member``:
         the body's list."""
         with self._lock:
-            keys = [key for start in start_keys_of(body, fmt, recall)
-                    for key in self._by_start.get(start, ())]
+            keys = self._starts.candidates(body, fmt, recall)
             keys.sort(key=self._recency.__getitem__, reverse=True)
             candidates = [self._kept[key] for key in keys]
         candidates = [c for c in candidates if c.fmt == fmt and c.recall == recall]
@@ -164,7 +162,7 @@ class PreviousRequests:
             self._kept[id(request)] = request
             self._used[id(request)] = self._clock()
             self._recency[id(request)] = next(self._uses)
-            self._by_start.setdefault(request.start_key, set()).add(id(request))
+            self._starts.add(id(request), request, grown=replaces is not None)
             self._bytes += size
             while self._bytes > self._bytes_kept or len(self._kept) > self._requests_kept:
                 key, dropped = self._kept.popitem(last=False)
@@ -233,11 +231,7 @@ class PreviousRequests:
         may be a later request's."""
         self._used.pop(key, None)
         self._recency.pop(key, None)
-        same_start = self._by_start.get(request.start_key)
-        if same_start is not None:
-            same_start.discard(key)
-            if not same_start:
-                del self._by_start[request.start_key]
+        self._starts.discard(key, request)
         kept_document = self._documents.pop(key, None)
         if kept_document is not None:
             self._document_bytes -= kept_document.weight
@@ -255,7 +249,7 @@ class PreviousRequests:
             self._index_results = 0
             self._index_chars = 0
             self._used.clear()
-            self._by_start.clear()
+            self._starts.clear()
             self._recency.clear()
 
 
