@@ -18,7 +18,7 @@ from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.masking.rewrite import mask_read_body
-from obsmask_core.conversation.reuse import grown_body
+from obsmask_core.conversation.reuse import grown_body, previous_requests
 from obsmask_core.conversation.reuse.grown_body import GrownBody, GrownItems
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import CHAT, RESPONSES
@@ -27,6 +27,14 @@ from support.chat_masking import ANSWER_AND_REPLY as ANSWER
 from support.chat_masking import LAST_TURN_POLICY as POLICY
 from support.chat_masking import assert_goes_out_as_read_exactly
 from support.formats import session, to_responses
+
+
+@pytest.fixture(autouse=True)
+def many_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As with many conversations going on: no parsed body is kept from one
+    request to the next (``previous_requests``), so a grown body is read
+    from its added items alone on every request, not from a kept document."""
+    monkeypatch.setattr(previous_requests, "DOCUMENT_CONVERSATIONS", 0)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from obsmask_core.conversation.body.request_body import ExactBody
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.masking.rewrite import mask_read_body
+from obsmask_core.conversation.reuse import previous_requests
 from obsmask_core.conversation.turns import tool_turns
 from obsmask_core.conversation.turns.wire_formats import CHAT
 from support.chat import body, conversation, user
@@ -97,7 +98,7 @@ def bytes_parsed_while(action):
 
 
 def test_from_its_second_request_on_a_conversation_is_masked_without_parsing_a_whole_body(
-        masker):
+        masker, monkeypatch):
     """Each request adds a tool turn and masks one result more, so none goes
     out as its predecessor's masked body again. The first is read whole,
     spliced and checked, and its check proves where each of its results
@@ -108,6 +109,8 @@ def test_from_its_second_request_on_a_conversation_is_masked_without_parsing_a_w
     added bytes are parsed (read, then the proof of their results'
     places), never a whole body, and what goes out is what the exact
     reader makes of the body alone."""
+    # Many conversations going on: no document kept (see the test below).
+    monkeypatch.setattr(previous_requests, "DOCUMENT_CONVERSATIONS", 0)
     requests = [body(conversation(turns=3 + n)) for n in range(5)]
     assert isinstance(masker.mask(requests[0], CHAT), Masked)
     for previous, request in itertools.pairwise(requests):
@@ -156,3 +159,23 @@ def test_a_request_adding_deeply_nested_items_comes_out_as_masking_it_anew(depth
     anew = masker.mask(requests[3], CHAT)
     assert type(in_order) is type(anew)
     assert in_order.body == anew.body
+
+
+def test_with_few_conversations_going_on_a_grown_body_is_read_whole_once_then_from_its_document(
+        masker):
+    """With few conversations going on, a conversation's third request in a
+    row has its document kept: read from its added bytes alone, it is read
+    whole once more for that (the first is read whole, the second from its
+    added bytes), and every later request is read from the
+    kept document and its added bytes (``QuickBody.grown``): no body is
+    parsed whole again, and what goes out is what the exact reader makes
+    of the body alone."""
+    requests = [body(conversation(turns=3 + n)) for n in range(7)]
+    assert isinstance(masker.mask(requests[0], CHAT), Masked)
+    whole_reads = []
+    for request in requests[1:]:
+        # (orjson's loads, wherever it is called from: grown_body's too)
+        outcome, parsed = bytes_parsed_while(lambda r=request: masker.mask(r, CHAT))
+        whole_reads.append(sum(size >= len(request) for size in parsed))
+        assert_goes_out_as_read_exactly(request, outcome, POLICY)
+    assert whole_reads == [0, 1] + [0] * (len(requests) - 3)

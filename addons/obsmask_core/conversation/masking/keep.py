@@ -12,6 +12,7 @@ from obsmask_core.conversation.reuse.hint import (
     QuickRead,
     Reuse,
     document_of,
+    document_reader,
     settled_name,
 )
 from obsmask_core.conversation.reuse.previous_requests import PreviousRequests
@@ -60,4 +61,5 @@ def keep_request(previous: PreviousRequests, request: QuickRead, fmt: WireFormat
             layout=layout,
             proven=proven or {}, kept=kept or Kept(), answer=answer),
         replaces=grew_from, document=document_of(request), indexed=indexed,
-        judgements=plan.judgements if not recall else ())
+        judgements=plan.judgements if not recall else (),
+        read_document=document_reader(request))

@@ -17,7 +17,9 @@ That saves orjson's read of the whole body on every request of a
 conversation: with many conversations going on, no parsed body is kept
 from one request to the next (``previous_requests``: the garbage
 collector would walk them all), so without this each request was read
-whole.
+whole. With few going on, documents are kept: a conversation's third
+request in a row is read whole once more for its document to be kept, and
+its later requests are read from the document (``PreviousRequests.keep``).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ Why such a body is right without a second parse:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.breakpoints import AddedBreakpoint
@@ -46,6 +46,7 @@ from obsmask_core.conversation.planning.plan_hint import PlanHint
 from obsmask_core.conversation.reuse.grown_body import GrownBody
 from obsmask_core.conversation.reuse.proven_spans import Place, candidates, prove_added
 from obsmask_core.conversation.reuse.records import (
+    Document,
     Grown,
     PreviousRequest,
     Signature,
@@ -183,6 +184,23 @@ def document_of(request: QuickRead) -> dict[str, object] | None:
     if isinstance(request, GrownBody):
         return request.document
     return request.members if request.list_end is not None else None
+
+
+def document_reader(request: QuickRead) -> Callable[[], Document | None] | None:
+    """For a grown body not read whole: what reads it whole (once; None if
+    it does not read as its kept and added items), for ``PreviousRequests.keep``
+    to call when it would keep the document."""
+    if not isinstance(request, GrownBody) or request.document is not None:
+        return None
+    items = request.items
+
+    def read() -> Document | None:
+        try:
+            return items.read_document()
+        except ValueError:
+            return None
+
+    return read
 
 
 def list_end(request: QuickRead, fmt: WireFormat) -> int | None:

@@ -146,13 +146,21 @@ class PreviousRequests:
 
     def keep(self, request: PreviousRequest, replaces: PreviousRequest | None = None,
              document: Document | None = None, indexed: IndexedItems | None = None,
-             judgements: Sequence[Judgement | None] = ()) -> None:
+             judgements: Sequence[Judgement | None] = (),
+             read_document: Callable[[], Document | None] | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this), with its
         body as orjson read it (``document``: only when the read proved
-        where its list closes), the index of its items (``indexed``) and its
-        results' judgements."""
+        where its list closes; else ``read_document`` reads it, when it
+        would be kept: a grown body read from its added items alone, whose
+        next requests are then read from the document), the index of its
+        items (``indexed``) and its results' judgements."""
         size = request.weight
+        if document is None and read_document is not None \
+                and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
+            with self._lock:
+                wanted = self._conversations_going_on() <= DOCUMENT_CONVERSATIONS
+            document = read_document() if wanted else None
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
                 self._bytes -= replaces.weight
