@@ -154,7 +154,7 @@ class Frontier:
         self._judged, self._replayed_to = resume.judged_turns, resume.items
 
     def checkpoint(self, items_json: bytes, *, closed: bool = True,
-                   marks_from: int = 0) -> Checkpoint:
+                   marks_from: int = -1) -> Checkpoint:
         """Where this replay stands after the whole request, whose items orjson
         wrote as ``items_json`` (without the closing bracket unless ``closed``)."""
         judged, moves = self._judged, self._moves

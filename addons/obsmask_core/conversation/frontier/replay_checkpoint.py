@@ -59,8 +59,8 @@ class Checkpoint:
     # The calls the replay read, for re-fetches (``refetch``).
     refetch: WatchState | None = None
     # Where ``items_json`` first names a ``cache_control`` member (its
-    # length: nowhere), as ``marks_from`` finds it (0: not looked for).
-    marks_from: int = 0
+    # length: nowhere), as ``marks_from`` finds it (-1: not looked for).
+    marks_from: int = -1
 
     def same_items(self, items_json: bytes) -> bool:
         """Do ``items_json`` (all of a request's items) begin with this
@@ -96,11 +96,11 @@ def marks_from(written: bytes, items_end: int, resume: Checkpoint | None) -> int
     ``cache_control`` member, or ``items_end`` when it names none (orjson
     writes every name alike; an unmarked writing holds only the members
     whose value is not a flat object: ``unmarked``). It begins with the
-    bytes of ``resume``, when given, which are not searched again: a
-    conversation's writing is searched as it grows, not whole on every
-    request."""
+    bytes of ``resume``, when given, which are not searched again when its
+    replay searched them: a conversation's writing is searched as it
+    grows, not whole on every request."""
     start = 0
-    if resume is not None:
+    if resume is not None and resume.marks_from >= 0:
         if resume.marks_from < len(resume.items_json):
             return resume.marks_from
         start = max(0, len(resume.items_json) - len(CACHE_CONTROL_WRITTEN) + 1)

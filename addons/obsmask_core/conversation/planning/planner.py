@@ -228,26 +228,34 @@ def _frontier(index: ToolTurnIndex, items: Sequence[object], policy: MaskPolicy,
     frontier = Frontier(index, items, policy, maskable, resume=resume, terms=terms)
     closed = written_open is None
     items_end = len(written) - closed
-    checkpoint = frontier.checkpoint(written, closed=closed,
-                                     marks_from=marks_from(written, items_end, resume))
+    # Searched only where it may spare reading the older items.
+    looks = _only_mark_closes(terms.layout)
+    checkpoint = frontier.checkpoint(written, closed=closed, marks_from=marks_from(
+        written, items_end, resume) if looks else -1)
     checkpoints.keep(conversation, checkpoint)
     frontier.items_written = checkpoint.items_json
-    return frontier, checkpoint.marks_from == len(checkpoint.items_json)
+    return frontier, looks and checkpoint.marks_from == len(checkpoint.items_json)
 
 
 def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: CacheLayout | None,
                       plan: MaskPlan, unmarked: bool) -> AddedBreakpoint | None:
     """The frontier breakpoint, unless its block carries one already (the
     client's) or a result planned for rewriting sits in its item.
-    ``unmarked``: orjson's writing of the items names no ``cache_control``
-    (``marks_from``)."""
+    ``unmarked``: the client's one breakpoint among the messages is in the
+    last one (``_only_mark_closes``) and orjson's writing of the items names
+    no other ``cache_control`` (``marks_from``, which keeps every one whose
+    value is not a flat object; the layout counts those that are, on
+    blocks). Then no earlier block carries one, and the first after any
+    earlier item is that one (``layout.control``): the older items need not
+    be read to tell (a body grown from a kept request is not read whole for
+    it)."""
     place = frontier.breakpoint_place()
     if place is None or layout is None or layout.control is None:
         return None
     item, block = place
     if any(d.location[0] == item for d in plan.decisions):
         return None
-    if _only_mark_closes(layout, unmarked):
+    if unmarked:
         return AddedBreakpoint(item, block, layout.control)
     control = next_control(items, item, layout.top_level)
     if control is None or marked(items[item], block):
@@ -255,17 +263,8 @@ def _added_breakpoint(frontier: Frontier, items: Sequence[object], layout: Cache
     return AddedBreakpoint(item, block, control)
 
 
-def _only_mark_closes(layout: CacheLayout, unmarked: bool) -> bool:
+def _only_mark_closes(layout: CacheLayout | None) -> bool:
     """Does the client's one breakpoint among the messages sit in the last
-    one (Claude Code's moving breakpoint), with no other ``cache_control``
-    member in any item? Then no earlier block carries one, and the first
-    after any earlier item is that one (``layout.control``): the older
-    items need not be read to tell (a body grown from a kept request is
-    not read whole for it). ``unmarked``: orjson's writing of the items,
-    which keeps every ``cache_control`` whose value is not a flat object
-    (``marks_from``), names none; the layout counts those that are, on
-    blocks."""
-    return (layout.top_level is None and layout.in_messages == 1 and layout.marks_end
-            and unmarked)
-
-
+    one, with no top-level one (Claude Code's moving breakpoint)?"""
+    return (layout is not None and layout.top_level is None and layout.in_messages == 1
+            and layout.marks_end)
