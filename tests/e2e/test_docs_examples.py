@@ -343,8 +343,6 @@ def test_a_shell_recipe_of_the_docs_works_against_local_stubs(block: Block, tmp_
     folder = work_folder(tmp_path)
     env = python_shim(folder)
     code = block.code
-    ports = {port: str(free_port()) for port in set(LOCAL_PORT.findall(code))
-             | set(re.findall(r"(?:-p|--web-port) (\d+)", code)) if port != MCP_SERVER_PORT}
     with ExitStack() as stack:
         stub: RecordingServer = stack.enter_context(recording_server(provider))
         upstream = stub.url
@@ -353,6 +351,12 @@ def test_a_shell_recipe_of_the_docs_works_against_local_stubs(block: Block, tmp_
             stack.callback(server.stop)
             upstream = f"http://127.0.0.1:{server.port}"
             code = code.replace(f"http://127.0.0.1:{MCP_SERVER_PORT}", upstream)
+        # Picked once the servers listen: a port picked before could be the
+        # one the system then gives a server (it happened), and the recipe's
+        # proxy would not start.
+        ports = {port: str(free_port()) for port in set(LOCAL_PORT.findall(block.code))
+                 | set(re.findall(r"(?:-p|--web-port) (\d+)", block.code))
+                 if port != MCP_SERVER_PORT}
         code = re.sub(r"reverse:\S+", f"reverse:{upstream}", code)
         for old, new in ports.items():
             code = re.sub(rf"(?<=[:\s]){old}\b", new, code)
