@@ -10,11 +10,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from obsmask_core.conversation.frontier.replay_checkpoint import (
-    CACHE_CONTROL_WRITTEN,
-    Checkpoint,
-    marks_from,
-)
+from obsmask_core.conversation.billing.unmarked import CACHE_CONTROL_WRITTEN
+from obsmask_core.conversation.frontier.replay_checkpoint import Checkpoint, marks_from
 
 # Pieces that build a name across a cut, or nearly.
 PIECES = st.sampled_from([b'"cache_', b'control"', CACHE_CONTROL_WRITTEN, b'"cache_control',

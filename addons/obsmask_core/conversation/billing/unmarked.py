@@ -17,7 +17,8 @@ import orjson
 # redone, nothing wrong). Inside a string every quote is escaped: a name
 # preceded by ``,`` or ``{`` is a member.
 _MEMBER = re.compile(rb'"cache_control":\{[^{}]*\}')
-_MARK = b'"cache_control"'
+# A cache_control member's name as orjson writes it (every one alike).
+CACHE_CONTROL_WRITTEN = b'"cache_control"'
 _COMMA, _OPEN = ord(","), ord("{")
 
 
@@ -25,7 +26,7 @@ def unmarked(written: bytes) -> bytes:
     """orjson's compact writing of a value, its ``cache_control`` members
     left out with the comma that separated each (the bytes themselves when
     it has none). Found with ``bytes.find``: a body holds a handful."""
-    at = written.find(_MARK)
+    at = written.find(CACHE_CONTROL_WRITTEN)
     if at < 0:
         return written
     parts: list[bytes] = []
@@ -34,7 +35,7 @@ def unmarked(written: bytes) -> bytes:
         member = _MEMBER.match(written, at)
         before = written[at - 1] if at > 0 else None
         if member is None or before not in (_COMMA, _OPEN):
-            at = written.find(_MARK, at + 1)
+            at = written.find(CACHE_CONTROL_WRITTEN, at + 1)
             continue
         start, stop = at, member.end()
         if before == _COMMA:
@@ -43,7 +44,7 @@ def unmarked(written: bytes) -> bytes:
             stop += 1  # the first member: the comma after it goes
         parts.append(written[kept_from:start])
         kept_from = stop
-        at = written.find(_MARK, stop)
+        at = written.find(CACHE_CONTROL_WRITTEN, stop)
     parts.append(written[kept_from:])
     return b"".join(parts)
 

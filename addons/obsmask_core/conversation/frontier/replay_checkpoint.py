@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from obsmask_core.conversation.billing.ledger import LedgerState
+from obsmask_core.conversation.billing.unmarked import CACHE_CONTROL_WRITTEN
 from obsmask_core.conversation.frontier.refetch import WatchState
 from obsmask_core.conversation.turns.tool_calls import Call
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
@@ -85,9 +86,6 @@ def whole_turn_readings(resume: Checkpoint,
         whole += 1
     return readings[:whole]
 
-
-# A cache_control member's name as orjson writes it.
-CACHE_CONTROL_WRITTEN = b'"cache_control"'
 
 
 def marks_from(written: bytes, items_end: int, resume: Checkpoint | None) -> int:
