@@ -178,10 +178,8 @@ class ForwardedRequests:
         return item + 1
 
     def closing_block(self, item: int) -> int | None:
-        """``closing_block`` of item ``item``, as measured (the items read
-        only when the requests carry no frontier breakpoint)."""
-        if not self._marks_frontier:
-            return closing_block(self._item_list[item])
+        """``closing_block`` of item ``item``, as measured; asked only where
+        the requests carry the frontier breakpoint (``mark``)."""
         block = self.closing_blocks[item]
         return block if block >= 0 else None
 
