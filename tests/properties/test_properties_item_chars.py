@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from obsmask_core.conversation.billing.breakpoints import prompt_chars
-from obsmask_core.shared.tokens import message_strings
+from obsmask_core.shared.message_tokens import message_strings
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

@@ -12,16 +12,18 @@ import time
 
 import tiktoken
 
+from obsmask_core.shared.message_tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_REPLY_PRIMING,
+    estimate_input_tokens,
+    message_strings,
+)
 from obsmask_core.shared.tokens import (
     RATIO_SETTLED_CHARS,
     SAMPLE_CHARS,
     SAMPLE_EVERY,
-    TOKENS_PER_MESSAGE,
-    TOKENS_REPLY_PRIMING,
     TokenCount,
     TokenCounter,
-    estimate_input_tokens,
-    message_strings,
 )
 
 
@@ -232,3 +234,45 @@ def test_once_the_ratio_has_settled_only_one_text_in_so_many_is_sampled(monkeypa
 
 def test_nothing_is_estimated_before_the_encoding_is_loaded():
     assert TokenCounter().count_or_estimate(["some text"]) is None
+
+
+def test_once_the_ratio_has_settled_one_new_result_in_so_many_is_counted_and_the_rest_keep_their_estimate(  # noqa: E501
+        monkeypatch):
+    """Masked results come back with every request of their conversation.
+    Counting each one whole was a twentieth of the proxy's CPU under load,
+    for a figure that is only reported: once the ratio rests on enough
+    counted text, one new result in SAMPLE_EVERY is counted, and every
+    other one keeps the estimate it was first given (the conversation's
+    requests agree on it), even after the ratio moved."""
+    counter, encoding = loaded_counter(monkeypatch)
+    counter.count("word " * (RATIO_SETTLED_CHARS // 5))  # the ratio has settled: 5 a token
+    encoding.encoded.clear()
+    results = [f"result {n} " + "x" * 40 for n in range(2 * SAMPLE_EVERY)]
+    first = [counter.count_or_estimate([text]) for text in results]
+    assert all(found is not None and found.estimated for found in first)
+    counted = [results[SAMPLE_EVERY - 1], results[2 * SAMPLE_EVERY - 1]]
+    deadline = time.monotonic() + 10
+    while len(encoding.encoded) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert encoding.encoded == counted
+    moved = "a " * RATIO_SETTLED_CHARS  # the ratio moves: from 5 characters a token to under 3
+    counter.count(moved)
+    again = [counter.count_or_estimate([text]) for text in results]
+    for text, before, after in zip(results, first, again, strict=True):
+        if text in counted:
+            assert after == TokenCount(3, False)  # "result", n and the x's
+        else:
+            assert after == before
+    assert encoding.encoded == [*counted, moved]
+    assert counter.count_or_estimate(["y" * 50]) != first[0]  # new texts: at the new ratio
+
+
+def test_an_exact_count_replaces_an_estimate_given_before(monkeypatch):
+    counter, encoding = loaded_counter(monkeypatch)
+    counter.count("word " * (RATIO_SETTLED_CHARS // 5))
+    found = counter.count_or_estimate(["one two three"])
+    assert found is not None and found.estimated
+    assert counter.count_or_estimate(["one two three"], exact=True) == TokenCount(3, False)
+    assert encoding.encoded[-1] == "one two three"
+    assert counter.count_or_estimate(["one two three"]) == TokenCount(3, False)

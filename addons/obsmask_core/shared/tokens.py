@@ -8,10 +8,14 @@ it is done, ``count`` answers None rather than making a request wait.
 
 Counting is not free either (its cost grows with the text), so the
 proxy never counts while a flow waits: ``count_or_estimate`` takes what was
-counted before from the cache, estimates the rest from its length (at the
-characters-per-token ratio of everything counted so far) and says so, and
-leaves the counting to the background thread, so that the next request of
-the conversation, which carries the same old results, gets exact figures.
+counted or estimated before from the cache, estimates the rest from its
+length (at the characters-per-token ratio of everything counted so far) and
+says so. The background thread counts what the estimates learn from: every
+new text until the ratio has settled (the conversation's next request,
+which carries the same old results, then gets exact figures), then one in
+SAMPLE_EVERY. The figures are only reported, and counting every masked
+result cost the proxy a twentieth of its CPU under load; a text keeps the
+figure it was first given, so a conversation's requests agree.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class TokenCount:
 
 
 _Key = tuple[int, int]
+# A text's tokens, and whether that is an estimate (not counted yet).
+_Figure = tuple[int, bool]
 
 
 def _key(text: str) -> _Key:
@@ -72,7 +78,7 @@ class TokenCounter:
     """Counts tokens of texts, caching by the text's hash and length.
 
     An agent re-sends its history every turn, so the same old results are
-    counted again and again; the cache keeps one int per text (not the
+    counted again and again; the cache keeps one figure per text (not the
     text), least recently used first out, so memory stays bounded.
     """
 
@@ -82,7 +88,7 @@ class TokenCounter:
         self.failure: str | None = None
         self._loading: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._cache: OrderedDict[_Key, int] = OrderedDict()
+        self._cache: OrderedDict[_Key, _Figure] = OrderedDict()
         self._queue: queue.SimpleQueue[tuple[str, bool]] = queue.SimpleQueue()
         self._queued_chars = 0
         self._counted_chars = 0
@@ -157,55 +163,69 @@ class TokenCounter:
         key = _key(text)
         with self._lock:
             cached = self._cache.get(key)
-            if cached is not None:
+            if cached is not None and not cached[1]:
                 self._cache.move_to_end(key)
-                return cached
+                return cached[0]
         counted = len(encode(text))
         with self._lock:
-            self._cache[key] = counted
             self._counted_chars += len(text)
             self._counted_tokens += counted
-            if len(self._cache) > _CACHE_ENTRIES:
-                self._cache.popitem(last=False)
+            self._remember(key, (counted, False))
         return counted
+
+    def _remember(self, key: _Key, figure: _Figure) -> None:
+        """Called holding the lock."""
+        self._cache[key] = figure
+        self._cache.move_to_end(key)
+        if len(self._cache) > _CACHE_ENTRIES:
+            self._cache.popitem(last=False)
 
     def count_or_estimate(self, texts: Iterable[str], *, remember: bool = True,
                           exact: bool = False) -> TokenCount | None:
         """Tokens of ``texts`` with no counting on the caller's thread: what
-        was counted before comes from the cache, the rest is estimated from
-        its length and queued for the background thread (whole, if
-        ``remember``: it will be seen again; else a sample, for the ratio).
-        ``exact`` counts on the spot (a flow read from a file: nobody
+        was counted or estimated before comes from the cache, the rest is
+        estimated from its length. ``remember``: the text will be seen again
+        (a masked result), so its estimate is kept for the next time, and
+        while the ratio settles, or for one text in SAMPLE_EVERY after, the
+        background thread counts it whole and its count replaces the
+        estimate; else (a cut MCP string) a sample may be counted, for the
+        ratio. ``exact`` counts on the spot (a flow read from a file: nobody
         waits). None while (or if) no encoding is loaded."""
         if self._encode is None:
             return None
-        total, estimated, uncounted = 0, False, []
+        total, estimated, unseen = 0, False, []
         with self._lock:
             for text in texts:
                 key = _key(text)
                 cached = self._cache.get(key)
-                if cached is None:
-                    uncounted.append(text)
+                if cached is None or (exact and cached[1]):
+                    unseen.append((key, text))
                 else:
                     self._cache.move_to_end(key)
-                    total += cached
+                    total += cached[0]
+                    estimated = estimated or cached[1]
             ratio = (self._counted_chars / self._counted_tokens if self._counted_tokens
                      else _DEFAULT_CHARS_PER_TOKEN)
-        for text in uncounted:
+        for key, text in unseen:
             if exact:
                 total += self.count(text) or 0
                 continue
-            total += round(len(text) / ratio)
+            guess = round(len(text) / ratio)
+            total += guess
             estimated = True
             if not remember:
                 if self._sample_wanted():
                     self._count_later(text[:SAMPLE_CHARS], remember=False)
-            elif len(text) <= LONGEST_COUNTED_LATER:
+                continue
+            with self._lock:
+                self._remember(key, (guess, True))
+            if len(text) <= LONGEST_COUNTED_LATER and self._sample_wanted():
                 self._count_later(text, remember=True)
         return TokenCount(total, estimated)
 
     def _sample_wanted(self) -> bool:
-        """Every text until the ratio has settled, then one in SAMPLE_EVERY."""
+        """Every new text until the ratio has settled, then one in
+        SAMPLE_EVERY."""
         with self._lock:
             if self._counted_chars < RATIO_SETTLED_CHARS:
                 return True
@@ -254,41 +274,3 @@ class TokenCounter:
                 return None
             total += counted
         return total
-
-
-# OpenAI's cookbook estimate of a chat request: every message costs 3 tokens
-# of framing on top of its text, and the reply is primed with 3 more.
-TOKENS_PER_MESSAGE = 3
-TOKENS_REPLY_PRIMING = 3
-
-
-def message_strings(message: object, ignored_keys: frozenset[str] = frozenset()) -> list[str]:
-    """Every string value inside a message (role, content, content parts, tool
-    call names and arguments...), in document order (the token prefix two
-    versions of a message share depends on it), found with a loop, not
-    recursion. Values under ``ignored_keys`` (at any depth) are left out."""
-    found: list[str] = []
-    pending: list[object] = [message]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, dict):
-            values = (value.values() if not ignored_keys
-                      else [v for k, v in value.items() if k not in ignored_keys])
-            pending.extend(reversed(list(values)))
-        elif isinstance(value, list):
-            pending.extend(reversed(value))
-    return found
-
-
-def estimate_input_tokens(items: list[object], counter: TokenCounter) -> int | None:
-    """Input tokens of a conversation list (``messages`` or ``input``): the
-    cookbook's estimate for Chat Completions, a close one for the others."""
-    total = TOKENS_REPLY_PRIMING
-    for message in items:
-        counted = counter.count_all(message_strings(message))
-        if counted is None:
-            return None
-        total += TOKENS_PER_MESSAGE + counted
-    return total

@@ -67,8 +67,9 @@ class TotalsCollector(Collector):
         # more tokens than the short text it replaced (the net figure is
         # saved minus added).
         yield _by_feature(
-            "obsmask_tokens_saved", "Tokens not sent (tiktoken's count), by feature, summed "
-            "over the requests and answers that saved tokens.", r.tokens.saved, m.tokens.saved)
+            "obsmask_tokens_saved", "Tokens not sent (tiktoken's count, or its estimate), by "
+            "feature, summed over the requests and answers that saved tokens.",
+            r.tokens.saved, m.tokens.saved)
         yield _by_feature(
             "obsmask_tokens_added", "Tokens added where a placeholder or marker cost more "
             "than the text it replaced, by feature.", r.tokens.added, m.tokens.added)

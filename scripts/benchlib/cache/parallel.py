@@ -22,7 +22,7 @@ from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.offline.cache.block_tokens import MessageTokens
 from obsmask_core.offline.cache.families import FAMILIES, Family
 from obsmask_core.offline.cache.sessions import Session
-from obsmask_core.shared.tokens import message_strings
+from obsmask_core.shared.message_tokens import message_strings
 
 Figures = TypeVar("Figures")
 # What the forked workers read; set only while a pool runs.

@@ -31,7 +31,7 @@ from obsmask_core.offline.cache.model import MAX_BREAKPOINTS, OPENAI_LIFETIME
 from obsmask_core.offline.cache.prompt_blocks import FIVE_MINUTES, ONE_HOUR
 from obsmask_core.offline.cache.sessions import PACE_SECONDS
 from obsmask_core.offline.cache.so_far import FIRST_JUDGED_REQUEST
-from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
+from obsmask_core.shared.message_tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 
 MODEL_DESCRIPTION: dict[str, object] = {
     "requests": "each request body built as the client sends it (JSON bytes; Anthropic "

@@ -15,7 +15,8 @@ from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked, Unchanged
 from obsmask_core.conversation.settings.policy import MaskPolicy
 from obsmask_core.conversation.turns.wire_formats import WireFormat
-from obsmask_core.shared.tokens import TokenCounter, estimate_input_tokens
+from obsmask_core.shared.message_tokens import estimate_input_tokens
+from obsmask_core.shared.tokens import TokenCounter
 
 
 class RequestFigures(TypedDict):

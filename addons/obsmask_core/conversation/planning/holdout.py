@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.shared.tokens import message_strings
+from obsmask_core.shared.message_tokens import message_strings
 
 IGNORED_KEYS = frozenset({"cache_control"})
 BUCKETS = 100

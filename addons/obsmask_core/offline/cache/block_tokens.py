@@ -32,7 +32,7 @@ from collections.abc import Callable
 from obsmask_core.conversation.planning.holdout import IGNORED_KEYS
 from obsmask_core.offline.cache.prompt_blocks import Segment
 from obsmask_core.offline.errors import OfflineError
-from obsmask_core.shared.tokens import TOKENS_PER_MESSAGE, message_strings
+from obsmask_core.shared.message_tokens import TOKENS_PER_MESSAGE, message_strings
 
 FRAMING: tuple[int, ...] = (-1,) * TOKENS_PER_MESSAGE  # not a real token id: never matches text
 

@@ -36,7 +36,7 @@ from obsmask_core.offline.cache.prompt_blocks import (
     Prompt,
     make_prompt,
 )
-from obsmask_core.shared.tokens import TOKENS_REPLY_PRIMING
+from obsmask_core.shared.message_tokens import TOKENS_REPLY_PRIMING
 
 CACHE_CONTROL = "cache_control"
 Mark = tuple[int, float]  # (block within its item or list, ttl)
