@@ -19,8 +19,8 @@ request that holds them, so nothing masked is ever restored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from obsmask_core.conversation.billing.ledger import CHARS_PER_TOKEN
@@ -64,7 +64,10 @@ class WatchState:
     calls: int = 0
     # The sequence number of the latest call that may change something.
     last_change: int = -1
-    seen: tuple[tuple[bytes, _Seen], ...] = ()
+    # The latest call of each key. Copied whole when a checkpoint is taken,
+    # and never changed after: a dict, not a tuple of pairs (one object,
+    # where pairs were as many new objects as calls, every request).
+    seen: Mapping[bytes, _Seen] = field(default_factory=dict)
     guarded_keys: frozenset[bytes] = frozenset()
     guarded_calls: frozenset[CallPlace] = frozenset()
     refetches: tuple[Refetch, ...] = ()
@@ -160,7 +163,7 @@ class RefetchWatch:
     def state(self) -> WatchState:
         return WatchState(
             turns_read=self._turns_read, calls=self._calls, last_change=self._last_change,
-            seen=tuple(self._seen.items()), guarded_keys=frozenset(self._guarded_keys),
+            seen=dict(self._seen), guarded_keys=frozenset(self._guarded_keys),
             guarded_calls=frozenset(self._guarded_calls), refetches=tuple(self._refetches),
             repeats_seen=self._repeats_seen, repeats_after_change=self._repeats_after_change,
             readings=tuple(self._readings[:self._turns_read]))
