@@ -179,3 +179,25 @@ def test_with_few_conversations_going_on_a_grown_body_is_read_whole_once_then_fr
         whole_reads.append(sum(size >= len(request) for size in parsed))
         assert_goes_out_as_read_exactly(request, outcome, POLICY)
     assert whole_reads == [0, 1] + [0] * (len(requests) - 3)
+
+
+@pytest.mark.parametrize("room", [0, 1.0, 3.0])
+def test_a_body_is_read_whole_for_its_document_only_when_that_document_would_be_kept(room):
+    """The whole read a conversation's third request gets is for keeping its
+    document. One that would not fit the documents' budget (here none, or
+    room for its predecessor's document only: each request is longer than
+    the one before) would be read and thrown away, and so would every later
+    request's: none is read whole. With room for it, it is read once, and
+    the later ones are read from the kept document and their added bytes."""
+    requests = [body(conversation(turns=3 + n)) for n in range(7)]
+    room_bytes = int(len(requests[1]) * previous_requests.DOCUMENT_WEIGHT_PERCENT // 100 * room)
+    masker = Masker(POLICY, previous=previous_requests.PreviousRequests(
+        document_bytes_kept=room_bytes))
+    assert isinstance(masker.mask(requests[0], CHAT), Masked)
+    whole_reads = []
+    for request in requests[1:]:
+        outcome, parsed = bytes_parsed_while(lambda r=request: masker.mask(r, CHAT))
+        whole_reads.append(sum(size >= len(request) for size in parsed))
+        assert_goes_out_as_read_exactly(request, outcome, POLICY)
+    reads_for_the_document = [0, 1] if room > 1 else [0, 0]
+    assert whole_reads == reads_for_the_document + [0] * (len(requests) - 3)

@@ -150,21 +150,20 @@ class PreviousRequests:
              read_document: Callable[[], Document | None] | None = None) -> None:
         """Keep ``request``, in place of ``replaces`` (the request it grew
         from: no later request needs that one rather than this), with its
-        body as orjson read it (``document``: only when the read proved
-        where its list closes; else ``read_document`` reads it, when it
-        would be kept: a grown body read from its added items alone, whose
-        next requests are then read from the document), the index of its
-        items (``indexed``) and its results' judgements."""
-        size = request.weight
-        if document is None and read_document is not None \
-                and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
-            with self._lock:
-                wanted = self._conversations_going_on() <= DOCUMENT_CONVERSATIONS
-            document = read_document() if wanted else None
+        body as orjson read it (``document``, when the read proved where its
+        list closes; else ``read_document`` reads it whole, only when it
+        would be kept), its items' index (``indexed``) and judgements."""
+        size, document_weight = request.weight, len(request.body) * DOCUMENT_WEIGHT_PERCENT // 100
         with self._lock:
             if replaces is not None and self._kept.pop(id(replaces), None) is not None:
                 self._bytes -= replaces.weight
                 self._forget(id(replaces), replaces)
+            wanted = document is None and read_document is not None \
+                and request.in_a_row >= DOCUMENT_AFTER_REQUESTS and size <= self._bytes_kept \
+                and self._document_fits(document_weight, self._conversations_going_on() + 1)
+        if wanted and read_document is not None:
+            document = read_document()
+        with self._lock:
             if size > self._bytes_kept:
                 return
             self._kept[id(request)] = request
@@ -182,8 +181,7 @@ class PreviousRequests:
                 self._keep_index(id(request), KeptIndex(indexed, judgements))
             if document is not None and id(request) in self._kept \
                     and request.in_a_row >= DOCUMENT_AFTER_REQUESTS:
-                self._keep_document(id(request), KeptDocument(
-                    document, len(request.body) * DOCUMENT_WEIGHT_PERCENT // 100))
+                self._keep_document(id(request), KeptDocument(document, document_weight))
 
     def _keep_document(self, key: int, kept: KeptDocument) -> None:
         """Keep the document of the request kept under ``key`` (lock held)
@@ -193,18 +191,26 @@ class PreviousRequests:
             # Many agents at work: the documents still kept go too.
             self._documents.clear()
             self._document_bytes = 0
+        if not self._document_fits(weight, self._conversations_going_on()):
             return
         # Room made from the documents of conversations gone idle (ended).
-        since = self._clock() - DOCUMENT_IDLE_SECONDS
-        while self._document_bytes + weight > self._document_bytes_kept and self._documents:
-            oldest = next(iter(self._documents))
-            if self._used.get(oldest, since) > since:
-                return
-            self._document_bytes -= self._documents.pop(oldest).weight
-        if self._document_bytes + weight > self._document_bytes_kept:
-            return
+        while self._document_bytes + weight > self._document_bytes_kept:
+            self._document_bytes -= self._documents.pop(next(iter(self._documents))).weight
         self._documents[key] = kept
         self._document_bytes += weight
+
+    def _document_fits(self, weight: int, conversations: int) -> bool:
+        """Would a document of ``weight`` bytes be kept now (lock held): few
+        ``conversations`` going on, and room once those gone idle drop theirs."""
+        if conversations > DOCUMENT_CONVERSATIONS:
+            return False
+        since, room, used = (self._clock() - DOCUMENT_IDLE_SECONDS, self._document_bytes_kept,
+                             self._document_bytes)
+        for key, kept in self._documents.items():
+            if used + weight <= room or self._used.get(key, since) > since:
+                break
+            used -= kept.weight
+        return used + weight <= room
 
     def _keep_index(self, key: int, kept: KeptIndex) -> None:
         """Keep the index of the request kept under ``key`` (lock held),
