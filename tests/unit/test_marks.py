@@ -48,7 +48,10 @@ def test_a_breakpoint_that_does_not_end_the_last_message_is_not_a_closing_mark()
                                           {"type": "text", "text": "b"}]}]
     first_member = [{"role": "user", "content": [{"cache_control": MARK, "type": "text"}]}]
     in_text = [{"role": "user", "content": 'x","cache_control":{"type":"ephemeral"}}'}]
-    for value in (early, first_member, in_text):
+    # A member of the message itself: no block the API counts a breakpoint on.
+    of_the_item = [{"role": "user", "content": [{"type": "text", "text": "a"}],
+                    "cache_control": MARK}]
+    for value in (early, first_member, in_text, of_the_item):
         written = orjson.dumps(value)
         assert closing_mark(written, len(written) - 1) is None
     assert without_closing_mark(early) is None and without_closing_mark(in_text) is None
@@ -63,12 +66,13 @@ _json = st.recursive(_leaves, lambda inner: st.one_of(
 
 @st.composite
 def closed_by_a_mark(draw: st.DrawFn) -> list[object]:
-    """A list whose last item ends with a cache_control member, at a depth."""
+    """A list whose last item ends with a cache_control member, at a depth,
+    inside a list (a block's, in a content list)."""
     block = draw(st.dictionaries(st.text(max_size=5).filter(lambda k: k != "cache_control"),
                                  _json, min_size=1, max_size=3))
     value: object = {**block, "cache_control": MARK}
-    for _ in range(draw(st.integers(0, 3))):
-        if draw(st.booleans()):
+    for depth in range(draw(st.integers(1, 4))):
+        if depth == 0 or draw(st.booleans()):
             value = [*draw(st.lists(_json, max_size=2)), value]
         else:
             name = draw(st.text(max_size=4).filter(lambda k: k != "cache_control"))

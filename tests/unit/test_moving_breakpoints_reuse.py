@@ -222,6 +222,32 @@ def test_where_the_frontier_breakpoint_goes_is_known_without_reading_the_older_i
     assert not any(read_whole)
 
 
+def test_a_cache_control_of_a_message_itself_is_not_taken_for_the_moved_breakpoint() -> None:
+    """A client that marks every user message's last block and puts a
+    ``cache_control`` on its latest message itself (the API refuses both:
+    too many breakpoints, and a member no message has): the member of the
+    message is no breakpoint on a block, so the kept request is not taken
+    for this one's once it is cut out, and a masker that keeps its work
+    masks each request as one that keeps nothing."""
+    requests = []
+    for turn in range(1, 11):
+        items = convert(ANTHROPIC, events(turn))
+        for item in items:
+            if item["role"] == "user":
+                if isinstance(item["content"], str):
+                    item["content"] = [{"type": "text", "text": item["content"]}]
+                item["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        items[-1]["cache_control"] = {"type": "ephemeral"}
+        requests.append(json.dumps({"model": "claude-opus-5-5", "max_tokens": 1024,
+                                    "messages": items}).encode())
+    kept = Masker(POLICY)
+    for body in requests:
+        outcome = kept.mask(body, ANTHROPIC)
+        alone = mask_request_body(body, POLICY, ANTHROPIC)
+        assert (type(alone), getattr(alone, "body", None), alone.plan) == (
+            type(outcome), getattr(outcome, "body", None), outcome.plan)
+
+
 def _with_marks(body: bytes, shape: str) -> bytes:
     """``body`` with a breakpoint the layout does not count on the last
     block of every answer (``null``), or with one it does on the message

@@ -25,7 +25,10 @@ def closing_mark(written: bytes, end: int) -> tuple[int, int] | None:
     if at < 0:
         return None
     member = _MEMBER.match(written, at, end)
-    if member is None or any(byte not in _CLOSING for byte in written[member.end():end]):
+    closing = written[member.end():end] if member is not None else b""
+    # A block's member closes a list (its content) before the item closes;
+    # one of the item itself is no breakpoint the API counts.
+    if member is None or any(byte not in _CLOSING for byte in closing) or b"]" not in closing:
         return None
     before = at - 1
     while before >= 0 and written[before] in _SPACE:
