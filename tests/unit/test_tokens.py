@@ -10,8 +10,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import tiktoken
 
+from obsmask_core.shared import tokens
 from obsmask_core.shared.message_tokens import (
     TOKENS_PER_MESSAGE,
     TOKENS_REPLY_PRIMING,
@@ -276,3 +278,42 @@ def test_an_exact_count_replaces_an_estimate_given_before(monkeypatch):
     assert counter.count_or_estimate(["one two three"], exact=True) == TokenCount(3, False)
     assert encoding.encoded[-1] == "one two three"
     assert counter.count_or_estimate(["one two three"]) == TokenCount(3, False)
+
+
+@pytest.mark.parametrize("why", ["the queue is full", "the text is too long to count"])
+def test_while_the_ratio_settles_an_estimate_no_count_will_replace_is_made_again_each_time(
+        monkeypatch, why):
+    """Until the ratio has settled every new result is counted, and its
+    estimate waits for that count. One the background thread will not
+    count (no room in its queue, or longer than it counts) keeps no
+    estimate made at an unsettled ratio: the next request estimates it
+    again, at the ratio of then (and queues it again, if there is room)."""
+    counter, encoding = loaded_counter(monkeypatch)
+    if why == "the queue is full":
+        monkeypatch.setattr(tokens, "_QUEUED_CHARS_KEPT", 0)
+    else:
+        monkeypatch.setattr(tokens, "LONGEST_COUNTED_LATER", 10)
+    text = "result " + "y" * 400
+    first = counter.count_or_estimate([text])
+    counter.count("a " * 50_000)  # the ratio moves: 2 characters a token
+    again = counter.count_or_estimate([text])
+    assert first is not None and again is not None and first.estimated and again.estimated
+    assert (first.tokens, again.tokens) == (round(len(text) / 3.6), round(len(text) / 2))
+    assert text not in encoding.encoded
+
+
+def test_a_count_made_while_a_request_estimates_the_same_text_is_not_replaced_by_the_estimate(
+        monkeypatch):
+    """Two requests may carry the same new result at once: the background
+    thread may count it between one request's look into the cache and its
+    keeping the estimate. The count stays."""
+    counter, _ = loaded_counter(monkeypatch)
+
+    def counted_at_once(text: str, *, remember: bool) -> bool:
+        counter.count(text)  # as if the thread had counted it meanwhile
+        return True
+
+    monkeypatch.setattr(counter, "_count_later", counted_at_once)
+    text = "one two three four five six seven eight nine ten eleven"
+    assert counter.count_or_estimate([text]) == TokenCount(round(len(text) / 3.6), True)
+    assert counter.count_or_estimate([text]) == TokenCount(11, False)

@@ -14,8 +14,8 @@ says so. The background thread counts what the estimates learn from: every
 new text until the ratio has settled (the conversation's next request,
 which carries the same old results, then gets exact figures), then one in
 SAMPLE_EVERY. The figures are only reported, and counting every masked
-result cost the proxy a twentieth of its CPU under load; a text keeps the
-figure it was first given, so a conversation's requests agree.
+result cost the proxy a twentieth of its CPU under load; the others keep
+the estimate they were first given, so a conversation's requests agree.
 """
 
 from __future__ import annotations
@@ -217,17 +217,23 @@ class TokenCounter:
                 if self._sample_wanted():
                     self._count_later(text[:SAMPLE_CHARS], remember=False)
                 continue
+            queued = len(text) <= LONGEST_COUNTED_LATER and self._sample_wanted() \
+                and self._count_later(text, remember=True)
             with self._lock:
-                self._remember(key, (guess, True))
-            if len(text) <= LONGEST_COUNTED_LATER and self._sample_wanted():
-                self._count_later(text, remember=True)
+                # Kept for next time when a count is to replace it, or made
+                # at a settled ratio; not over a count made meanwhile.
+                if key not in self._cache and (queued or self._settled()):
+                    self._remember(key, (guess, True))
         return TokenCount(total, estimated)
+
+    def _settled(self) -> bool:
+        return self._counted_chars >= RATIO_SETTLED_CHARS
 
     def _sample_wanted(self) -> bool:
         """Every new text until the ratio has settled, then one in
         SAMPLE_EVERY."""
         with self._lock:
-            if self._counted_chars < RATIO_SETTLED_CHARS:
+            if not self._settled():
                 return True
             self._not_sampled += 1
             if self._not_sampled < SAMPLE_EVERY:
@@ -235,12 +241,14 @@ class TokenCounter:
             self._not_sampled = 0
             return True
 
-    def _count_later(self, text: str, *, remember: bool) -> None:
+    def _count_later(self, text: str, *, remember: bool) -> bool:
+        """Queue ``text`` for the background thread, unless the queue is full."""
         with self._lock:
             if self._queued_chars + len(text) > _QUEUED_CHARS_KEPT:
-                return
+                return False
             self._queued_chars += len(text)
         self._queue.put((text, remember))
+        return True
 
     def _count_sample(self, text: str) -> None:
         """Count ``text`` for the ratio only: it will not be asked for again."""

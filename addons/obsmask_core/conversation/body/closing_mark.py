@@ -40,8 +40,9 @@ def closing_mark(written: bytes, end: int) -> tuple[int, int] | None:
 
 def without_closing_mark(value: object) -> object | None:
     """``value`` without the ``cache_control`` member that ends it (last
-    member of its last element, at any depth), as ``closing_mark`` finds
-    its bytes: a copy along that path; None when it does not end so."""
+    member of its last element, at any depth): a copy along that path;
+    None when it does not end so. Asked only of a value whose bytes
+    ``closing_mark`` found so (which also wants the member inside a list)."""
     if isinstance(value, list) and value:
         last = without_closing_mark(value[-1])
         return None if last is None else [*value[:-1], last]
