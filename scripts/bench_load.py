@@ -85,6 +85,13 @@ phase has clients, one masker with the shipped settings), how many requests were
 many of those made from the previous request's masked body
 (``--no-reuse-replay``: not).
 
+With ``--versus DIR`` (a checkout of obsmask: a git worktree of an
+earlier commit, say), only the shape phases run, with a third proxy:
+mitmdump with DIR's addon and this checkout's settings, taking turns with
+the other two; ``per_shape`` then gives each proxy's figures and the
+ratios of each obsmask to plain and of this one to DIR's (a change's
+cost or gain under load, side by side in one run).
+
 Read the ratios: the machine's noise moves every figure, and the clients
 and stubs run in this one Python process, which competes with mitmdump for
 the cores (its CPU time is printed: near one core per second of load, the
@@ -125,7 +132,7 @@ from benchlib.load.cases import (  # noqa: E402
 )
 from benchlib.load.mix import AGENTS, BODY_MODES, MIX, SHAPE_KINDS, Mix, Request  # noqa: E402
 from benchlib.load.procfs import cpu_seconds, cpu_seconds_once_idle, open_tcp, rss_kib  # noqa: E402
-from benchlib.load.shapes import replay_reuse, shape_report  # noqa: E402
+from benchlib.load.shapes import replay_reuse, shape_report, versus_report  # noqa: E402
 from benchlib.load.speed import (  # noqa: E402
     BIG_TAG,
     LoadFigures,
@@ -176,12 +183,17 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--recorded-models", action="store_true",
                         help="keep the sessions' own model ids (DeepSeek's, which the model "
                              "table does not know) instead of a current one per shape")
+    parser.add_argument("--versus", type=Path, default=None, metavar="DIR",
+                        help="a checkout of obsmask (a git worktree, say) whose addon runs as a "
+                             "third proxy in the shape phases, which alone run then")
     parser.add_argument("--no-reuse-replay", action="store_true",
                         help="do not mask each shape's traffic in process afterwards to count "
                              "the requests made from the previous masked body")
     args = parser.parse_args()
     if args.shape_rounds < 0:
         parser.error("--shape-rounds must be at least 0")
+    if args.versus is not None and not (args.versus / "addons" / "obsmask.py").is_file():
+        parser.error(f"--versus: no addons/obsmask.py in {args.versus}")
     quick: bool = args.quick
     for name, full, short in (("clients", 50, 8), ("per_client", 60, 15), ("rounds", 4, 2),
                               ("fault_repeat", 5, 2), ("streams", 3, 1),
@@ -235,17 +247,18 @@ class Variant:
     """One mitmdump, its stub, and what its phases came to."""
 
     def __init__(self, name: str, stub: LoadStub, bodies: Bodies, work: Path,
-                 args: argparse.Namespace) -> None:
+                 args: argparse.Namespace, addon: Path | None = ADDON) -> None:
+        """``addon``: obsmask's script (None: plain mitmproxy)."""
         self.name = name
         self.stub = stub
-        self.gateway = name == "obsmask"
+        self.gateway = addon is not None
         arguments = ["--mode", f"reverse:{stub.url}"]
         if self.gateway:
             arguments += ["--set", f"obsmask_config={SETTINGS}"]
             for server, path in GATEWAY_SERVERS.items():
                 arguments += ["--set", f"mcpmask_gateway_servers={server}={stub.url}{path}"]
         self.proxy = MitmdumpProcess(arguments, work, work / f"confdir-{name}",
-                                     addon=ADDON if self.gateway else STREAM_SSE)
+                                     addon=addon if addon is not None else STREAM_SSE)
         self.mix = Mix(bodies, cuts=self.gateway, mode=args.bodies, clients=args.clients,
                        per_client=args.per_client)
         self.port = 0
@@ -369,15 +382,39 @@ def speed_phases(variants: dict[str, Variant], args: argparse.Namespace) -> dict
 
 def shape_phases(variants: dict[str, Variant], args: argparse.Namespace) -> None:
     """Each shape's load phase, ``--shape-rounds`` times, the proxies taking
-    turns (who goes first swapped every phase)."""
-    phase = 0
+    turns (the order reversed every phase)."""
+    phase, names = 0, list(variants)
     for _ in range(args.shape_rounds):
         for shape in SHAPE_KINDS:
             first = args.rounds * args.clients * args.per_client \
                 + phase * args.clients * args.shape_per_client
-            for name in VARIANTS if phase % 2 == 0 else VARIANTS[::-1]:
+            for name in names if phase % 2 == 0 else names[::-1]:
                 variants[name].run_shape(shape, first, args)
             phase += 1
+
+
+def versus_run(args: argparse.Namespace, bodies: Bodies) -> dict[str, object]:
+    """The shape phases alone, plain mitmproxy, obsmask and obsmask at
+    ``--versus`` taking turns."""
+    addons = {"plain": None, "obsmask": ADDON, "versus": args.versus / "addons" / "obsmask.py"}
+    with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
+        variants: dict[str, Variant] = {}
+        for name, addon in addons.items():
+            stub = stack.enter_context(load_stub())
+            variants[name] = Variant(name, stub, bodies, Path(folder), args, addon)
+            stack.callback(variants[name].proxy.stop)
+        for variant in variants.values():
+            variant.start()
+        shape_phases(variants, args)
+        errors = {name: v.report() for name, v in variants.items()}
+    return {
+        "versus": str(args.versus),
+        "per_shape": versus_report({shape: {name: v.shapes[shape] for name, v in variants.items()}
+                                    for shape in SHAPE_KINDS if args.shape_rounds}),
+        **{name: {key: report[key] for key in ("errors", "wrong_bodies", "tracebacks",
+                                                "internal_errors")}
+           for name, report in errors.items()},
+    }
 
 
 def main() -> None:
@@ -394,11 +431,17 @@ def main() -> None:
         "models": models,
         "sessions": bodies.sessions,
     }
+    if args.versus is not None:
+        report.update(versus_run(args, bodies))
+        report["elapsed_s"] = round(time.perf_counter() - started, 1)
+        print(json.dumps(report, indent=2))
+        return
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
         variants: dict[str, Variant] = {}
         for name in VARIANTS:
             stub = stack.enter_context(load_stub())
-            variants[name] = Variant(name, stub, bodies, Path(folder), args)
+            variants[name] = Variant(name, stub, bodies, Path(folder), args,
+                                     ADDON if name == "obsmask" else None)
             stack.callback(variants[name].proxy.stop)
         for variant in variants.values():
             variant.start()

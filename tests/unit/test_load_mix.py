@@ -15,7 +15,7 @@ from benchlib.load.bodies import Bodies, build_bodies
 from benchlib.load.cases import Tally
 from benchlib.load.claude_code import ClaudeCodeConversation
 from benchlib.load.mix import AGENTS, FRESH, MIX, SHAPE_KINDS, Mix
-from benchlib.load.shapes import ReuseCount, replay_reuse, shape_report
+from benchlib.load.shapes import ReuseCount, replay_reuse, shape_report, versus_report
 from benchlib.load.speed import LoadFigures
 from obsmask_core.offline.cache.clients import ClientRequests
 from obsmask_core.offline.cache.sessions import Session
@@ -197,6 +197,19 @@ def test_each_shape_is_reported_with_its_ratios_and_targets():
     assert shape["reuse_replayed"] == {
         "requests": 16, "outcomes": {"Masked": 10, "Unchanged": 6}, "masked": 10, "reused": 4,
         "reused_of_masked": 0.4, "mask_ms_per_request": 2.0, "mask_over_orjson": 4.0}
+
+
+def test_obsmask_against_another_checkout_is_reported_over_plain_and_over_each_other():
+    report = versus_report({"chat": {"plain": _figures(100, 1.0, 0.5),
+                                     "obsmask": _figures(100, 2.0, 1.0),
+                                     "versus": _figures(100, 2.5, 1.25)}})
+    chat = report["chat"]
+    assert [chat[name]["cpu_ms_per_request"] for name in ("plain", "obsmask", "versus")] == [
+        5.0, 10.0, 12.5]
+    assert chat["ratios"] == {
+        "obsmask_over_plain": {"cpu_per_request": 2.0, "requests_per_s": 0.5},
+        "versus_over_plain": {"cpu_per_request": 2.5, "requests_per_s": 0.4},
+        "obsmask_over_versus": {"cpu_per_request": 0.8, "requests_per_s": 1.25}}
 
 
 def test_a_shapes_traffic_masked_in_process_counts_its_outcomes(bodies):

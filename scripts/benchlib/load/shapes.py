@@ -8,6 +8,9 @@ request and the requests per second of each proxy are those of one shape.
   obsmask / plain, and issue 43's targets (CPU per request at most 2x
   plain mitmproxy's, requests per second at least 0.5x), each with its
   value and whether it is met (reported, never enforced);
+- ``versus_report``: with ``--versus``, each shape's figures for plain
+  mitmproxy, obsmask and obsmask at another checkout, and the ratios of
+  each obsmask to plain and of this one to the other;
 - ``replay_reuse``: the same traffic of one shape masked in this process
   (a fresh mix, as many agents as the phase has clients, their requests
   interleaved as the clients send them, one masker with the proxy's
@@ -142,5 +145,27 @@ def shape_report(figures: dict[str, dict[str, LoadFigures]],
             "targets_met": sum(bool(t["met"]) for t in targets.values()),
             "targets_total": len(targets),
             **({"reuse_replayed": replayed[shape].as_json()} if shape in replayed else {}),
+        }
+    return report
+
+
+def versus_report(figures: dict[str, dict[str, LoadFigures]]) -> dict[str, object]:
+    """shape -> the figures of ``plain``, ``obsmask`` and ``versus`` (obsmask
+    at another checkout), and the ratios of CPU per request and of requests
+    per second: each obsmask over plain, and obsmask over versus."""
+    report: dict[str, object] = {}
+    for shape, by_variant in figures.items():
+        per_request = {name: f.cpu_seconds / f.requests if f.requests else 0.0
+                       for name, f in by_variant.items()}
+        rate = {name: f.requests / f.seconds if f.seconds else 0.0
+                for name, f in by_variant.items()}
+        report[shape] = {
+            **{name: _figures(f) for name, f in by_variant.items()},
+            "ratios": {
+                f"{over}_over_{under}": {
+                    "cpu_per_request": _ratio(per_request[over], per_request[under]),
+                    "requests_per_s": _ratio(rate[over], rate[under])}
+                for over, under in (("obsmask", "plain"), ("versus", "plain"),
+                                    ("obsmask", "versus"))},
         }
     return report
