@@ -171,14 +171,20 @@ def test_with_few_conversations_going_on_a_grown_body_is_read_whole_once_then_fr
     parsed whole again, and what goes out is what the exact reader makes
     of the body alone."""
     requests = [body(conversation(turns=3 + n)) for n in range(7)]
+    assert whole_reads_of(requests, masker) == [0, 1] + [0] * (len(requests) - 3)
+
+
+def whole_reads_of(requests: list[bytes], masker: Masker) -> list[int]:
+    """How many times each request after the first was parsed whole
+    (orjson's loads, wherever it is called from: grown_body's too), each
+    checked to go out as the exact reader makes of it alone."""
     assert isinstance(masker.mask(requests[0], CHAT), Masked)
     whole_reads = []
     for request in requests[1:]:
-        # (orjson's loads, wherever it is called from: grown_body's too)
         outcome, parsed = bytes_parsed_while(lambda r=request: masker.mask(r, CHAT))
         whole_reads.append(sum(size >= len(request) for size in parsed))
         assert_goes_out_as_read_exactly(request, outcome, POLICY)
-    assert whole_reads == [0, 1] + [0] * (len(requests) - 3)
+    return whole_reads
 
 
 @pytest.mark.parametrize("room", [0, 1.0, 3.0])
@@ -193,11 +199,5 @@ def test_a_body_is_read_whole_for_its_document_only_when_that_document_would_be_
     room_bytes = int(len(requests[1]) * previous_requests.DOCUMENT_WEIGHT_PERCENT // 100 * room)
     masker = Masker(POLICY, previous=previous_requests.PreviousRequests(
         document_bytes_kept=room_bytes))
-    assert isinstance(masker.mask(requests[0], CHAT), Masked)
-    whole_reads = []
-    for request in requests[1:]:
-        outcome, parsed = bytes_parsed_while(lambda r=request: masker.mask(r, CHAT))
-        whole_reads.append(sum(size >= len(request) for size in parsed))
-        assert_goes_out_as_read_exactly(request, outcome, POLICY)
     reads_for_the_document = [0, 1] if room > 1 else [0, 0]
-    assert whole_reads == reads_for_the_document + [0] * (len(requests) - 3)
+    assert whole_reads_of(requests, masker) == reads_for_the_document + [0] * (len(requests) - 3)
