@@ -90,7 +90,8 @@ earlier commit, say), only the shape phases run, with a third proxy:
 mitmdump with DIR's addon and this checkout's settings, taking turns with
 the other two; ``per_shape`` then gives each proxy's figures and the
 ratios of each obsmask to plain and of this one to DIR's (a change's
-cost or gain under load, side by side in one run).
+cost or gain under load, side by side in one run), ``versus_dir`` names
+DIR, and ``plain``, ``obsmask`` and ``versus`` each proxy's errors.
 
 Read the ratios: the machine's noise moves every figure, and the clients
 and stubs run in this one Python process, which competes with mitmdump for
@@ -393,22 +394,30 @@ def shape_phases(variants: dict[str, Variant], args: argparse.Namespace) -> None
             phase += 1
 
 
+def started_variants(addons: dict[str, Path | None], bodies: Bodies, work: Path,
+                     args: argparse.Namespace, stack: ExitStack) -> dict[str, Variant]:
+    """A mitmdump listening for each of ``addons`` (None: plain mitmproxy),
+    each before a stub of its own, stopped when ``stack`` closes."""
+    variants: dict[str, Variant] = {}
+    for name, addon in addons.items():
+        stub = stack.enter_context(load_stub())
+        variants[name] = Variant(name, stub, bodies, work, args, addon)
+        stack.callback(variants[name].proxy.stop)
+    for variant in variants.values():
+        variant.start()
+    return variants
+
+
 def versus_run(args: argparse.Namespace, bodies: Bodies) -> dict[str, object]:
     """The shape phases alone, plain mitmproxy, obsmask and obsmask at
     ``--versus`` taking turns."""
     addons = {"plain": None, "obsmask": ADDON, "versus": args.versus / "addons" / "obsmask.py"}
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
-        variants: dict[str, Variant] = {}
-        for name, addon in addons.items():
-            stub = stack.enter_context(load_stub())
-            variants[name] = Variant(name, stub, bodies, Path(folder), args, addon)
-            stack.callback(variants[name].proxy.stop)
-        for variant in variants.values():
-            variant.start()
+        variants = started_variants(addons, bodies, Path(folder), args, stack)
         shape_phases(variants, args)
         errors = {name: v.report() for name, v in variants.items()}
     return {
-        "versus": str(args.versus),
+        "versus_dir": str(args.versus),
         "per_shape": versus_report({shape: {name: v.shapes[shape] for name, v in variants.items()}
                                     for shape in SHAPE_KINDS if args.shape_rounds}),
         **{name: {key: report[key] for key in ("errors", "wrong_bodies", "tracebacks",
@@ -437,14 +446,8 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     with tempfile.TemporaryDirectory(prefix="obsmask-bench-load-") as folder, ExitStack() as stack:
-        variants: dict[str, Variant] = {}
-        for name in VARIANTS:
-            stub = stack.enter_context(load_stub())
-            variants[name] = Variant(name, stub, bodies, Path(folder), args,
-                                     ADDON if name == "obsmask" else None)
-            stack.callback(variants[name].proxy.stop)
-        for variant in variants.values():
-            variant.start()
+        variants = started_variants({"plain": None, "obsmask": ADDON}, bodies, Path(folder), args,
+                                    stack)
         for number in range(1, args.rounds + 1):
             for name in VARIANTS if number % 2 else VARIANTS[::-1]:
                 variants[name].run_round(number, args)

@@ -59,6 +59,19 @@ def _ratio(over: float, under: float) -> float | None:
     return round(over / under, 3) if under else None
 
 
+def _ratios(over: LoadFigures, under: LoadFigures) -> dict[str, float | None]:
+    """``over``'s CPU time per request and requests per second over ``under``'s."""
+
+    def per_request(f: LoadFigures) -> float:
+        return f.cpu_seconds / f.requests if f.requests else 0.0
+
+    def rate(f: LoadFigures) -> float:
+        return f.requests / f.seconds if f.seconds else 0.0
+
+    return {"cpu_per_request": _ratio(per_request(over), per_request(under)),
+            "requests_per_s": _ratio(rate(over), rate(under))}
+
+
 @dataclass(frozen=True)
 class ReuseCount:
     """A shape's traffic masked in process."""
@@ -121,17 +134,7 @@ def shape_report(figures: dict[str, dict[str, LoadFigures]],
     report: dict[str, object] = {}
     for shape, by_variant in figures.items():
         plain, obsmask = by_variant["plain"], by_variant["obsmask"]
-
-        def per_request(f: LoadFigures) -> float:
-            return f.cpu_seconds / f.requests if f.requests else 0.0
-
-        def rate(f: LoadFigures) -> float:
-            return f.requests / f.seconds if f.seconds else 0.0
-
-        ratios = {
-            "cpu_per_request": _ratio(per_request(obsmask), per_request(plain)),
-            "requests_per_s": _ratio(rate(obsmask), rate(plain)),
-        }
+        ratios = _ratios(obsmask, plain)
         targets = {
             "cpu_per_request_obsmask_over_plain": target(ratios["cpu_per_request"], 2),
             "requests_per_s_obsmask_over_plain": target(ratios["requests_per_s"], 0.5, False),
@@ -155,17 +158,10 @@ def versus_report(figures: dict[str, dict[str, LoadFigures]]) -> dict[str, objec
     per second: each obsmask over plain, and obsmask over versus."""
     report: dict[str, object] = {}
     for shape, by_variant in figures.items():
-        per_request = {name: f.cpu_seconds / f.requests if f.requests else 0.0
-                       for name, f in by_variant.items()}
-        rate = {name: f.requests / f.seconds if f.seconds else 0.0
-                for name, f in by_variant.items()}
         report[shape] = {
             **{name: _figures(f) for name, f in by_variant.items()},
-            "ratios": {
-                f"{over}_over_{under}": {
-                    "cpu_per_request": _ratio(per_request[over], per_request[under]),
-                    "requests_per_s": _ratio(rate[over], rate[under])}
-                for over, under in (("obsmask", "plain"), ("versus", "plain"),
-                                    ("obsmask", "versus"))},
+            "ratios": {f"{over}_over_{under}": _ratios(by_variant[over], by_variant[under])
+                       for over, under in (("obsmask", "plain"), ("versus", "plain"),
+                                           ("obsmask", "versus"))},
         }
     return report
