@@ -87,7 +87,6 @@ def whole_turn_readings(resume: Checkpoint,
     return readings[:whole]
 
 
-
 def marks_from(written: bytes, items_end: int, resume: Checkpoint | None) -> int:
     """Where orjson's writing of a request's items (``written`` up to
     ``items_end``, without the closing bracket) first names a

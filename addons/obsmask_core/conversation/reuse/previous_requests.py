@@ -184,14 +184,14 @@ class PreviousRequests:
                 self._keep_document(id(request), KeptDocument(document, document_weight))
 
     def _keep_document(self, key: int, kept: KeptDocument) -> None:
-        """Keep the document of the request kept under ``key`` (lock held)
-        while few conversations are going on and it fits."""
-        weight = kept.weight
-        if self._conversations_going_on() > DOCUMENT_CONVERSATIONS:
+        """Keep the document of the request kept under ``key`` if it fits (lock held)."""
+        weight, conversations = kept.weight, self._conversations_going_on()
+        if conversations > DOCUMENT_CONVERSATIONS:
             # Many agents at work: the documents still kept go too.
             self._documents.clear()
             self._document_bytes = 0
-        if not self._document_fits(weight, self._conversations_going_on()):
+            return
+        if not self._document_fits(weight, conversations):
             return
         # Room made from the documents of conversations gone idle (ended).
         while self._document_bytes + weight > self._document_bytes_kept:
