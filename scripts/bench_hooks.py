@@ -19,8 +19,9 @@ the most costly first; an async hook with what mitmproxy awaits of it), the
 sum of those medians, and what goes on inside them: the masking time the
 flow's summary records (``mask_ms``), and the pieces that are mitmproxy's,
 which obsmask calls: ``flow.backup()`` (the copy of what the client sent)
-and the handling of obsmask's log records (mitmproxy formats each, prints
-it and queues its ``add_log`` event; summed per flow, and how many). A
+and the handling of obsmask's log records (mitmproxy formats each and
+prints it, and queues its ``add_log`` event while an addon has that hook;
+summed per flow, and how many). A
 flow's info lines are handled after its hooks, two turns of the loop
 later (``flows.log_once_sent``): those are reported apart, the ones handled
 since the previous flow's hooks ended (one client: about one flow's). The

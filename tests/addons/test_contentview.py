@@ -90,7 +90,7 @@ def masked_flow(addons, fmt, **kwargs) -> tflow.HTTPFlow:
 
 
 def test_obsmask_loads_the_view_with_its_addons():
-    assert isinstance(obsmask_addons()[-1], MaskingView)
+    assert any(isinstance(addon, MaskingView) for addon in obsmask_addons())
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=FORMAT_IDS)

@@ -387,3 +387,37 @@ def test_provider_usage_is_recorded_for_buffered_and_streamed_answers(tmp_path):
         assert flow.metadata["obsmask"]["provider_usage"] == {
             "input_tokens": 9000, "cached_input_tokens": 8064, "output_tokens": 5,
         }
+
+
+LISTENER_SCRIPT = '''
+from pathlib import Path
+
+OUT = Path(__file__).with_name("add_log.txt")
+
+
+def add_log(entry):
+    with OUT.open("a", encoding="utf-8") as out:
+        out.write(entry.msg + "\\n")
+'''
+
+
+def test_a_script_of_the_user_s_on_the_deprecated_add_log_hook_still_gets_obsmask_s_lines(
+        tmp_path):
+    """obsmask's records skip mitmproxy's add_log event only while no addon
+    has the hook: a script loaded beside obsmask that has it gets them."""
+    listener = tmp_path / "listener.py"
+    listener.write_text(LISTENER_SCRIPT, encoding="utf-8")
+    received = tmp_path / "add_log.txt"
+    config = write_config(tmp_path, "[observation_masking.schema1]\nwindow_turns = 1\n")
+    with recording_server(ok) as server, running_mitmdump(
+        ["--mode", f"reverse:{server.url}", "--set", f"obsmask_config={config}",
+         "-s", str(listener)],
+        tmp_path, tmp_path,
+    ) as proxy:
+        assert post(proxy.port, body(conversation(turns=3))) == 200
+        proxy.wait_for(r"obsmask: POST /v1/chat/completions: masked", start=0)
+        deadline = time.monotonic() + 10
+        while "obsmask: POST /v1/chat/completions: masked" not in (
+                received.read_text(encoding="utf-8") if received.exists() else ""):
+            assert time.monotonic() < deadline, "the script's add_log got no obsmask line"
+            time.sleep(0.05)

@@ -1,4 +1,4 @@
-"""The eight addons of obsmask, in the order mitmproxy must run them.
+"""The nine addons of obsmask, in the order mitmproxy must run them.
 
 ``addons/obsmask.py`` (the script ``mitmdump -s`` loads) and the ``obsmask``
 command (``cli/main.py``, which loads that script) both take them from here.
@@ -6,6 +6,7 @@ command (``cli/main.py``, which loads that script) both take them from here.
 
 from __future__ import annotations
 
+from obsmask_core.mitm.add_log_event import AddLogEvent
 from obsmask_core.mitm.brake_addon import ProviderBrake
 from obsmask_core.mitm.contentview import MaskingView
 from obsmask_core.mitm.conversation_addon import ConversationMasking
@@ -23,7 +24,9 @@ def obsmask_addons() -> list[object]:
     addon looks at the flow, and both features ask it whether recall is
     on), the provider's brake after the conversation addon (it weighs the
     usage that addon records), the totals after the features (a flow's
-    facts are complete once their hooks have run), the content view (it hooks no flow), and one
+    facts are complete once their hooks have run), the content view (it hooks no flow), the
+    filter that keeps obsmask's log records from mitmproxy's deprecated
+    ``add_log`` event while no addon listens to it, and one
     tiktoken encoding in memory and one worker thread for big bodies
     (the conversation addon's) for both features."""
     settings = SettingsFile()
@@ -39,4 +42,5 @@ def obsmask_addons() -> list[object]:
         McpTruncation(settings, tokens, recall, masking.off_loop),
         RunTotals(settings),
         MaskingView(),
+        AddLogEvent(),
     ]

@@ -63,10 +63,11 @@ def log_once_sent(flow: http.HTTPFlow, log: logging.Logger, message: str, *args:
     """An info line about ``flow``, written once mitmproxy has sent on what
     the hook let through (``after_this_turn``). Warnings are logged at once.
 
-    A log record is not cheap in mitmproxy: two handlers format it (the
-    console's and the deprecated ``add_log`` event's) and every addon is
-    then asked for its ``add_log`` hook. Written inside a hook, that held
-    the request a good part of what obsmask adds to it (docs/benchmarks.md).
+    A log record is not cheap in mitmproxy: the console's handler formats
+    and prints it (and, while an addon has the deprecated ``add_log`` hook,
+    a second handler formats it and asks every addon for that hook:
+    ``add_log_event.py``). Written inside a hook, that held the request a
+    good part of what obsmask adds to it (docs/benchmarks.md).
     The record names the hook's place, read now; its time is when it is
     written."""
     if not log.isEnabledFor(logging.INFO):

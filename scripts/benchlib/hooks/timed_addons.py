@@ -4,9 +4,10 @@ loads into its mitmdump (``-s``) instead of ``addons/obsmask.py``.
 Every hook of every obsmask addon is wrapped by a timer, and so are the
 pieces of a flow's cost that are mitmproxy's and obsmask only calls:
 ``Flow.backup`` (the copy of what the client sent) and the handling of
-obsmask's log records (mitmproxy formats each, prints it and queues its
-``add_log`` event), in the hooks and after them (``flows.log_once_sent``
-writes a flow's lines two turns of the loop after its hook). Each time is
+obsmask's log records (mitmproxy formats each and prints it, and queues
+its ``add_log`` event while an addon has that hook), in the hooks and
+after them (``flows.log_once_sent`` writes a flow's lines two turns of the
+loop after its hook). Each time is
 filed under the flow's kind, the ``k`` query parameter the benchmark's
 client sends (``first``, ``next``). At ``done`` every list of times is
 written as JSON to the file named by the environment variable
