@@ -15,7 +15,7 @@ from mitmproxy import hooks
 from mitmproxy.log import LegacyLogEvents
 from mitmproxy.test import taddons
 
-from obsmask_core.mitm.add_log_event import AddLogEvent, OnlyWhenHeard
+from obsmask_core.mitm.add_log_event import AddLogEventFilter, OnlyWhenHeard
 from obsmask_core.mitm.addons import obsmask_addons
 
 OURS = logging.getLogger("obsmask_core.tests.add_log_event")
@@ -32,26 +32,44 @@ class Listener:
         self.entries.append(str(entry))
 
 
-def legacy_handler() -> LegacyLogEvents:
-    [handler] = [h for h in logging.getLogger().handlers if isinstance(h, LegacyLogEvents)]
+class Lines(logging.Handler):
+    """Another handler of the root logger (as the terminal's is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def legacy_handler(master: object) -> LegacyLogEvents:
+    [handler] = [h for h in logging.getLogger().handlers
+                 if isinstance(h, LegacyLogEvents) and h.master is master]
     return handler
+
+
+def passed_on_by(handler: LegacyLogEvents, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The messages of the records ``handler`` passes on to the event."""
+    passed_on: list[str] = []
+    monkeypatch.setattr(handler, "emit", lambda record: passed_on.append(record.getMessage()))
+    return passed_on
 
 
 @contextlib.contextmanager
 def running(monkeypatch: pytest.MonkeyPatch) -> Iterator[
-        tuple[taddons.context, AddLogEvent, list[str]]]:
+        tuple[taddons.context, AddLogEventFilter, list[str]]]:
     """mitmproxy's test master running obsmask's addon, and the messages of
-    the records its ``add_log`` handler passes on to the event. (Made in
-    the test itself: mitmproxy's handlers pass only the records of the
-    test step that made them.)"""
-    addon = AddLogEvent()
+    the records its ``add_log`` handler passes on to the event; the addon
+    is done at the end. (Made in the test itself: mitmproxy's handlers pass
+    only the records of the test step that made them.)"""
+    addon = AddLogEventFilter()
     with taddons.context(addon) as tctx:
         tctx.master.addons.invoke_addon_sync(addon, hooks.RunningHook())
-        handler = legacy_handler()
-        passed_on: list[str] = []
-        monkeypatch.setattr(handler, "emit",
-                            lambda record: passed_on.append(record.getMessage()))
-        yield tctx, addon, passed_on
+        try:
+            yield tctx, addon, passed_on_by(legacy_handler(tctx.master), monkeypatch)
+        finally:
+            tctx.master.addons.invoke_addon_sync(addon, hooks.DoneHook())
 
 
 def log_both() -> None:
@@ -64,10 +82,19 @@ def log_both() -> None:
         logging.getLogger().setLevel(with_level)
 
 
+BOTH = ["obsmask: POST /v1/messages masked 3 of 5", "client connect"]
+
+
 def test_with_no_addon_on_the_hook_only_mitmproxy_s_own_records_reach_the_event(monkeypatch):
-    with running(monkeypatch) as (_, _, passed_on):
-        log_both()
+    lines = Lines()
+    logging.getLogger().addHandler(lines)
+    try:
+        with running(monkeypatch) as (_, _, passed_on):
+            log_both()
+    finally:
+        logging.getLogger().removeHandler(lines)
     assert passed_on == ["client connect"]
+    assert lines.lines == BOTH  # every other handler gets obsmask's lines
 
 
 def test_an_addon_on_the_hook_gets_obsmask_s_records_until_it_goes(monkeypatch):
@@ -76,7 +103,7 @@ def test_an_addon_on_the_hook_gets_obsmask_s_records_until_it_goes(monkeypatch):
         tctx.master.addons.add(listener)
         passed_on.clear()  # mitmproxy's warning that the hook is deprecated
         log_both()
-        assert passed_on == ["obsmask: POST /v1/messages masked 3 of 5", "client connect"]
+        assert passed_on == BOTH
         tctx.master.addons.remove(listener)
         log_both()
     assert passed_on[2:] == ["client connect"]
@@ -90,21 +117,39 @@ def test_an_addon_on_the_hook_inside_another_counts_as_mitmproxy_walks_them(monk
     with running(monkeypatch) as (tctx, _, passed_on):
         tctx.master.addons.add(Holder())
         log_both()
-    assert "obsmask: POST /v1/messages masked 3 of 5" in passed_on
+    assert BOTH[0] in passed_on
+
+
+def test_another_master_s_handler_is_left_as_it_was(monkeypatch):
+    """Two masters in one process (tests do it): the filter goes on the
+    handler of the master obsmask runs in, and asks that master's addons;
+    the other master's listener still gets obsmask's lines."""
+    with taddons.context(Listener()) as other:
+        others = passed_on_by(legacy_handler(other.master), monkeypatch)
+        with running(monkeypatch) as (_, _, passed_on):
+            others.clear()
+            log_both()
+            assert legacy_handler(other.master).filters == []
+    assert passed_on == ["client connect"]
+    assert others == BOTH
 
 
 def test_when_the_addon_is_done_the_handler_passes_every_record_again(monkeypatch):
     with running(monkeypatch) as (tctx, addon, passed_on):
         tctx.master.addons.invoke_addon_sync(addon, hooks.DoneHook())
         log_both()
-        assert legacy_handler().filters == []
-    assert passed_on == ["obsmask: POST /v1/messages masked 3 of 5", "client connect"]
+        assert legacy_handler(tctx.master).filters == []
+    assert passed_on == BOTH
 
 
 def test_running_twice_puts_one_filter_on_the_handler(monkeypatch):
     with running(monkeypatch) as (tctx, addon, _):
         tctx.master.addons.invoke_addon_sync(addon, hooks.RunningHook())
-        assert len(legacy_handler().filters) == 1
+        assert len(legacy_handler(tctx.master).filters) == 1
+
+
+def record_of_ours() -> logging.LogRecord:
+    return OURS.makeRecord(OURS.name, logging.INFO, __file__, 1, "obsmask: x", (), None)
 
 
 def test_when_asking_who_listens_fails_the_record_goes_through_and_the_log_says_why_once(
@@ -112,16 +157,20 @@ def test_when_asking_who_listens_fails_the_record_goes_through_and_the_log_says_
     def broken() -> bool:
         raise RuntimeError("an addon half loaded")
 
-    record = OURS.makeRecord(OURS.name, logging.INFO, __file__, 1, "obsmask: x", (), None)
     only_when_heard = OnlyWhenHeard(broken)
     with caplog.at_level(logging.ERROR):
-        assert only_when_heard.filter(record) is True
-        assert only_when_heard.filter(record) is True
+        assert only_when_heard.filter(record_of_ours()) is True
+        assert only_when_heard.filter(record_of_ours()) is True
     [line] = caplog.records
     assert "add_log" in line.getMessage() and line.exc_info is not None
     assert "an addon half loaded" in caplog.text
-    assert OnlyWhenHeard(lambda: False).filter(record) is False
+
+
+def test_a_record_of_mitmproxy_s_goes_through_whatever_the_answer():
+    record = MITMPROXY_S.makeRecord(MITMPROXY_S.name, logging.INFO, __file__, 1, "x", (), None)
+    assert OnlyWhenHeard(lambda: False).filter(record) is True
+    assert OnlyWhenHeard(lambda: False).filter(record_of_ours()) is False
 
 
 def test_obsmask_loads_the_filter_with_its_addons():
-    assert any(isinstance(addon, AddLogEvent) for addon in obsmask_addons())
+    assert any(isinstance(addon, AddLogEventFilter) for addon in obsmask_addons())

@@ -10,9 +10,12 @@ mitmproxy's has that hook any more (the terminal, mitmweb's and the
 console's event logs are logging handlers, which this leaves alone), so
 while no loaded addon has it, the event would reach nobody: obsmask's
 records then skip that handler. Whether one has it is asked for each
-record, the way the event itself would look, so a script that adds the hook
-gets obsmask's lines from its first one. mitmproxy's own records, and every
-other handler, are not touched.
+record, when it is written, of the addons as mitmproxy walks them: a script
+with the hook gets every line written while it is loaded (one written
+while it is being loaded or reloaded may miss it; the event itself runs a
+turn of the event loop later). Only the handler of the proxy's own master
+is filtered; mitmproxy's own records, and every other handler, are not
+touched.
 """
 
 from __future__ import annotations
@@ -62,10 +65,12 @@ class OnlyWhenHeard(logging.Filter):
             return True
 
 
-class AddLogEvent:
-    """The addon: puts the filter on mitmproxy's ``add_log`` handler while
-    the proxy runs (``running``), and takes it off when the addon goes
-    (``done``: the proxy stops, or the script is reloaded)."""
+class AddLogEventFilter:
+    """The addon: puts the filter on the ``add_log`` handler of the proxy's
+    master while it runs (``running``), and takes it off when the addon
+    goes (``done``: the proxy stops, or the script is reloaded). Another
+    master in the process (tests) keeps its handler as it was: the filter
+    asks this master's addons."""
 
     def __init__(self) -> None:
         self._filtered: list[tuple[logging.Handler, OnlyWhenHeard]] = []
@@ -73,10 +78,11 @@ class AddLogEvent:
     def running(self) -> None:
         if self._filtered:
             return
-        addons = ctx.master.addons
+        master = ctx.master
+        addons = master.addons
         only_when_heard = OnlyWhenHeard(lambda: someone_listens(addons.chain))
         for handler in logging.getLogger().handlers:
-            if isinstance(handler, LegacyLogEvents):
+            if isinstance(handler, LegacyLogEvents) and handler.master is master:
                 handler.addFilter(only_when_heard)
                 self._filtered.append((handler, only_when_heard))
 

@@ -6,7 +6,7 @@ command (``cli/main.py``, which loads that script) both take them from here.
 
 from __future__ import annotations
 
-from obsmask_core.mitm.add_log_event import AddLogEvent
+from obsmask_core.mitm.add_log_event import AddLogEventFilter
 from obsmask_core.mitm.brake_addon import ProviderBrake
 from obsmask_core.mitm.contentview import MaskingView
 from obsmask_core.mitm.conversation_addon import ConversationMasking
@@ -42,5 +42,5 @@ def obsmask_addons() -> list[object]:
         McpTruncation(settings, tokens, recall, masking.off_loop),
         RunTotals(settings),
         MaskingView(),
-        AddLogEvent(),
+        AddLogEventFilter(),
     ]
