@@ -31,7 +31,7 @@ import orjson
 
 from benchlib.load.bodies import Bodies
 from benchlib.load.mix import SHAPE_KINDS, Mix
-from benchlib.load.speed import LoadFigures, percentile, target
+from benchlib.load.speed import LoadFigures, load_ratios, percentile, ratio, target
 from obsmask_core.conversation.masking.masker import Masker
 from obsmask_core.conversation.masking.outcomes import Masked
 from obsmask_core.conversation.settings.policy import MaskPolicy
@@ -55,23 +55,6 @@ def _figures(f: LoadFigures) -> dict[str, object]:
     }
 
 
-def _ratio(over: float, under: float) -> float | None:
-    return round(over / under, 3) if under else None
-
-
-def _ratios(over: LoadFigures, under: LoadFigures) -> dict[str, float | None]:
-    """``over``'s CPU time per request and requests per second over ``under``'s."""
-
-    def per_request(f: LoadFigures) -> float:
-        return f.cpu_seconds / f.requests if f.requests else 0.0
-
-    def rate(f: LoadFigures) -> float:
-        return f.requests / f.seconds if f.seconds else 0.0
-
-    return {"cpu_per_request": _ratio(per_request(over), per_request(under)),
-            "requests_per_s": _ratio(rate(over), rate(under))}
-
-
 @dataclass(frozen=True)
 class ReuseCount:
     """A shape's traffic masked in process."""
@@ -90,7 +73,7 @@ class ReuseCount:
             "reused_of_masked": round(self.reused / masked, 3) if masked else None,
             "mask_ms_per_request": round(self.mask_ms / self.requests, 3) if self.requests
             else None,
-            "mask_over_orjson": _ratio(self.mask_ms, self.orjson_ms),
+            "mask_over_orjson": ratio(self.mask_ms, self.orjson_ms),
         }
 
 
@@ -134,7 +117,7 @@ def shape_report(figures: dict[str, dict[str, LoadFigures]],
     report: dict[str, object] = {}
     for shape, by_variant in figures.items():
         plain, obsmask = by_variant["plain"], by_variant["obsmask"]
-        ratios = _ratios(obsmask, plain)
+        ratios = load_ratios(obsmask, plain)
         targets = {
             "cpu_per_request_obsmask_over_plain": target(ratios["cpu_per_request"], 2),
             "requests_per_s_obsmask_over_plain": target(ratios["requests_per_s"], 0.5, False),
@@ -160,7 +143,7 @@ def versus_report(figures: dict[str, dict[str, LoadFigures]]) -> dict[str, objec
     for shape, by_variant in figures.items():
         report[shape] = {
             **{name: _figures(f) for name, f in by_variant.items()},
-            "ratios": {f"{over}_over_{under}": _ratios(by_variant[over], by_variant[under])
+            "ratios": {f"{over}_over_{under}": load_ratios(by_variant[over], by_variant[under])
                        for over, under in (("obsmask", "plain"), ("versus", "plain"),
                                            ("obsmask", "versus"))},
         }

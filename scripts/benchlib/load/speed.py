@@ -70,7 +70,7 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 2)
 
 
-def _ratio(over: float, under: float) -> float | None:
+def ratio(over: float, under: float) -> float | None:
     return round(over / under, 3) if under else None
 
 
@@ -115,7 +115,7 @@ class LoadFigures:
             "routes": {kind: {"requests": len(values), "p50_ms": _ms(percentile(values, 0.5)),
                               "p99_ms": _ms(percentile(values, 0.99))}
                        for kind, values in self.latencies.items()},
-            "gateway_over_direct_p50": _ratio(self.p50("mcp-200k-gateway"),
+            "gateway_over_direct_p50": ratio(self.p50("mcp-200k-gateway"),
                                               self.p50("mcp-200k")),
         }
 
@@ -379,12 +379,8 @@ def target(value: float | None, limit: float, at_most: bool = True,
     return {"value": value, "target": f"{'<=' if at_most else '>='} {limit:g}{unit}", "met": met}
 
 
-def speed_report(load: dict[str, LoadFigures], streams: dict[str, Streams],
-                 quiet: dict[str, NoLoadCase], clients: int) -> dict[str, object]:
-    """The ``speed`` block of the benchmark's JSON document: the figures of
-    each proxy, the ratios obsmask / plain, the no-load cases and the
-    issue's targets."""
-    plain, obsmask = load["plain"], load["obsmask"]
+def load_ratios(over: LoadFigures, under: LoadFigures) -> dict[str, float | None]:
+    """``over``'s CPU time per request and requests per second over ``under``'s."""
 
     def per_request(f: LoadFigures) -> float:
         return f.cpu_seconds / f.requests if f.requests else 0.0
@@ -392,14 +388,23 @@ def speed_report(load: dict[str, LoadFigures], streams: dict[str, Streams],
     def rate(f: LoadFigures) -> float:
         return f.requests / f.seconds if f.seconds else 0.0
 
+    return {"cpu_per_request": ratio(per_request(over), per_request(under)),
+            "requests_per_s": ratio(rate(over), rate(under))}
+
+
+def speed_report(load: dict[str, LoadFigures], streams: dict[str, Streams],
+                 quiet: dict[str, NoLoadCase], clients: int) -> dict[str, object]:
+    """The ``speed`` block of the benchmark's JSON document: the figures of
+    each proxy, the ratios obsmask / plain, the no-load cases and the
+    issue's targets."""
+    plain, obsmask = load["plain"], load["obsmask"]
     every = {v: [s for values in f.latencies.values() for s in values] for v, f in load.items()}
     ratios = {
-        "cpu_per_request": _ratio(per_request(obsmask), per_request(plain)),
-        "requests_per_s": _ratio(rate(obsmask), rate(plain)),
-        "latency_p50": _ratio(percentile(every["obsmask"], 0.5), percentile(every["plain"], 0.5)),
-        "latency_p99": _ratio(percentile(every["obsmask"], 0.99),
+        **load_ratios(obsmask, plain),
+        "latency_p50": ratio(percentile(every["obsmask"], 0.5), percentile(every["plain"], 0.5)),
+        "latency_p99": ratio(percentile(every["obsmask"], 0.99),
                               percentile(every["plain"], 0.99)),
-        "sse_longest_gap": _ratio(streams["obsmask"].longest_gap_s, streams["plain"].longest_gap_s),
+        "sse_longest_gap": ratio(streams["obsmask"].longest_gap_s, streams["plain"].longest_gap_s),
     }
 
     def added_ms(name: str) -> float | None:
@@ -417,7 +422,7 @@ def speed_report(load: dict[str, LoadFigures], streams: dict[str, Streams],
         "added_ms_mcp_200k_direct": target(added_ms("mcp 200k direct"), 3, unit=" ms"),
         "added_ms_mcp_200k_gateway": target(added_ms("mcp 200k gateway"), 3, unit=" ms"),
         "gateway_over_direct_p50_obsmask": target(
-            _ratio(obsmask.p50("mcp-200k-gateway"), obsmask.p50("mcp-200k")), 1.2),
+            ratio(obsmask.p50("mcp-200k-gateway"), obsmask.p50("mcp-200k")), 1.2),
     }
     return {
         "clients": clients,
