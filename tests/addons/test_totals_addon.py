@@ -6,6 +6,7 @@ logs the summary when the proxy stops."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 
@@ -251,3 +252,20 @@ def test_the_ledger_s_prediction_of_the_cache_is_added_beside_the_provider_s_rep
         "obsmask: totals: cache predicted vs reported (chat, openai_breakpoints; 1 answer(s)): "
         "hit rate ")
         for r in caplog.records)
+
+
+def test_the_collector_is_timed_from_running_to_done_and_not_after(proxy):
+    """The proxy times its garbage collections while it runs; once done,
+    its callback leaves the interpreter (a second proxy in the process, or
+    a test, does not keep paying for it)."""
+    _, totals, _ = proxy
+    timed = totals.metrics.gc_pauses
+    totals.running()
+    assert timed._callback in gc.callbacks
+    gc.collect(0)
+    assert timed.seconds[0] > 0
+    totals.done()
+    assert timed._callback not in gc.callbacks
+    after_done = list(timed.seconds)
+    gc.collect(0)
+    assert timed.seconds == after_done

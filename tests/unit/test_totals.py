@@ -7,6 +7,7 @@ import gc
 import sys
 
 import pytest
+from tests.support.metrics_text import exposition_values
 
 from obsmask_core.totals.facts import McpFacts, RequestFacts
 from obsmask_core.totals.metrics import Metrics
@@ -158,16 +159,6 @@ def test_the_summary_names_each_kind_of_figure_it_has():
     assert "bill estimate (anthropic, 1 conversation(s)): 900 input tokens" in text
     assert "the provider reported 1 answer(s): 10 input" in text
     assert "1 MCP answer(s), 1 cut (1 string(s))" in text
-
-
-def exposition_values(text: str) -> dict[str, float]:
-    """Sample lines of the Prometheus text format, by name and labels."""
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
 
 
 def test_the_metrics_are_read_from_the_totals_at_each_scrape():

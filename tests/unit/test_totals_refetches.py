@@ -6,6 +6,7 @@ and the metrics. A wrong value in a flow file counts as absent."""
 from __future__ import annotations
 
 import pytest
+from tests.support.metrics_text import exposition_values
 
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.totals.metrics import Metrics
@@ -35,15 +36,6 @@ def refetches(calls: list[str], tools: dict[str, int], *, tokens: int = 0, extra
 def as_dict(value: object) -> dict[str, object]:
     assert isinstance(value, dict)
     return value
-
-
-def exposition_values(text: str) -> dict[str, float]:
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
 
 
 def a_conversation_with_three_refetches(totals: Totals) -> None:

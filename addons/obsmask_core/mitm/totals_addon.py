@@ -70,6 +70,9 @@ class RunTotals:
         self.totals.cents_per_million = settings.input_cents_per_million_tokens
         self.settings = settings
 
+    def running(self) -> None:
+        self.metrics.gc_pauses.start()
+
     def request(self, flow: http.HTTPFlow) -> None:
         self._open[flow.id] = flow
         # A flow read from a file already has its answer.
@@ -85,6 +88,7 @@ class RunTotals:
         after_this_turn(flow, self._count, flow)
 
     def done(self) -> None:
+        self.metrics.gc_pauses.stop()
         # mitmproxy stops without ending the flows still open.
         for flow in list(self._open.values()):
             self._count(flow)

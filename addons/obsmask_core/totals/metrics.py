@@ -9,8 +9,8 @@ global registry (a second proxy in the same process, or a test, starts from
 zero). Beside obsmask's own figures, the registry holds the process's, as
 every Prometheus exporter gives them (``process_*``: CPU seconds, resident
 memory; ``python_gc_*``: the garbage collector's collections per
-generation), so that what the proxy costs its host is watched where what it
-saves is.
+generation, and, from ``gc_pauses``, the time they held the event loop), so
+that what the proxy costs its host is watched where what it saves is.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from obsmask_core.totals.brake import BrakeFigures
 from obsmask_core.totals.cold import TurnFigures
 from obsmask_core.totals.facts import PROVIDER_FIELDS
+from obsmask_core.totals.gc_pauses import GcPauses
 from obsmask_core.totals.running_sums import RefetchFigures
 from obsmask_core.totals.totals import Totals
 
@@ -190,15 +191,20 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TotalsCollector(totals))
         # The process's figures, read at each scrape (/proc/self/stat,
-        # gc.get_stats()); made once per proxy (they register themselves),
-        # and registered again in each reading.
+        # gc.get_stats(), the collector's times); made once per proxy (the
+        # first two register themselves), and registered again in each
+        # reading.
         if not host:
+            pauses = GcPauses()
+            self.registry.register(pauses)
             host = (ProcessCollector(registry=self.registry),
-                    GCCollector(registry=self.registry))
+                    GCCollector(registry=self.registry), pauses)
         else:
             for collector in host:
                 self.registry.register(collector)
         self.host = host
+        # Timed while the proxy runs (``RunTotals``: running to done).
+        self.gc_pauses = next(c for c in host if isinstance(c, GcPauses))
         if mask_seconds is None:
             mask_seconds = Histogram(
                 "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
