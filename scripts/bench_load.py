@@ -79,7 +79,11 @@ medians and what obsmask adds to them; and ``targets``, issue 15's, each
 with its value and whether it is met. ``speed.per_shape``: for each shape
 its load phases' figures for both proxies, the ratios obsmask / plain and
 issue 43's targets (CPU per request at most 2x plain's, requests per
-second at least 0.5x: reported, never enforced), and ``reuse_replayed``:
+second at least 0.5x: reported, never enforced), for each obsmask what
+its own ``/obsmask/metrics`` account for of its CPU per request
+(``cpu_ms_per_request_by_obsmask_metrics``: its request rewrites, its
+garbage collections, and the rest, mitmproxy's and the other hooks'),
+and ``reuse_replayed``:
 the same traffic masked afterwards in this process (as many agents as the
 phase has clients, one masker with the shipped settings), how many requests were masked and how
 many of those made from the previous request's masked body
@@ -109,7 +113,6 @@ import resource
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -119,7 +122,6 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from benchlib.current_models import shape_models  # noqa: E402
 from benchlib.load.bodies import Bodies, build_bodies  # noqa: E402
@@ -133,6 +135,7 @@ from benchlib.load.cases import (  # noqa: E402
 )
 from benchlib.load.mix import AGENTS, BODY_MODES, MIX, SHAPE_KINDS, Mix, Request  # noqa: E402
 from benchlib.load.procfs import cpu_seconds, cpu_seconds_once_idle, open_tcp, rss_kib  # noqa: E402
+from benchlib.load.proxy_metrics import spent_by  # noqa: E402
 from benchlib.load.shapes import replay_reuse, shape_report, versus_report  # noqa: E402
 from benchlib.load.speed import (  # noqa: E402
     BIG_TAG,
@@ -224,18 +227,11 @@ def gc_collections(port: int) -> dict[str, int]:
     ``port``, per generation, from its ``/obsmask/metrics`` (a full one,
     generation 2, holds the event loop for its length); none if the route
     did not answer (its totals switched off, say)."""
-    url = f"http://127.0.0.1:{port}/obsmask/metrics"
-    # Straight to the proxy, whatever http_proxy the environment names.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=10) as answer:
-            text = answer.read().decode()
-    except (OSError, ValueError) as e:
-        progress(f"obsmask: no garbage collection figures ({e})")
+    found = spent_by(port)
+    if found is None:
+        progress("obsmask: no garbage collection figures (/obsmask/metrics did not answer)")
         return {}
-    return {sample.labels["generation"]: int(sample.value)
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples if sample.name == "python_gc_collections_total"}
+    return found.gc_collections
 
 
 def _own_cpu_seconds() -> float:
@@ -316,14 +312,19 @@ class Variant:
         def request_for(n: int, turn: int) -> Request:
             return self.mix.request(n, turn, kinds, client=(n - first) // per_client)
 
+        # obsmask's own account of its rewrites and collections, read
+        # outside the CPU measured.
+        spent_before = spent_by(self.port) if self.gateway else None
         cpu_before, own_before = cpu_seconds(self.pid), _own_cpu_seconds()
         started = time.perf_counter()
         tallies = run_load(self.port, request_for, kinds, args.clients, per_client, first)
         seconds = time.perf_counter() - started
         own_after = _own_cpu_seconds()
+        cpu = cpu_seconds_once_idle(self.pid) - cpu_before
+        spent_after = spent_by(self.port) if spent_before is not None else None
         self.shapes.setdefault(shape, LoadFigures()).add(
-            tallies, seconds, cpu_seconds_once_idle(self.pid) - cpu_before,
-            own_after - own_before)
+            tallies, seconds, cpu, own_after - own_before,
+            spent_after.since(spent_before) if spent_after and spent_before else None)
         _merge(self.shape_load, tallies)
 
     def settle(self) -> float:

@@ -124,6 +124,12 @@ def test_each_shape_of_traffic_has_its_own_load_phase_its_ratios_and_its_reuse(r
         assert all(value > 0 for value in figures["ratios"].values()), shape
         assert set(figures["targets"]) == {"cpu_per_request_obsmask_over_plain",
                                            "requests_per_s_obsmask_over_plain"}
+        # obsmask's own metrics account for part of its CPU: its rewrites
+        # (every request of a shape is a conversation's) and its collector.
+        parts = figures["obsmask"]["cpu_ms_per_request_by_obsmask_metrics"]
+        assert parts["all"] == figures["obsmask"]["cpu_ms_per_request"]
+        assert parts["rewrites"] > 0 and parts["garbage_collector"] >= 0, shape
+        assert "cpu_ms_per_request_by_obsmask_metrics" not in figures["plain"]
         replayed = figures["reuse_replayed"]
         assert replayed["requests"] == sum(replayed["outcomes"].values()) > 0
         assert 0 <= replayed["reused"] <= replayed["masked"] > 0, shape

@@ -41,6 +41,7 @@ from benchlib.load.mix import (
     conversation_request,
     mcp_request,
 )
+from benchlib.load.proxy_metrics import Spent
 from benchlib.load.stub import sse_events
 from benchlib.timing import Action, medians_ms
 
@@ -85,15 +86,20 @@ class LoadFigures:
     # core, requests per second say as much about it as about the proxy.
     client_cpu_seconds: float = 0.0
     latencies: dict[str, list[float]] = field(default_factory=dict)
+    # What obsmask's own metrics say it spent in the phases (None: plain
+    # mitmproxy, or a phase whose metrics did not answer).
+    spent: Spent | None = None
 
     def add(self, tallies: dict[str, Tally], seconds: float, cpu_seconds: float,
-            client_cpu_seconds: float) -> None:
+            client_cpu_seconds: float, spent: Spent | None = None) -> None:
         """One load phase: its tallies, its wall time, the proxy's CPU time
-        and the benchmark process's."""
+        and the benchmark process's, and what obsmask's metrics say it spent."""
         self.requests += sum(t.requests for t in tallies.values())
         self.seconds += seconds
         self.cpu_seconds += cpu_seconds
         self.client_cpu_seconds += client_cpu_seconds
+        if spent is not None:
+            self.spent = spent if self.spent is None else self.spent.plus(spent)
         for kind, tally in tallies.items():
             self.latencies.setdefault(kind, []).extend(tally.seconds)
 

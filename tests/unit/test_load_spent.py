@@ -1,0 +1,58 @@
+"""The load benchmark's account of where obsmask's CPU went in a phase: its
+rewrites and its garbage collections, as its own metrics report them,
+read before and after the phase; the rest is mitmproxy's and the other
+hooks'."""
+
+from __future__ import annotations
+
+import gc
+
+from benchlib.load.cases import Tally
+from benchlib.load.proxy_metrics import Spent, spent
+from benchlib.load.shapes import shape_report, versus_report
+from benchlib.load.speed import LoadFigures
+from obsmask_core.totals.metrics import Metrics
+from obsmask_core.totals.totals import Totals
+
+
+def test_what_the_proxy_spent_is_read_from_its_metrics_text():
+    metrics = Metrics(Totals())
+    metrics.observe_mask_ms(2.5)
+    metrics.observe_mask_ms(1.5)
+    metrics.gc_pauses.start()
+    try:
+        gc.collect(2)
+    finally:
+        metrics.gc_pauses.stop()
+    found = spent(metrics.exposition().decode())
+    assert found.mask_seconds == 0.004
+    assert found.gc_seconds == sum(metrics.gc_pauses.seconds) > 0
+    assert found.gc_collections["2"] >= 1
+
+
+def test_a_phase_counts_what_was_spent_between_its_two_readings_and_phases_add_up():
+    before = Spent(1.0, 0.5, {"0": 10, "1": 2, "2": 0})
+    after = Spent(3.0, 0.75, {"0": 30, "1": 4, "2": 1})
+    phase = after.since(before)
+    assert phase == Spent(2.0, 0.25, {"0": 20, "1": 2, "2": 1})
+    assert phase.plus(phase) == Spent(4.0, 0.5, {"0": 40, "1": 4, "2": 2})
+
+
+def _figures(requests: int, seconds: float, cpu: float, spent: Spent | None) -> LoadFigures:
+    figures = LoadFigures()
+    figures.add({"chat": Tally(requests=requests, seconds=[0.01] * requests)}, seconds, cpu, 1.0,
+                spent)
+    return figures
+
+
+def test_each_obsmask_of_a_shape_says_what_its_rewrites_and_collector_took_of_its_cpu():
+    obsmask = _figures(100, 2.0, 0.25, Spent(0.1, 0.025, {}))
+    report = shape_report({"chat": {"plain": _figures(100, 1.0, 0.125, None),
+                                    "obsmask": obsmask}}, {})
+    assert report["chat"]["obsmask"]["cpu_ms_per_request_by_obsmask_metrics"] == {
+        "all": 2.5, "rewrites": 1.0, "garbage_collector": 0.25, "rest": 1.25}
+    assert "cpu_ms_per_request_by_obsmask_metrics" not in report["chat"]["plain"]
+    versus = versus_report({"chat": {"plain": _figures(100, 1.0, 0.125, None),
+                                     "obsmask": obsmask,
+                                     "versus": _figures(100, 2.0, 0.2, Spent(0.05, 0.025, {}))}})
+    assert versus["chat"]["versus"]["cpu_ms_per_request_by_obsmask_metrics"]["rewrites"] == 0.5
