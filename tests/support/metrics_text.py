@@ -1,6 +1,11 @@
-"""The Prometheus text format read back, for the tests of the metrics."""
+"""The Prometheus text format read back, and the collector timed, for the
+tests of the metrics."""
 
 from __future__ import annotations
+
+import gc
+
+from obsmask_core.totals.metrics import Metrics
 
 
 def exposition_values(text: str) -> dict[str, float]:
@@ -11,3 +16,12 @@ def exposition_values(text: str) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             values[name] = float(value)
     return values
+
+
+def collect_while_timed(metrics: Metrics, generation: int = 2) -> None:
+    """One garbage collection of ``generation`` while ``metrics`` times them."""
+    metrics.gc_pauses.start()
+    try:
+        gc.collect(generation)
+    finally:
+        metrics.gc_pauses.stop()

@@ -7,11 +7,11 @@ import gc
 from collections.abc import Iterator
 
 import pytest
-from tests.support.metrics_text import exposition_values
 
 from obsmask_core.totals.gc_pauses import GcPauses
 from obsmask_core.totals.metrics import Metrics
 from obsmask_core.totals.totals import Totals
+from support.metrics_text import collect_while_timed, exposition_values
 
 
 class SteppingClock:
@@ -81,11 +81,7 @@ def test_what_the_callback_cannot_place_is_left_out_without_an_error(phases):
 
 def test_the_metrics_give_the_collectors_time_and_longest_pause_per_generation():
     metrics = Metrics(Totals())
-    metrics.gc_pauses.start()
-    try:
-        gc.collect(2)
-    finally:
-        metrics.gc_pauses.stop()
+    collect_while_timed(metrics)
     values = exposition_values(metrics.exposition().decode())
     assert values['python_gc_pause_seconds_total{generation="2"}'] > 0
     assert values['python_gc_longest_pause_seconds{generation="2"}'] > 0

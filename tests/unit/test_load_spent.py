@@ -5,25 +5,20 @@ hooks'."""
 
 from __future__ import annotations
 
-import gc
-
 from benchlib.load.cases import Tally
 from benchlib.load.proxy_metrics import Spent, spent
 from benchlib.load.shapes import shape_report, versus_report
 from benchlib.load.speed import LoadFigures
 from obsmask_core.totals.metrics import Metrics
 from obsmask_core.totals.totals import Totals
+from support.metrics_text import collect_while_timed
 
 
 def test_what_the_proxy_spent_is_read_from_its_metrics_text():
     metrics = Metrics(Totals())
     metrics.observe_mask_ms(2.5)
     metrics.observe_mask_ms(1.5)
-    metrics.gc_pauses.start()
-    try:
-        gc.collect(2)
-    finally:
-        metrics.gc_pauses.stop()
+    collect_while_timed(metrics)
     found = spent(metrics.exposition().decode())
     assert found.mask_seconds == 0.004
     assert found.gc_seconds == sum(metrics.gc_pauses.seconds) > 0

@@ -7,11 +7,11 @@ import gc
 import sys
 
 import pytest
-from tests.support.metrics_text import exposition_values
 
 from obsmask_core.totals.facts import McpFacts, RequestFacts
 from obsmask_core.totals.metrics import Metrics
 from obsmask_core.totals.totals import Totals
+from support.metrics_text import exposition_values
 
 Json = dict[str, object]
 

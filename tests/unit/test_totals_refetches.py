@@ -6,12 +6,12 @@ and the metrics. A wrong value in a flow file counts as absent."""
 from __future__ import annotations
 
 import pytest
-from tests.support.metrics_text import exposition_values
 
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.totals.metrics import Metrics
 from obsmask_core.totals.running_sums import OTHER_TOOLS, TOOLS_KEPT
 from obsmask_core.totals.totals import Totals
+from support.metrics_text import exposition_values
 
 Json = dict[str, object]
 
