@@ -278,15 +278,14 @@ def test_the_metrics_route_gives_the_same_sums(run: Run):
 @pytest.mark.skipif(sys.platform != "linux", reason="prometheus-client reads them from /proc")
 def test_the_metrics_route_also_gives_what_the_proxy_costs_its_host(run: Run):
     """The proxy's own CPU time, memory and garbage collections, beside
-    obsmask's figures; and the time the collections held the event loop,
-    timed while the proxy runs."""
+    obsmask's figures; and the CPU time the collections took and the
+    longest one (a stall of the event loop), timed while the proxy runs."""
     m = run.metrics
     assert m["process_cpu_seconds_total"] > 0
     assert m["process_resident_memory_bytes"] > 10_000_000
     assert m['python_gc_collections_total{generation="0"}'] > 0
-    assert m['python_gc_pause_seconds_total{generation="0"}'] > 0
-    assert 0 < m['python_gc_longest_pause_seconds{generation="0"}'] \
-        <= m['python_gc_pause_seconds_total{generation="0"}']
+    assert m['obsmask_gc_cpu_seconds_total{generation="0"}'] > 0
+    assert m['obsmask_gc_longest_pause_seconds{generation="0"}'] > 0
 
 
 def _summary(output: str) -> list[str]:

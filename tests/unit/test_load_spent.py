@@ -21,7 +21,7 @@ def test_what_the_proxy_spent_is_read_from_its_metrics_text():
     collect_while_timed(metrics)
     found = spent(metrics.exposition().decode())
     assert found.mask_seconds == 0.004
-    assert found.gc_seconds == sum(metrics.gc_pauses.seconds) > 0
+    assert found.gc_seconds == sum(metrics.gc_pauses.cpu_seconds) > 0
     assert found.gc_collections["2"] >= 1
 
 
@@ -33,21 +33,40 @@ def test_a_phase_counts_what_was_spent_between_its_two_readings_and_phases_add_u
     assert phase.plus(phase) == Spent(4.0, 0.5, {"0": 40, "1": 4, "2": 2})
 
 
-def _figures(requests: int, seconds: float, cpu: float, spent: Spent | None) -> LoadFigures:
+def test_an_obsmask_that_does_not_time_its_collector_has_no_collector_time_not_a_zero():
+    found = spent("# TYPE obsmask_mask_seconds histogram\nobsmask_mask_seconds_sum 0.5\n")
+    assert (found.mask_seconds, found.gc_seconds) == (0.5, None)
+    assert found.plus(Spent(1.0, 2.0, {})).gc_seconds is None
+    assert Spent(1.0, 2.0, {}).since(found).gc_seconds is None
+
+
+def _figures(requests: int, seconds: float, cpu: float, *spent: Spent | None) -> LoadFigures:
+    """Figures of one phase per ``spent`` (plain mitmproxy: none given)."""
     figures = LoadFigures()
-    figures.add({"chat": Tally(requests=requests, seconds=[0.01] * requests)}, seconds, cpu, 1.0,
-                spent)
+    for phase in spent or (None,):
+        figures.add({"chat": Tally(requests=requests, seconds=[0.01] * requests)}, seconds,
+                    cpu, 1.0, phase)
     return figures
 
 
 def test_each_obsmask_of_a_shape_says_what_its_rewrites_and_collector_took_of_its_cpu():
     obsmask = _figures(100, 2.0, 0.25, Spent(0.1, 0.025, {}))
-    report = shape_report({"chat": {"plain": _figures(100, 1.0, 0.125, None),
+    report = shape_report({"chat": {"plain": _figures(100, 1.0, 0.125),
                                     "obsmask": obsmask}}, {})
     assert report["chat"]["obsmask"]["cpu_ms_per_request_by_obsmask_metrics"] == {
         "all": 2.5, "rewrites": 1.0, "garbage_collector": 0.25, "rest": 1.25}
     assert "cpu_ms_per_request_by_obsmask_metrics" not in report["chat"]["plain"]
-    versus = versus_report({"chat": {"plain": _figures(100, 1.0, 0.125, None),
-                                     "obsmask": obsmask,
-                                     "versus": _figures(100, 2.0, 0.2, Spent(0.05, 0.025, {}))}})
-    assert versus["chat"]["versus"]["cpu_ms_per_request_by_obsmask_metrics"]["rewrites"] == 0.5
+    older = _figures(100, 2.0, 0.2, Spent(0.05, None, {}))  # no collector time
+    versus = versus_report({"chat": {"plain": _figures(100, 1.0, 0.125),
+                                     "obsmask": obsmask, "versus": older}})
+    assert versus["chat"]["versus"]["cpu_ms_per_request_by_obsmask_metrics"] == {
+        "all": 2.0, "rewrites": 0.5}
+
+
+def test_no_split_is_given_when_the_metrics_missed_a_phase():
+    """Sums over some phases divided by every phase's requests would
+    understate each part."""
+    figures = _figures(100, 2.0, 0.25, Spent(0.1, 0.025, {}), None)
+    report = shape_report({"chat": {"plain": _figures(100, 1.0, 0.125),
+                                    "obsmask": figures}}, {})
+    assert "cpu_ms_per_request_by_obsmask_metrics" not in report["chat"]["obsmask"]

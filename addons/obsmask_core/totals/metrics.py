@@ -9,8 +9,8 @@ global registry (a second proxy in the same process, or a test, starts from
 zero). Beside obsmask's own figures, the registry holds the process's, as
 every Prometheus exporter gives them (``process_*``: CPU seconds, resident
 memory; ``python_gc_*``: the garbage collector's collections per
-generation, and, from ``gc_pauses``, the time they held the event loop), so
-that what the proxy costs its host is watched where what it saves is.
+generation), and what those collections took (``gc_pauses``), so that what
+the proxy costs its host is watched where what it saves is.
 """
 
 from __future__ import annotations
@@ -187,24 +187,23 @@ class Metrics:
     """One proxy's registry: the totals' collector and the masking time."""
 
     def __init__(self, totals: Totals, mask_seconds: Histogram | None = None,
-                 host: tuple[Collector, ...] = ()) -> None:
+                 host: tuple[Collector, ...] = (), gc_pauses: GcPauses | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TotalsCollector(totals))
         # The process's figures, read at each scrape (/proc/self/stat,
-        # gc.get_stats(), the collector's times); made once per proxy (the
-        # first two register themselves), and registered again in each
-        # reading.
+        # gc.get_stats()); made once per proxy (they register themselves),
+        # and registered again in each reading.
         if not host:
-            pauses = GcPauses()
-            self.registry.register(pauses)
             host = (ProcessCollector(registry=self.registry),
-                    GCCollector(registry=self.registry), pauses)
+                    GCCollector(registry=self.registry))
         else:
             for collector in host:
                 self.registry.register(collector)
         self.host = host
-        # Timed while the proxy runs (``RunTotals``: running to done).
-        self.gc_pauses = next(c for c in host if isinstance(c, GcPauses))
+        # And the collector's time, timed while the proxy runs (``RunTotals``:
+        # running to done).
+        self.gc_pauses = gc_pauses if gc_pauses is not None else GcPauses()
+        self.registry.register(self.gc_pauses)
         if mask_seconds is None:
             mask_seconds = Histogram(
                 "obsmask_mask_seconds", "Time the request rewrite took (parse, plan, splice, "
@@ -216,7 +215,7 @@ class Metrics:
     def reading(self, totals: Totals) -> Metrics:
         """The same metrics read from other totals (the run's, with the
         flows still open added), the masking time as it is."""
-        return Metrics(totals, self.mask_seconds, self.host)
+        return Metrics(totals, self.mask_seconds, self.host, self.gc_pauses)
 
     def observe_mask_ms(self, mask_ms: float) -> None:
         self.mask_seconds.observe(mask_ms / 1000)

@@ -53,22 +53,24 @@ def _figures(f: LoadFigures) -> dict[str, object]:
         "benchmark_process_cpu_s": round(f.client_cpu_seconds, 2),
         "latency_p50_ms": round(percentile(every, 0.5) * 1000, 2),
         "latency_p99_ms": round(percentile(every, 0.99) * 1000, 2),
-        **({"cpu_ms_per_request_by_obsmask_metrics": _parts(f, f.spent)}
-           if f.spent is not None and f.requests else {}),
+        **({"cpu_ms_per_request_by_obsmask_metrics": _parts(f, spent)}
+           if (spent := f.spent_in_every_phase()) is not None and f.requests else {}),
     }
 
 
 def _parts(f: LoadFigures, spent: Spent) -> dict[str, float]:
     """The CPU per request, and what obsmask's metrics account for of it:
     its request rewrites (their time, which inline is the event loop's CPU)
-    and its garbage collections; the rest is mitmproxy's and obsmask's
-    other hooks."""
-    per_request = 1000 / f.requests
-    masking, collector = spent.mask_seconds * per_request, spent.gc_seconds * per_request
-    cpu = f.cpu_seconds * per_request
-    return {"all": round(cpu, 3), "rewrites": round(masking, 3),
-            "garbage_collector": round(collector, 3),
-            "rest": round(cpu - masking - collector, 3)}
+    and its garbage collections (left out, with the rest, by an obsmask
+    that does not time them); the rest is mitmproxy's and obsmask's other
+    hooks."""
+    cpu, masking = f.cpu_seconds * 1000 / f.requests, spent.mask_seconds * 1000 / f.requests
+    parts = {"all": round(cpu, 3), "rewrites": round(masking, 3)}
+    if spent.gc_seconds is not None:
+        collector = spent.gc_seconds * 1000 / f.requests
+        parts |= {"garbage_collector": round(collector, 3),
+                  "rest": round(cpu - masking - collector, 3)}
+    return parts
 
 
 @dataclass(frozen=True)

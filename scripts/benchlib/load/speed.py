@@ -86,9 +86,11 @@ class LoadFigures:
     # core, requests per second say as much about it as about the proxy.
     client_cpu_seconds: float = 0.0
     latencies: dict[str, list[float]] = field(default_factory=dict)
-    # What obsmask's own metrics say it spent in the phases (None: plain
-    # mitmproxy, or a phase whose metrics did not answer).
+    # What obsmask's own metrics say it spent in the phases (plain mitmproxy:
+    # None), and in how many phases they answered.
     spent: Spent | None = None
+    phases: int = 0
+    phases_spent: int = 0
 
     def add(self, tallies: dict[str, Tally], seconds: float, cpu_seconds: float,
             client_cpu_seconds: float, spent: Spent | None = None) -> None:
@@ -98,10 +100,17 @@ class LoadFigures:
         self.seconds += seconds
         self.cpu_seconds += cpu_seconds
         self.client_cpu_seconds += client_cpu_seconds
+        self.phases += 1
         if spent is not None:
+            self.phases_spent += 1
             self.spent = spent if self.spent is None else self.spent.plus(spent)
         for kind, tally in tallies.items():
             self.latencies.setdefault(kind, []).extend(tally.seconds)
+
+    def spent_in_every_phase(self) -> Spent | None:
+        """What obsmask's metrics say it spent, when they answered before
+        and after every phase (else its sums cover only some requests)."""
+        return self.spent if self.phases_spent == self.phases else None
 
     def p50(self, kind: str) -> float:
         return percentile(self.latencies.get(kind, []), 0.5)
