@@ -122,7 +122,6 @@ from _bootstrap import REPO, run_inside
 run_inside("main", "base")
 sys.path.insert(0, str(REPO / "addons"))
 
-
 from benchlib.current_models import shape_models  # noqa: E402
 from benchlib.load.bodies import Bodies, build_bodies  # noqa: E402
 from benchlib.load.cases import (  # noqa: E402
