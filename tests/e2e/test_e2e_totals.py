@@ -34,6 +34,7 @@ from support.anthropic_shell_agent import run_shell_agent
 from support.flow_files import read_flows
 from support.json_values import as_object
 from support.mcp_servers import start_mcp_server
+from support.metrics_text import exposition_values
 from support.processes import REPO, MitmdumpProcess
 from support.scripted_anthropic import scripted_anthropic
 
@@ -71,13 +72,6 @@ def _get(port: int, path: str) -> bytes:
     with opener.open(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
         body: bytes = answer.read()
         return body
-
-
-def _samples(text: str) -> dict[str, float]:
-    """The sample lines of a Prometheus text exposition, by name and labels."""
-    return {name: float(value) for line in text.splitlines()
-            if line and not line.startswith("#")
-            for name, value in [line.rsplit(" ", 1)]}
 
 
 def _mcp_calls(port: int) -> None:
@@ -125,7 +119,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             previous = current
             time.sleep(1.0)
         totals = json.loads(current)
-        metrics = _samples(_get(proxy.port, "/obsmask/metrics").decode())
+        metrics = exposition_values(_get(proxy.port, "/obsmask/metrics").decode())
         proxy.stop()
         output = proxy.output()
     replay = subprocess.run(
