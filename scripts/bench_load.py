@@ -320,10 +320,11 @@ class Variant:
         seconds = time.perf_counter() - started
         own_after = _own_cpu_seconds()
         cpu = cpu_seconds_once_idle(self.pid) - cpu_before
-        spent_after = spent_by(self.port) if spent_before is not None else None
+        spent = None
+        if spent_before is not None and (spent_after := spent_by(self.port)) is not None:
+            spent = spent_after.since(spent_before)
         self.shapes.setdefault(shape, LoadFigures()).add(
-            tallies, seconds, cpu, own_after - own_before,
-            spent_after.since(spent_before) if spent_after and spent_before else None)
+            tallies, seconds, cpu, own_after - own_before, spent)
         _merge(self.shape_load, tallies)
 
     def settle(self) -> float:

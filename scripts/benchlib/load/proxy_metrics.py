@@ -16,6 +16,10 @@ def _plus(first: float | None, second: float | None) -> float | None:
     return None if first is None or second is None else first + second
 
 
+def _minus(first: float | None, second: float | None) -> float | None:
+    return None if first is None or second is None else first - second
+
+
 @dataclass(frozen=True)
 class Spent:
     """Sums since the proxy started: seconds of rewrites (``obsmask_mask_seconds``)
@@ -36,8 +40,7 @@ class Spent:
 
     def since(self, before: Spent) -> Spent:
         return Spent(self.mask_seconds - before.mask_seconds,
-                     _plus(self.gc_seconds, None if before.gc_seconds is None
-                           else -before.gc_seconds),
+                     _minus(self.gc_seconds, before.gc_seconds),
                      {generation: count - before.gc_collections.get(generation, 0)
                       for generation, count in self.gc_collections.items()})
 
