@@ -128,8 +128,9 @@ def test_the_request_tab_shows_the_original_and_the_placeholder(mitmweb, tmp_pat
     kept."""
     flow_id = masked_flow_id(mitmweb)
     page = mitmweb.url(f"/#/flows/{flow_id}/request")
-    dom = rendered_dom(page, tmp_path)
-    assert "obsmask: masked request (OpenAI Chat Completions)" in dom
+    header = "obsmask: masked request (OpenAI Chat Completions)"
+    dom = rendered_dom(page, tmp_path, showing=header)
+    assert header in dom
     assert ORIGINAL_TEXT in dom
     assert PLACEHOLDER.replace("'", "&#39;") in dom or PLACEHOLDER in dom
     png = screenshot(page, tmp_path / "mitmweb-view.png", size=(1600, 1100))
