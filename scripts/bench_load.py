@@ -82,7 +82,8 @@ issue 43's targets (CPU per request at most 2x plain's, requests per
 second at least 0.5x: reported, never enforced), for each obsmask what
 its own ``/obsmask/metrics`` account for of its CPU per request
 (``cpu_ms_per_request_by_obsmask_metrics``: its request rewrites, its
-garbage collections, and the rest, mitmproxy's and the other hooks'),
+garbage collections, in all and by generation, and the rest, mitmproxy's
+and the other hooks'),
 and ``reuse_replayed``:
 the same traffic masked afterwards in this process (as many agents as the
 phase has clients, one masker with the shipped settings), how many requests were masked and how

@@ -125,10 +125,14 @@ def test_each_shape_of_traffic_has_its_own_load_phase_its_ratios_and_its_reuse(r
         assert set(figures["targets"]) == {"cpu_per_request_obsmask_over_plain",
                                            "requests_per_s_obsmask_over_plain"}
         # obsmask's own metrics account for part of its CPU: its rewrites
-        # (every request of a shape is a conversation's) and its collector.
+        # (every request of a shape is a conversation's) and its collector,
+        # whose time is the sum of its generations' (the young one ran).
         parts = figures["obsmask"]["cpu_ms_per_request_by_obsmask_metrics"]
         assert parts["all"] == figures["obsmask"]["cpu_ms_per_request"]
         assert parts["rewrites"] > 0 and parts["garbage_collector"] > 0, shape
+        generations = parts["garbage_collector_by_generation"]
+        assert set(generations) == {"0", "1", "2"} and generations["0"] > 0, shape
+        assert abs(sum(generations.values()) - parts["garbage_collector"]) <= 0.002, shape
         assert "cpu_ms_per_request_by_obsmask_metrics" not in figures["plain"]
         replayed = figures["reuse_replayed"]
         assert replayed["requests"] == sum(replayed["outcomes"].values()) > 0

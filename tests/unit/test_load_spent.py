@@ -22,22 +22,27 @@ def test_what_the_proxy_spent_is_read_from_its_metrics_text():
     found = spent(metrics.exposition().decode())
     assert found.mask_seconds == 0.004
     assert found.gc_seconds == sum(metrics.gc_pauses.cpu_seconds) > 0
+    # Each generation's CPU time, as the collector timed it.
+    assert found.gc_cpu == {str(generation): seconds for generation, seconds
+                            in enumerate(metrics.gc_pauses.cpu_seconds)}
     assert found.gc_collections["2"] >= 1
 
 
 def test_a_phase_counts_what_was_spent_between_its_two_readings_and_phases_add_up():
-    before = Spent(1.0, 0.5, {"0": 10, "1": 2, "2": 0})
-    after = Spent(3.0, 0.75, {"0": 30, "1": 4, "2": 1})
+    before = Spent(1.0, {"0": 0.5, "1": 0.25, "2": 0.0}, {"0": 10, "1": 2, "2": 0})
+    after = Spent(3.0, {"0": 0.75, "1": 0.5, "2": 1.0}, {"0": 30, "1": 4, "2": 1})
     phase = after.since(before)
-    assert phase == Spent(2.0, 0.25, {"0": 20, "1": 2, "2": 1})
-    assert phase.plus(phase) == Spent(4.0, 0.5, {"0": 40, "1": 4, "2": 2})
+    assert phase == Spent(2.0, {"0": 0.25, "1": 0.25, "2": 1.0}, {"0": 20, "1": 2, "2": 1})
+    assert phase.gc_seconds == 1.5
+    assert phase.plus(phase) == Spent(4.0, {"0": 0.5, "1": 0.5, "2": 2.0},
+                                      {"0": 40, "1": 4, "2": 2})
 
 
 def test_an_obsmask_that_does_not_time_its_collector_has_no_collector_time_not_a_zero():
     found = spent("# TYPE obsmask_mask_seconds histogram\nobsmask_mask_seconds_sum 0.5\n")
     assert (found.mask_seconds, found.gc_seconds) == (0.5, None)
-    assert found.plus(Spent(1.0, 2.0, {})).gc_seconds is None
-    assert Spent(1.0, 2.0, {}).since(found).gc_seconds is None
+    assert found.plus(Spent(1.0, {"0": 2.0}, {})).gc_seconds is None
+    assert Spent(1.0, {"0": 2.0}, {}).since(found).gc_seconds is None
 
 
 def _figures(requests: int, seconds: float, cpu: float, *spent: Spent | None) -> LoadFigures:
@@ -49,12 +54,13 @@ def _figures(requests: int, seconds: float, cpu: float, *spent: Spent | None) ->
     return figures
 
 
-def test_each_obsmask_of_a_shape_says_what_its_rewrites_and_collector_took_of_its_cpu():
-    obsmask = _figures(100, 2.0, 0.25, Spent(0.1, 0.025, {}))
+def test_each_obsmask_of_a_shape_says_what_its_rewrites_and_collector_by_generation_took():
+    obsmask = _figures(100, 2.0, 0.25, Spent(0.1, {"0": 0.015, "1": 0.005, "2": 0.005}, {}))
     report = shape_report({"chat": {"plain": _figures(100, 1.0, 0.125),
                                     "obsmask": obsmask}}, {})
     assert report["chat"]["obsmask"]["cpu_ms_per_request_by_obsmask_metrics"] == {
-        "all": 2.5, "rewrites": 1.0, "garbage_collector": 0.25, "rest": 1.25}
+        "all": 2.5, "rewrites": 1.0, "garbage_collector": 0.25,
+        "garbage_collector_by_generation": {"0": 0.15, "1": 0.05, "2": 0.05}, "rest": 1.25}
     assert "cpu_ms_per_request_by_obsmask_metrics" not in report["chat"]["plain"]
     older = _figures(100, 2.0, 0.2, Spent(0.05, None, {}))  # no collector time
     versus = versus_report({"chat": {"plain": _figures(100, 1.0, 0.125),
@@ -66,7 +72,7 @@ def test_each_obsmask_of_a_shape_says_what_its_rewrites_and_collector_took_of_it
 def test_no_split_is_given_when_the_metrics_missed_a_phase():
     """Sums over some phases divided by every phase's requests would
     understate each part."""
-    figures = _figures(100, 2.0, 0.25, Spent(0.1, 0.025, {}), None)
+    figures = _figures(100, 2.0, 0.25, Spent(0.1, {"0": 0.025}, {}), None)
     report = shape_report({"chat": {"plain": _figures(100, 1.0, 0.125),
                                     "obsmask": figures}}, {})
     assert "cpu_ms_per_request_by_obsmask_metrics" not in report["chat"]["obsmask"]

@@ -12,35 +12,43 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def _plus(first: float | None, second: float | None) -> float | None:
-    return None if first is None or second is None else first + second
-
-
-def _minus(first: float | None, second: float | None) -> float | None:
-    return None if first is None or second is None else first - second
+def _by_generation(first: dict[str, float] | None, second: dict[str, float] | None,
+                   sign: int) -> dict[str, float] | None:
+    """``first`` plus (``sign`` 1) or minus (-1) ``second``, generation by
+    generation; None when either is (an obsmask that does not time its
+    collector)."""
+    if first is None or second is None:
+        return None
+    return {generation: first.get(generation, 0.0) + sign * second.get(generation, 0.0)
+            for generation in {*first, *second}}
 
 
 @dataclass(frozen=True)
 class Spent:
-    """Sums since the proxy started: seconds of rewrites (``obsmask_mask_seconds``)
-    and of garbage collection (``obsmask_gc_cpu_seconds_total``, all
-    generations; None from an obsmask without that metric, an older
-    checkout), and the collections by generation."""
+    """Sums since the proxy started: seconds of rewrites (``obsmask_mask_seconds``);
+    the CPU seconds of garbage collection by generation
+    (``obsmask_gc_cpu_seconds_total``; None from an obsmask without that
+    metric, an older checkout); and the collections by generation."""
 
     mask_seconds: float
-    gc_seconds: float | None
+    gc_cpu: dict[str, float] | None
     gc_collections: dict[str, int]
+
+    @property
+    def gc_seconds(self) -> float | None:
+        """The collector's CPU seconds, all generations."""
+        return None if self.gc_cpu is None else sum(self.gc_cpu.values())
 
     def plus(self, other: Spent) -> Spent:
         return Spent(self.mask_seconds + other.mask_seconds,
-                     _plus(self.gc_seconds, other.gc_seconds),
+                     _by_generation(self.gc_cpu, other.gc_cpu, 1),
                      {generation: self.gc_collections.get(generation, 0)
                       + other.gc_collections.get(generation, 0)
                       for generation in {*self.gc_collections, *other.gc_collections}})
 
     def since(self, before: Spent) -> Spent:
         return Spent(self.mask_seconds - before.mask_seconds,
-                     _minus(self.gc_seconds, before.gc_seconds),
+                     _by_generation(self.gc_cpu, before.gc_cpu, -1),
                      {generation: count - before.gc_collections.get(generation, 0)
                       for generation, count in self.gc_collections.items()})
 
@@ -56,17 +64,18 @@ def metrics_text(port: int) -> str:
 def spent(text: str) -> Spent:
     """The sums in ``text``, the Prometheus text format of ``/obsmask/metrics``."""
     mask = 0.0
-    gc_seconds: float | None = None
+    gc_cpu: dict[str, float] | None = None
     collections: dict[str, int] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "obsmask_mask_seconds_sum":
                 mask = sample.value
             elif sample.name == "obsmask_gc_cpu_seconds_total":
-                gc_seconds = (gc_seconds or 0.0) + sample.value
+                gc_cpu = gc_cpu if gc_cpu is not None else {}
+                gc_cpu[sample.labels["generation"]] = sample.value
             elif sample.name == "python_gc_collections_total":
                 collections[sample.labels["generation"]] = int(sample.value)
-    return Spent(mask, gc_seconds, collections)
+    return Spent(mask, gc_cpu, collections)
 
 
 def spent_by(port: int) -> Spent | None:

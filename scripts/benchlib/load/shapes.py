@@ -58,17 +58,20 @@ def _figures(f: LoadFigures) -> dict[str, object]:
     }
 
 
-def _parts(f: LoadFigures, spent: Spent) -> dict[str, float]:
+def _parts(f: LoadFigures, spent: Spent) -> dict[str, object]:
     """The CPU per request, and what obsmask's metrics account for of it:
     its request rewrites (their time, which inline is the event loop's CPU)
-    and its garbage collections (left out, with the rest, by an obsmask
-    that does not time them); the rest is mitmproxy's and obsmask's other
-    hooks."""
+    and its garbage collections, also by generation (left out, with the
+    rest, by an obsmask that does not time them); the rest is mitmproxy's
+    and obsmask's other hooks."""
     cpu, masking = f.cpu_seconds * 1000 / f.requests, spent.mask_seconds * 1000 / f.requests
-    parts = {"all": round(cpu, 3), "rewrites": round(masking, 3)}
-    if spent.gc_seconds is not None:
-        collector = spent.gc_seconds * 1000 / f.requests
+    parts: dict[str, object] = {"all": round(cpu, 3), "rewrites": round(masking, 3)}
+    if spent.gc_cpu is not None:
+        collector = sum(spent.gc_cpu.values()) * 1000 / f.requests
         parts |= {"garbage_collector": round(collector, 3),
+                  "garbage_collector_by_generation": {
+                      generation: round(seconds * 1000 / f.requests, 3)
+                      for generation, seconds in sorted(spent.gc_cpu.items())},
                   "rest": round(cpu - masking - collector, 3)}
     return parts
 
