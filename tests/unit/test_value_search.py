@@ -8,7 +8,8 @@ import json
 
 import orjson
 
-from obsmask_core.conversation.body.value_search import find_values
+from obsmask_core.conversation.body import value_search
+from obsmask_core.conversation.body.value_search import ENCODERS, _encoded, find_values
 
 
 def test_a_value_is_found_where_a_member_value_is_written():
@@ -106,3 +107,34 @@ def test_a_result_that_reads_as_its_own_call_id_is_found_as_the_result():
 def test_a_value_under_another_members_name_is_not_found():
     body = b'{"messages": [{"role": "tool", "tool_call_id": "out"}]}'
     assert find_values(body, [("out", "content", None)]) is None
+
+
+def test_a_body_python_wrote_keeping_utf8_misses_each_wrong_encoder_once_not_per_value(
+        monkeypatch):
+    """Python's json.dumps(ensure_ascii=False) writes strings as orjson does
+    and objects as json.dumps does: an encoder that missed a value is not
+    the body's and goes last, so the searches that find nothing (each one
+    reads the rest of the body) stay few, however long the body."""
+    pairs = [({"command": f"ls {n}"}, f"caf\u00e9 {n}") for n in range(40)]
+    document = {"items": [{"input": call, "content": out} for call, out in pairs]}
+    body = json.dumps(document, ensure_ascii=False).encode()
+    values = [(value, name, None) for call, out in pairs
+              for value, name in ((call, "input"), (out, "content"))]
+    misses = []
+    search = value_search._find_encoded
+
+    def counted(*args: object, **kwargs: object) -> object:
+        found = search(*args, **kwargs)  # type: ignore[arg-type]
+        if found is None:
+            misses.append(args[1])
+        return found
+
+    monkeypatch.setattr(value_search, "_find_encoded", counted)
+    spans = find_values(body, values) or []
+    assert [json.loads(body[start:end]) for start, end in spans] == [v for v, _, _ in values]
+    assert len(misses) <= 3
+
+
+def test_a_lone_surrogate_is_no_value_the_utf8_encoder_writes():
+    """json.dumps keeps it, and UTF-8 cannot encode it; orjson refuses it."""
+    assert _encoded(ENCODERS[2], "a\ud800b") is None

@@ -49,11 +49,26 @@ def _ascii_json(value: object) -> bytes:
     return json.dumps(value).encode("ascii")
 
 
+# Made once: ``json.dumps`` with arguments of its own makes an encoder
+# for every call.
+_UTF8_SPACED = json.JSONEncoder(ensure_ascii=False)
+_ASCII_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def _utf8_json(value: object) -> bytes:
+    """``json.dumps(value, ensure_ascii=False)`` in UTF-8. A string is
+    written alike by orjson (every code point checked; a lone surrogate
+    fails in both), which is much faster."""
+    if isinstance(value, str):
+        return orjson.dumps(value)
+    return _UTF8_SPACED.encode(value).encode("utf-8")
+
+
 ENCODERS: tuple[Encoder, ...] = (
     orjson.dumps,
     _ascii_json,
-    lambda value: json.dumps(value, ensure_ascii=False).encode("utf-8"),
-    lambda value: json.dumps(value, separators=(",", ":")).encode("ascii"),
+    _utf8_json,
+    lambda value: _ASCII_COMPACT.encode(value).encode("ascii"),
 )
 
 
@@ -168,17 +183,27 @@ def find_values(body: bytes,
 
 def _find_any(body: bytes, value: object, start: int, openers: bytes,
               order: list[Encoder], name: bytes | None = None) -> Span | None:
-    """``value``'s first span from ``start`` as any encoder writes it; the
-    encoder that found it goes first in ``order``."""
+    """``value``'s first span from ``start`` as any encoder writes it. The
+    encoder that found it goes first in ``order``, and those whose writing
+    of it was not there go last: a client writes a body with one encoder,
+    so an encoder that missed a value is not the body's, even when it
+    writes the next value alike (a string with no escape). Moving only
+    the finder first, two encoders that each write some values as the
+    client did took turns in front, and each turn's miss searched the
+    rest of the body (Python's ``json.dumps`` with UTF-8 kept: orjson
+    finds its strings, ``json.dumps`` its objects)."""
     tried: set[bytes] = set()
-    for number, encoder in enumerate(order):
+    missed: list[Encoder] = []
+    for encoder in order:
         encoded = _encoded(encoder, value)
         if encoded is None or encoded in tried:
             continue
         tried.add(encoded)
         span = _find_encoded(body, encoded, start, openers, name)
         if span is not None:
-            if number:
-                order.insert(0, order.pop(number))
+            if encoder is not order[0] or missed:
+                rest = [e for e in order if e is not encoder and e not in missed]
+                order[:] = [encoder, *rest, *missed]
             return span
+        missed.append(encoder)
     return None
