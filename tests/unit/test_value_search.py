@@ -9,7 +9,7 @@ import json
 import orjson
 
 from obsmask_core.conversation.body import value_search
-from obsmask_core.conversation.body.value_search import ENCODERS, _encoded, find_values
+from obsmask_core.conversation.body.value_search import _encoded, _utf8_json, find_values
 
 
 def test_a_value_is_found_where_a_member_value_is_written():
@@ -137,4 +137,4 @@ def test_a_body_python_wrote_keeping_utf8_misses_each_wrong_encoder_once_not_per
 
 def test_a_lone_surrogate_is_no_value_the_utf8_encoder_writes():
     """json.dumps keeps it, and UTF-8 cannot encode it; orjson refuses it."""
-    assert _encoded(ENCODERS[2], "a\ud800b") is None
+    assert _encoded(_utf8_json, "a\ud800b") is None

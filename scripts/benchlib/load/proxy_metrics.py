@@ -34,11 +34,6 @@ class Spent:
     gc_cpu: dict[str, float] | None
     gc_collections: dict[str, int]
 
-    @property
-    def gc_seconds(self) -> float | None:
-        """The collector's CPU seconds, all generations."""
-        return None if self.gc_cpu is None else sum(self.gc_cpu.values())
-
     def plus(self, other: Spent) -> Spent:
         return Spent(self.mask_seconds + other.mask_seconds,
                      _by_generation(self.gc_cpu, other.gc_cpu, 1),

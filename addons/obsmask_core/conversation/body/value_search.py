@@ -64,12 +64,12 @@ def _utf8_json(value: object) -> bytes:
     return _UTF8_SPACED.encode(value).encode("utf-8")
 
 
-ENCODERS: tuple[Encoder, ...] = (
-    orjson.dumps,
-    _ascii_json,
-    _utf8_json,
-    lambda value: _ASCII_COMPACT.encode(value).encode("ascii"),
-)
+def _ascii_compact_json(value: object) -> bytes:
+    """``json.dumps(value, separators=(",", ":"))``."""
+    return _ASCII_COMPACT.encode(value).encode("ascii")
+
+
+ENCODERS: tuple[Encoder, ...] = (orjson.dumps, _ascii_json, _utf8_json, _ascii_compact_json)
 
 
 def _encoded(encoder: Encoder, value: object) -> bytes | None:
@@ -190,18 +190,22 @@ def _find_any(body: bytes, value: object, start: int, openers: bytes,
     writes the next value alike (a string with no escape). Moving only
     the finder first, two encoders that each write some values as the
     client did took turns in front, and each turn's miss searched the
-    rest of the body (Python's ``json.dumps`` with UTF-8 kept: orjson
-    finds its strings, ``json.dumps`` its objects)."""
+    rest of the body: for a body of Python's ``json.dumps`` with UTF-8
+    kept, orjson found its strings with UTF-8 in them, and the spaced
+    ASCII encoder its objects of ASCII text."""
     tried: set[bytes] = set()
     missed: list[Encoder] = []
     for encoder in order:
         encoded = _encoded(encoder, value)
-        if encoded is None or encoded in tried:
+        if encoded is None:
+            continue  # it cannot write the value: nothing said of the body
+        if encoded in tried:  # as an encoder that missed writes it
+            missed.append(encoder)
             continue
         tried.add(encoded)
         span = _find_encoded(body, encoded, start, openers, name)
         if span is not None:
-            if encoder is not order[0] or missed:
+            if encoder is not order[0]:
                 rest = [e for e in order if e is not encoder and e not in missed]
                 order[:] = [encoder, *rest, *missed]
             return span
