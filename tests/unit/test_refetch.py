@@ -7,9 +7,11 @@ results of a re-fetched call, and of every later call that is the same."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
-from obsmask_core.conversation.frontier.refetch import count_repeats
+from obsmask_core.conversation.frontier.refetch import RefetchWatch, count_repeats
 from obsmask_core.conversation.planning.plan import MaskPlan
 from obsmask_core.conversation.turns.wire_formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
 from obsmask_core.shared.refetch_facts import RefetchFacts
@@ -162,3 +164,23 @@ def test_what_a_request_writes_of_its_refetches_reads_back_the_same(fmt):
         facts = plan(fmt, events, **policy).refetches
         assert facts
         assert RefetchFacts.read(facts.as_metadata()) == facts
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_what_a_checkpoint_keeps_of_the_calls_the_collector_stops_walking(fmt):
+    """Every checkpoint keeps the calls its replay read and the latest call
+    of each key: plain tuples of plain values, which the garbage collector
+    leaves out of its walks once it has looked at them (a named tuple it
+    walks in every full collection for as long as it lives)."""
+    items = convert(fmt, REREAD + run("b1", "ls") + read("r5", "d.py"))
+    watch = RefetchWatch(fmt.index(items), items, guard=True)
+    watch.read_up_to(len(items), lambda turn, call_id: False)
+    state = watch.state()
+    gc.collect()
+    calls = [call for turn in state.readings for call in turn]
+    assert len(calls) == 6 and len(state.seen) == 5
+    assert not any(gc.is_tracked(kept) for kept in [*calls, *state.seen.values()])
+    # A turn's tuple of calls goes at the next collection that finds its
+    # calls gone.
+    gc.collect()
+    assert not any(gc.is_tracked(turn) for turn in state.readings)

@@ -18,7 +18,7 @@ FORMATS = [CHAT, ANTHROPIC, RESPONSES]
 def keys_of(fmt: WireFormat, events: list[Event]) -> list[bytes]:
     items = convert(fmt, events)
     index = fmt.index(items)
-    return [call.key for turn in index.turns for call in calls_of(items, turn)]
+    return [key for turn in index.turns for _, _, key, _ in calls_of(items, turn)]
 
 
 def two_calls(first: object, second: object, name: str = "read_file") -> list[Event]:
@@ -61,7 +61,7 @@ def test_parallel_calls_of_one_turn_are_read_in_their_order():
     for fmt in FORMATS:
         items = convert(fmt, events)
         index = fmt.index(items)
-        assert [call.call_id for call in calls_of(items, index.turns[0])] == ["a", "b"]
+        assert [call_id for call_id, _, _, _ in calls_of(items, index.turns[0])] == ["a", "b"]
 
 
 @pytest.mark.parametrize("name", ["Read", "read_file", "Grep", "Glob", "LS", "view"])
@@ -119,5 +119,5 @@ def test_arguments_nested_past_pythons_recursion_are_read_without_an_error():
               Turn([Call("b", "grep", deep)]), Result("b", "y")]
     items = convert(ANTHROPIC, events)
     index = ANTHROPIC.index(items)
-    one, two = (call.key for turn in index.turns for call in calls_of(items, turn))
+    one, two = (key for turn in index.turns for _, _, key, _ in calls_of(items, turn))
     assert (one, two) == (b"\x01a", b"\x01b") or (one == two and one.startswith(b"grep\x00{"))

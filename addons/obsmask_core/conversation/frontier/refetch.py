@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from obsmask_core.conversation.billing.ledger import CHARS_PER_TOKEN
 from obsmask_core.conversation.turns.tool_calls import Call, calls_of
@@ -47,12 +46,10 @@ class Refetch:
     earlier_turn: int
 
 
-class _Seen(NamedTuple):
-    """The latest call with a given key: when it came, and where it is."""
-
-    sequence: int
-    turn: int
-    call_id: str
+# The latest call with a given key: when it came (its sequence number),
+# and where it is (its turn and id). A plain tuple, as ``Call`` is: every
+# checkpoint keeps one per key.
+_Seen = tuple[int, int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,32 +128,34 @@ class RefetchWatch:
                 self._readings.append(calls)
             for call in calls:
                 if self._read(call, number, answer, masked):
-                    newly_guarded.append((number, call.call_id))
+                    newly_guarded.append((number, call[0]))
             self._turns_read += 1
         return newly_guarded
 
     def _read(self, call: Call, turn: int, answer: int,
               masked: Callable[[int, str], bool]) -> bool:
         """Take in one call; is it one the guard keeps?"""
+        call_id, tool_name, key, reads_only = call
         sequence = self._calls
         self._calls += 1
-        earlier = self._seen.get(call.key)
+        earlier = self._seen.get(key)
         if earlier is not None:
+            earlier_sequence, earlier_turn, earlier_call_id = earlier
             # A change between the two (the earlier call itself not included).
-            if self._last_change > earlier.sequence:
+            if self._last_change > earlier_sequence:
                 self._repeats_after_change += 1
-            elif masked(earlier.turn, earlier.call_id):
-                self._refetches.append(Refetch(call.call_id, call.tool_name, turn, answer,
-                                               earlier.call_id, earlier.turn))
+            elif masked(earlier_turn, earlier_call_id):
+                self._refetches.append(Refetch(call_id, tool_name, turn, answer,
+                                               earlier_call_id, earlier_turn))
                 if self._guard:
-                    self._guarded_keys.add(call.key)
+                    self._guarded_keys.add(key)
             else:
                 self._repeats_seen += 1
-        self._seen[call.key] = _Seen(sequence, turn, call.call_id)
-        if not call.reads_only:
+        self._seen[key] = (sequence, turn, call_id)
+        if not reads_only:
             self._last_change = sequence
-        if self._guard and call.key in self._guarded_keys:
-            self._guarded_calls.add((turn, call.call_id))
+        if self._guard and key in self._guarded_keys:
+            self._guarded_calls.add((turn, call_id))
             return True
         return False
 

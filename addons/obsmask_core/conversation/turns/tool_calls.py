@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import orjson
 
 from obsmask_core.conversation.turns.tool_turns import RESPONSES_CALL_TYPES
 from obsmask_core.conversation.turns.turn_model import ToolTurn
 
-
-class Call(NamedTuple):
-    """One call of a turn: its id, its tool, the key that says which calls
-    are the same one, and whether it only reads."""
-
-    call_id: str
-    tool_name: str | None
-    key: bytes
-    reads_only: bool
+# One call of a turn: its id, its tool, the key that says which calls are
+# the same one, and whether it only reads. A plain tuple, not a named one:
+# each conversation's checkpoint keeps every call its replay read, and the
+# garbage collector stops walking a plain tuple of plain values once it
+# has looked at it (a named tuple it walks for as long as it lives, in
+# every full collection, holding the GIL).
+Call = tuple[str, str | None, bytes, bool]
 
 
 # Tools that read and change nothing, by their lower-cased names (Claude
@@ -122,13 +119,13 @@ def _call(call_id: str, name: str | None, arguments: object) -> Call:
             value = orjson.loads(arguments)
         except orjson.JSONDecodeError:
             text = arguments.strip().encode("utf-8", "surrogatepass")
-            return Call(call_id, name, _key(name, text), reads_only(name, None))
+            return (call_id, name, _key(name, text), reads_only(name, None))
     canonical = _canonical(value)
     # Arguments no writing can compare (nested past what Python recurses
     # through): a key of the call's own, the same as no other call's.
     key = _key(name, canonical) if canonical is not None else b"\x01" + call_id.encode(
         "utf-8", "surrogatepass")
-    return Call(call_id, name, key, reads_only(name, value))
+    return (call_id, name, key, reads_only(name, value))
 
 
 def _key(name: str | None, arguments: bytes) -> bytes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from obsmask_core.conversation.turns.tool_calls import Call, calls_of
+from obsmask_core.conversation.turns.tool_calls import calls_of
 from obsmask_core.conversation.turns.turn_model import ToolTurnIndex
 from obsmask_core.shared.refetch_facts import RefetchFacts
 from obsmask_core.shared.view_text import ViewLine, heading, table, text
@@ -41,20 +41,21 @@ def refetched_calls(items: Sequence[object], index: ToolTurnIndex,
     if not call_ids or not index.answer_starts:
         return ()
     newest = index.answer_starts[-1]
-    earlier: dict[bytes, tuple[int, Call]] = {}
+    earlier: dict[bytes, tuple[int, str]] = {}  # by key: the turn and id of its latest call
     found: dict[str, RefetchedCall] = {}
     wanted = set(call_ids)
     for number, turn in enumerate(index.turns):
         calls = calls_of(items, turn)
         if turn.location[0] < newest:
-            earlier.update((call.key, (number, call)) for call in calls)
+            for call_id, _, key, _ in calls:
+                earlier[key] = (number, call_id)
             continue
-        for call in calls:
-            if call.call_id in wanted and call.call_id not in found:
-                before = earlier.get(call.key)
-                found[call.call_id] = RefetchedCall(
-                    call.call_id, call.tool_name,
-                    before[1].call_id if before else None, before[0] if before else None)
+        for call_id, tool_name, key, _ in calls:
+            if call_id in wanted and call_id not in found:
+                before = earlier.get(key)
+                found[call_id] = RefetchedCall(call_id, tool_name,
+                                               before[1] if before else None,
+                                               before[0] if before else None)
     return tuple(found.get(call_id) or RefetchedCall(call_id, None) for call_id in call_ids)
 
 
