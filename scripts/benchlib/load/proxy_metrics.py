@@ -7,20 +7,31 @@ switched off, say)."""
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
+# Collections are counted, their CPU time is in seconds.
+Number = TypeVar("Number", int, float)
 
-def _by_generation(first: dict[str, float] | None, second: dict[str, float] | None,
-                   sign: int) -> dict[str, float] | None:
+
+def _by_generation(first: Mapping[str, Number], second: Mapping[str, Number],
+                   sign: int) -> dict[str, Number]:
     """``first`` plus (``sign`` 1) or minus (-1) ``second``, generation by
-    generation; None when either is (an obsmask that does not time its
-    collector)."""
+    generation (a generation one of them lacks counting as 0)."""
+    return {generation: first.get(generation, 0) + sign * second.get(generation, 0)
+            for generation in {*first, *second}}
+
+
+def _timed_by_generation(first: dict[str, float] | None, second: dict[str, float] | None,
+                         sign: int) -> dict[str, float] | None:
+    """``_by_generation`` of two collector timings; None when either is
+    (an obsmask that does not time its collector)."""
     if first is None or second is None:
         return None
-    return {generation: first.get(generation, 0.0) + sign * second.get(generation, 0.0)
-            for generation in {*first, *second}}
+    return _by_generation(first, second, sign)
 
 
 @dataclass(frozen=True)
@@ -36,16 +47,13 @@ class Spent:
 
     def plus(self, other: Spent) -> Spent:
         return Spent(self.mask_seconds + other.mask_seconds,
-                     _by_generation(self.gc_cpu, other.gc_cpu, 1),
-                     {generation: self.gc_collections.get(generation, 0)
-                      + other.gc_collections.get(generation, 0)
-                      for generation in {*self.gc_collections, *other.gc_collections}})
+                     _timed_by_generation(self.gc_cpu, other.gc_cpu, 1),
+                     _by_generation(self.gc_collections, other.gc_collections, 1))
 
     def since(self, before: Spent) -> Spent:
         return Spent(self.mask_seconds - before.mask_seconds,
-                     _by_generation(self.gc_cpu, before.gc_cpu, -1),
-                     {generation: count - before.gc_collections.get(generation, 0)
-                      for generation, count in self.gc_collections.items()})
+                     _timed_by_generation(self.gc_cpu, before.gc_cpu, -1),
+                     _by_generation(self.gc_collections, before.gc_collections, -1))
 
 
 def metrics_text(port: int) -> str:
